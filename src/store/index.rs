@@ -1,0 +1,101 @@
+//! The 40-byte big-endian index record of Uniffle's data/index file pairs (DATA-FORMATS §3.3).
+//!
+//! Its own file because it is a wire format: clients parse these bytes directly.
+
+use bytes::{Buf, BufMut};
+
+/// One index record: where a block lives in the data file, plus the metadata a reader checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Absolute byte offset of the block in the data file.
+    pub offset: i64,
+    /// Payload length.
+    pub length: i32,
+    /// Length before compression (opaque).
+    pub uncompress_length: i32,
+    /// CRC-32 of the payload as the client sent it.
+    pub crc: i64,
+    /// Block id.
+    pub block_id: i64,
+    /// Writer task attempt id.
+    pub task_attempt_id: i64,
+}
+
+impl IndexEntry {
+    /// Encoded size of one record.
+    pub const SIZE: usize = 40;
+
+    /// Appends the big-endian record to `buf`.
+    pub fn encode(&self, buf: &mut impl BufMut) {
+        buf.put_i64(self.offset);
+        buf.put_i32(self.length);
+        buf.put_i32(self.uncompress_length);
+        buf.put_i64(self.crc);
+        buf.put_i64(self.block_id);
+        buf.put_i64(self.task_attempt_id);
+    }
+
+    /// Reads one record from the front of `buf`; `None` when fewer than 40 bytes remain.
+    pub fn decode(buf: &mut impl Buf) -> Option<IndexEntry> {
+        if buf.remaining() < Self::SIZE {
+            return None;
+        }
+        Some(IndexEntry {
+            offset: buf.get_i64(),
+            length: buf.get_i32(),
+            uncompress_length: buf.get_i32(),
+            crc: buf.get_i64(),
+            block_id: buf.get_i64(),
+            task_attempt_id: buf.get_i64(),
+        })
+    }
+
+    /// Decodes every whole record of `bytes` (a trailing partial record is ignored, as the
+    /// client does).
+    pub fn decode_all(mut bytes: &[u8]) -> Vec<IndexEntry> {
+        let mut out = Vec::with_capacity(bytes.len() / Self::SIZE);
+        while let Some(e) = Self::decode(&mut bytes) {
+            out.push(e);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn matches_the_data_formats_example() {
+        let e = IndexEntry {
+            offset: 0,
+            length: 3,
+            uncompress_length: 10,
+            crc: 0xCAFE,
+            block_id: 6_291_463,
+            task_attempt_id: 7,
+        };
+        let mut buf = Vec::new();
+        e.encode(&mut buf);
+        let want = hex::decode(
+            "0000000000000000000000030000000a000000000000cafe00000000006000070000000000000007",
+        )
+        .unwrap();
+        assert_eq!(buf, want);
+        assert_eq!(IndexEntry::decode_all(&buf), vec![e]);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(offset: i64, length: i32, ul: i32, crc: i64, id: i64, task: i64, tail in 0usize..40) {
+            let e = IndexEntry { offset, length, uncompress_length: ul, crc, block_id: id, task_attempt_id: task };
+            let mut buf = Vec::new();
+            e.encode(&mut buf);
+            e.encode(&mut buf);
+            prop_assert_eq!(buf.len(), 80);
+            buf.extend(std::iter::repeat_n(0u8, tail));
+            prop_assert_eq!(IndexEntry::decode_all(&buf), vec![e, e]);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Local-file tier (placeholder until the tier lands).

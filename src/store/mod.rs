@@ -1,0 +1,223 @@
+//! The storage tiers behind the app registry: the trait every tier implements, and the block
+//! types that travel from the gRPC layer through memory to files.
+//!
+//! ```text
+//!  sendShuffleData ─▶ TieredStore ─▶ MemoryTier (hot) ──Spiller──▶ LocalFileTier (warm)
+//!                                        ▲  reads by block cursor        ▲ reads by index + range
+//! ```
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::error::Result;
+use crate::ids::{AppId, PartitionKey, ShuffleKey};
+
+pub mod index;
+pub mod localfile;
+pub mod memory;
+pub mod spill;
+pub mod tiered;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod conformance;
+#[cfg(any(test, feature = "test-util"))]
+pub mod faulty;
+
+/// One shuffle block as the client sent it. The payload is a slice of the request buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// Client-built id (sequence | partition | task attempt).
+    pub block_id: i64,
+    /// The writer's task attempt id (Spark: map index and attempt number).
+    pub task_attempt_id: i64,
+    /// Length before compression; stored and echoed, never interpreted.
+    pub uncompress_length: i32,
+    /// CRC-32 of `data` as sent; stored and echoed, checked only by readers.
+    pub crc: i64,
+    /// The compressed payload; `data.len()` is the block's `length`.
+    pub data: Bytes,
+}
+
+impl Block {
+    /// Per-block metadata charged on top of the payload, as the Java server and client
+    /// count it (block id, crc, task attempt as 3×8 bytes, two lengths as 2×4).
+    pub const METADATA_BYTES: u64 = 32;
+
+    /// The block's `length` field.
+    pub fn len(&self) -> i32 {
+        self.data.len() as i32
+    }
+
+    /// True for a zero-length payload (legal: empty map outputs).
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// Bytes of write memory this block costs: payload + [`Block::METADATA_BYTES`]. The gRPC
+    /// client's `requireSize` is the sum of this over a request.
+    pub fn charged_len(&self) -> u64 {
+        self.data.len() as u64 + Self::METADATA_BYTES
+    }
+}
+
+/// An ordered, immutable run of blocks of one partition range, shared between the memory tier
+/// (which keeps serving it) and the tier it is being spilled to.
+#[derive(Clone, Debug, Default)]
+pub struct BlockBatch {
+    blocks: Arc<[Block]>,
+    data_bytes: u64,
+}
+
+impl BlockBatch {
+    /// Wraps blocks in their final order.
+    pub fn new(blocks: Vec<Block>) -> Self {
+        let data_bytes = blocks.iter().map(|b| b.data.len() as u64).sum();
+        BlockBatch {
+            blocks: blocks.into(),
+            data_bytes,
+        }
+    }
+
+    /// The blocks, in write order.
+    pub fn blocks(&self) -> &[Block] {
+        &self.blocks
+    }
+
+    /// Sum of payload lengths (what lands in a data file).
+    pub fn data_bytes(&self) -> u64 {
+        self.data_bytes
+    }
+
+    /// Sum of charged lengths (what the batch costs in memory).
+    pub fn charged_bytes(&self) -> u64 {
+        self.data_bytes + self.blocks.len() as u64 * Block::METADATA_BYTES
+    }
+
+    /// Number of blocks.
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// True when there are no blocks.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+}
+
+/// Which tier a value belongs to; also the label used in logs and metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TierKind {
+    /// Memory buffers (hot).
+    Memory,
+    /// Local files on the data paths (warm).
+    LocalFile,
+    /// HDFS (cold).
+    Hdfs,
+}
+
+impl TierKind {
+    /// Short lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TierKind::Memory => "memory",
+            TierKind::LocalFile => "localfile",
+            TierKind::Hdfs => "hdfs",
+        }
+    }
+}
+
+/// What a purge removes. A purge never touches data outside its scope.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PurgeScope {
+    /// Everything of one app.
+    App(AppId),
+    /// Everything of one shuffle.
+    Shuffle(ShuffleKey),
+}
+
+impl PurgeScope {
+    /// The app the scope belongs to.
+    pub fn app(&self) -> &AppId {
+        match self {
+            PurgeScope::App(app) => app,
+            PurgeScope::Shuffle(key) => &key.app,
+        }
+    }
+
+    /// True when `part` is inside the scope.
+    pub fn covers(&self, part: &PartitionKey) -> bool {
+        match self {
+            PurgeScope::App(app) => &part.app == app,
+            PurgeScope::Shuffle(key) => part.app == key.app && part.shuffle == key.shuffle,
+        }
+    }
+}
+
+/// Whether a tier can take new writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Health {
+    /// False when the tier should not be chosen for new data.
+    pub writable: bool,
+    /// Human-readable detail (which disks are full or failing).
+    pub detail: String,
+}
+
+impl Health {
+    /// A healthy tier.
+    pub fn ok() -> Self {
+        Health {
+            writable: true,
+            detail: String::new(),
+        }
+    }
+}
+
+/// A storage tier that durable data is spilled to.
+///
+/// # Contract
+/// - `append` writes the whole batch after everything previously appended to the same
+///   partition. `Ok` means every block of the batch can be read back from this tier (for file
+///   tiers: data and index records are written, data first). The spiller releases the memory of
+///   a batch only after `Ok`. On `Err` nothing of the batch is visible to readers, and the
+///   partition stays appendable (a retry starts where the last `Ok` ended).
+/// - Appends to the same partition may be called concurrently; the tier serializes them.
+/// - `purge` removes exactly the data inside the scope and returns the bytes freed.
+#[async_trait]
+pub trait Tier: Send + Sync + 'static {
+    /// Which tier this is.
+    fn kind(&self) -> TierKind;
+
+    /// Appends a batch to a partition; see the trait contract.
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()>;
+
+    /// Deletes all data inside `scope`; returns bytes freed.
+    async fn purge(&self, scope: &PurgeScope) -> Result<u64>;
+
+    /// Whether new partitions should be placed here.
+    fn health(&self) -> Health;
+}
+
+/// The raw index of a partition as the client reads it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexRead {
+    /// Whole 40-byte records only.
+    pub index: Bytes,
+    /// Length of the data file when the index was read; every record points below it.
+    pub data_len: u64,
+    /// One id per index part (the disk index); empty when there is no file.
+    pub storage_ids: Vec<i32>,
+}
+
+/// A tier whose partitions are files read back by index and byte range (local files; the
+/// server side of HDFS).
+#[async_trait]
+pub trait FileTier: Tier {
+    /// The partition's index. A partition with no file answers an empty [`IndexRead`].
+    async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead>;
+
+    /// Exactly `len` bytes at `offset` of the partition's data file; a range past the end of
+    /// what has been durably written is an error, never a short answer.
+    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes>;
+}
