@@ -1,1 +1,473 @@
-//! Local-file tier (placeholder until the tier lands).
+//! LocalFileTier: the warm tier. Each partition range gets one data/index file pair on one of
+//! the local data paths, in exactly Uniffle's layout (DATA-FORMATS §3):
+//!
+//! ```text
+//! <data_path>/<appId>/<shuffleId>/<start>-<end>/<prefix>.data    blocks, concatenated
+//! <data_path>/<appId>/<shuffleId>/<start>-<end>/<prefix>.index   40-byte records, same order
+//! ```
+//!
+//! The layout is the only state on disk; nothing else is written next to it (the health
+//! probe's dot-file lives for a moment and is deleted), so a restart can rediscover partitions
+//! by walking the data paths.
+//!
+//! Concurrency, from the outside in:
+//! - a per-app **gate** (`tokio::sync::RwLock`): appends hold it shared for their whole
+//!   duration, purges hold it exclusively, so a purge never races file creation or writes of
+//!   its own app, and never blocks another app;
+//! - a per-partition **writer lock** serializes appends to one file pair;
+//! - a per-disk **semaphore** bounds the blocking writes in flight on each disk.
+//!
+//! Readers take none of these: they read the *committed* lengths (published after an append
+//! finished) and never see bytes past them.
+
+mod disk;
+mod files;
+mod options;
+mod read;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use self::disk::{is_disk_fault, Disk, PROBE_TIMEOUT};
+pub use self::disk::{DiskReport, DiskStatus};
+use self::files::{AppendJob, Committed, PartitionPaths};
+pub use self::options::LocalFileOptions;
+use crate::error::{Error, Result};
+use crate::ids::{AppId, PartitionKey};
+use crate::store::{BlockBatch, Health, PurgeScope, Tier, TierKind};
+
+/// The local-file tier: see the module doc for layout and locking.
+///
+/// Built once at start-up by [`LocalFileTier::new`], shared as `Arc`, and kept healthy-aware
+/// by [`LocalFileTier::spawn_health_checks`].
+pub struct LocalFileTier {
+    disks: Vec<Arc<Disk>>,
+    prefix: String,
+    high_watermark: f64,
+    low_watermark: f64,
+    min_healthy_disks: usize,
+    sync_on_write: bool,
+    /// Every partition written since start (or purge): its disk and committed lengths. A
+    /// `parking_lot` mutex because sections are short lookups and never await.
+    partitions: parking_lot::Mutex<HashMap<PartitionKey, Arc<PartitionFile>>>,
+    /// Per-app gates (see the module doc); removed when the app is purged.
+    gates: parking_lot::Mutex<HashMap<AppId, Arc<AppGate>>>,
+    /// Fault for the next append, tests only.
+    #[cfg(test)]
+    next_fault: parking_lot::Mutex<Option<files::Fault>>,
+}
+
+/// The per-app gate; `retired` is set when an app purge removed the gate from the map, so a
+/// task that was waiting on it looks the app up again.
+type AppGate = RwLock<GateState>;
+
+#[derive(Debug, Default)]
+struct GateState {
+    retired: bool,
+}
+
+/// One partition's file pair, its disk for life, and its lengths.
+struct PartitionFile {
+    disk: Arc<Disk>,
+    paths: PartitionPaths,
+    /// Serializes appends to this pair. A tokio mutex on purpose: it guards the file, not
+    /// memory, and is held for the whole blocking write (the owned guard moves into the
+    /// blocking task). It is only ever taken by appends (the spiller), never on a request path;
+    /// readers use `committed`.
+    writer: Arc<tokio::sync::Mutex<WriterState>>,
+    /// Lengths readers may see; updated under `writer` after a successful append.
+    committed: parking_lot::Mutex<Committed>,
+}
+
+#[derive(Debug, Default)]
+struct WriterState {
+    /// The range directory (and its parents) exist.
+    dirs_created: bool,
+    /// A rollback failed: the files may be longer than committed and must be cut first.
+    needs_truncate: bool,
+}
+
+const TIER: &str = "localfile";
+
+impl LocalFileTier {
+    /// Creates and probes every data path. A path that cannot be created or written starts
+    /// unhealthy (logged) and is probed again by every health pass; start-up fails only when
+    /// the options are invalid or no path is usable at all. Blocks while probing, so call it at
+    /// start-up.
+    pub fn new(opts: LocalFileOptions) -> Result<Arc<Self>> {
+        options::validate(&opts)?;
+        let mut disks = Vec::with_capacity(opts.data_paths.len());
+        for (i, root) in opts.data_paths.iter().enumerate() {
+            let index = i32::try_from(i)
+                .map_err(|_| Error::Startup("too many localfile data paths".to_owned()))?;
+            let disk = Disk::new(index, root.clone(), opts.max_concurrency_per_disk);
+            disk.apply_inspection(disk::inspect(root), opts.high_watermark, opts.low_watermark);
+            if !disk.is_healthy() {
+                // Disks start unhealthy, so `mark_unhealthy` logged no transition: say it here.
+                tracing::warn!(disk = %root.display(), storage_id = index, reason = %disk.reason(), "data path is unusable at start-up; it takes no writes until a health probe succeeds");
+            }
+            disks.push(Arc::new(disk));
+        }
+        if !disks.iter().any(|d| d.is_healthy()) {
+            let why: Vec<String> = disks
+                .iter()
+                .map(|d| format!("{}: {}", d.root.display(), d.reason()))
+                .collect();
+            return Err(Error::Startup(format!(
+                "no usable localfile data path: {}",
+                why.join("; ")
+            )));
+        }
+        Ok(Arc::new(LocalFileTier {
+            disks,
+            prefix: opts.file_prefix,
+            high_watermark: opts.high_watermark,
+            low_watermark: opts.low_watermark,
+            min_healthy_disks: opts.min_healthy_disks,
+            sync_on_write: opts.sync_on_write,
+            partitions: parking_lot::Mutex::new(HashMap::new()),
+            gates: parking_lot::Mutex::new(HashMap::new()),
+            #[cfg(test)]
+            next_fault: parking_lot::Mutex::new(None),
+        }))
+    }
+
+    /// One health pass over every disk, concurrently on the blocking pool: a probe file is
+    /// written, synced, read back and deleted, then usage is read with `statvfs`. Flips the
+    /// healthy and overused flags (with watermark hysteresis), one log line per change. A disk
+    /// whose probe does not finish within 30 s, or whose previous probe still hangs, is
+    /// unhealthy.
+    pub async fn check_disks(&self) {
+        let mut pending = Vec::with_capacity(self.disks.len());
+        for disk in &self.disks {
+            if !disk.try_begin_probe() {
+                disk.mark_unhealthy("the previous health probe has not finished");
+                continue;
+            }
+            let d = Arc::clone(disk);
+            let handle = tokio::task::spawn_blocking(move || {
+                let outcome = disk::inspect(&d.root);
+                d.end_probe();
+                outcome
+            });
+            pending.push((disk, handle));
+        }
+        let deadline = tokio::time::Instant::now() + PROBE_TIMEOUT;
+        for (disk, handle) in pending {
+            let outcome = match tokio::time::timeout_at(deadline, handle).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(e)) => Err(format!("health probe task failed: {e}")),
+                Err(_) => Err(format!(
+                    "health probe did not finish within {PROBE_TIMEOUT:?}"
+                )),
+            };
+            disk.apply_inspection(outcome, self.high_watermark, self.low_watermark);
+        }
+    }
+
+    /// Runs [`LocalFileTier::check_disks`] every `interval` (the first pass one interval from
+    /// now; `new` already probed) on `tracker` until `cancel` fires.
+    pub fn spawn_health_checks(
+        self: &Arc<Self>,
+        interval: Duration,
+        cancel: CancellationToken,
+        tracker: &TaskTracker,
+    ) {
+        let tier = Arc::clone(self);
+        tracker.spawn(async move {
+            let start = tokio::time::Instant::now() + interval;
+            let mut ticker = tokio::time::interval_at(start, interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = ticker.tick() => tier.check_disks().await,
+                }
+            }
+        });
+    }
+
+    /// One report per data path, in `data_paths` order, for heartbeats and metrics.
+    pub fn disk_reports(&self) -> Vec<DiskReport> {
+        self.disks.iter().map(|d| d.report()).collect()
+    }
+
+    /// Disks whose last probe succeeded (overused ones included: they still serve their
+    /// partitions).
+    pub fn healthy_disks(&self) -> usize {
+        self.disks.iter().filter(|d| d.is_healthy()).count()
+    }
+
+    /// Makes the next append fail at `fault.at` with `fault.errno` (tests only).
+    #[cfg(test)]
+    pub(crate) fn inject_fault(&self, fault: files::Fault) {
+        *self.next_fault.lock() = Some(fault);
+    }
+
+    /// The partition's file pair, placing it on a disk on first use.
+    fn file_for_append(&self, part: &PartitionKey) -> Result<Arc<PartitionFile>> {
+        let mut map = self.partitions.lock();
+        if let Some(file) = map.get(part) {
+            return Ok(Arc::clone(file));
+        }
+        let disk = self.place(part)?;
+        let dir = disk
+            .root
+            .join(part.app.as_str())
+            .join(part.shuffle.to_string())
+            .join(part.range.dir_name());
+        tracing::debug!(app_id = %part.app, shuffle_id = part.shuffle, range = %part.range, storage_id = disk.index, "placed partition");
+        let file = Arc::new(PartitionFile {
+            disk,
+            paths: PartitionPaths::new(dir, &self.prefix),
+            writer: Arc::new(tokio::sync::Mutex::new(WriterState::default())),
+            committed: parking_lot::Mutex::new(Committed::default()),
+        });
+        map.insert(part.clone(), Arc::clone(&file));
+        Ok(file)
+    }
+
+    /// Uniffle's placement: murmur3 of `"<appId>_<shuffleId>_<start>"` modulo the disks that
+    /// may take new partitions right now.
+    fn place(&self, part: &PartitionKey) -> Result<Arc<Disk>> {
+        let writable: Vec<&Arc<Disk>> = self.disks.iter().filter(|d| d.is_writable()).collect();
+        if writable.is_empty() {
+            return Err(Error::TierFailed {
+                tier: TIER,
+                reason: format!(
+                    "no disk can take new partition {part}: {}",
+                    self.bad_disks()
+                ),
+            });
+        }
+        let key = format!("{}_{}_{}", part.app, part.shuffle, part.range.start);
+        let hash = murmur3::murmur3_32(&mut key.as_bytes(), 0).map_err(|e| Error::Internal {
+            reason: format!("hashing {key}: {e}"),
+        })?;
+        Ok(Arc::clone(writable[hash as usize % writable.len()]))
+    }
+
+    /// The app's gate, created on first use.
+    fn gate(&self, app: &AppId) -> Arc<AppGate> {
+        let mut gates = self.gates.lock();
+        Arc::clone(gates.entry(app.clone()).or_default())
+    }
+
+    /// "disk 1 (/p) unhealthy: …; disk 2 (/q) overused: 96.0% used", or "" when all are normal.
+    fn bad_disks(&self) -> String {
+        let bad: Vec<String> = self
+            .disks
+            .iter()
+            .filter_map(|d| match d.status() {
+                DiskStatus::Normal => None,
+                s => Some(format!(
+                    "disk {} ({}) {}: {}",
+                    d.index,
+                    d.root.display(),
+                    s.as_str(),
+                    d.reason()
+                )),
+            })
+            .collect();
+        bad.join("; ")
+    }
+
+    /// Takes the app's gate exclusively, skipping gates retired by a concurrent app purge.
+    async fn lock_app(&self, app: &AppId) -> (Arc<AppGate>, OwnedRwLockWriteGuard<GateState>) {
+        loop {
+            let gate = self.gate(app);
+            let guard = Arc::clone(&gate).write_owned().await;
+            if !guard.retired {
+                return (gate, guard);
+            }
+        }
+    }
+
+    fn lookup(&self, part: &PartitionKey) -> Option<Arc<PartitionFile>> {
+        self.partitions.lock().get(part).cloned()
+    }
+}
+
+#[async_trait]
+impl Tier for LocalFileTier {
+    fn kind(&self) -> TierKind {
+        TierKind::LocalFile
+    }
+
+    /// Writes data, then index records (each fdatasynced when configured), then publishes the
+    /// new lengths. On error both files are cut back to the last committed lengths, the disk
+    /// is flagged unhealthy for EIO/ENOSPC/EROFS-like errors, and `Error::Io` is returned; the
+    /// partition stays appendable. A partition whose disk is unhealthy fails fast with the
+    /// retryable `Error::TierFailed`, as does a new partition when no disk is writable.
+    ///
+    /// Cancel-safe: the guards move into the blocking task, so an abandoned append still
+    /// finishes (or rolls back) before the next append or a purge touches the partition.
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let gate = loop {
+            let guard = self.gate(&part.app).read_owned().await;
+            if !guard.retired {
+                break guard;
+            }
+        };
+        let file = self.file_for_append(part)?;
+        if !file.disk.is_healthy() {
+            return Err(Error::TierFailed {
+                tier: TIER,
+                reason: format!(
+                    "disk {} ({}) of partition {part} is unhealthy: {}",
+                    file.disk.index,
+                    file.disk.root.display(),
+                    file.disk.reason()
+                ),
+            });
+        }
+        let writer = Arc::clone(&file.writer).lock_owned().await;
+        let permit = Arc::clone(&file.disk.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Internal {
+                reason: "localfile write permits closed".to_owned(),
+            })?;
+        let committed = *file.committed.lock();
+        let index = files::encode_index(batch.blocks(), committed.data_len);
+        let batch = batch.clone();
+        let sync = self.sync_on_write;
+        #[cfg(test)]
+        let fault = self.next_fault.lock().take();
+
+        let outcome = tokio::task::spawn_blocking(move || {
+            let (_gate, _permit, mut writer) = (gate, permit, writer);
+            let job = AppendJob {
+                paths: &file.paths,
+                committed,
+                blocks: batch.blocks(),
+                create_dirs: !writer.dirs_created,
+                truncate_first: writer.needs_truncate,
+                sync,
+                #[cfg(test)]
+                fault,
+            };
+            match files::append(&job, &index) {
+                Ok(()) => {
+                    writer.dirs_created = true;
+                    writer.needs_truncate = false;
+                    let added = batch.data_bytes() + index.len() as u64;
+                    {
+                        let mut c = file.committed.lock();
+                        c.data_len += batch.data_bytes();
+                        c.index_len += index.len() as u64;
+                    }
+                    file.disk.add_written(added);
+                    Ok(())
+                }
+                Err(failure) => {
+                    writer.needs_truncate = !failure.rolled_back;
+                    if is_disk_fault(&failure.source) {
+                        file.disk.mark_unhealthy(&format!(
+                            "append to {} failed: {}",
+                            failure.path.display(),
+                            failure.source
+                        ));
+                    }
+                    Err(Error::io(failure.path, failure.source))
+                }
+            }
+        })
+        .await;
+        outcome.map_err(|e| Error::Internal {
+            reason: format!("append task for partition {part} failed: {e}"),
+        })?
+    }
+
+    /// Removes the scope's partitions and deletes `<path>/<appId>` (App) or
+    /// `<path>/<appId>/<shuffleId>` (Shuffle) on every disk, under the app's gate: in-flight
+    /// appends of the app finish first, and appends that arrive meanwhile wait and then start
+    /// fresh files. Returns the committed bytes (data + index) of the removed partitions.
+    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        let app = scope.app().clone();
+        let (gate, guard) = self.lock_app(&app).await;
+        let removed: Vec<Arc<PartitionFile>> = self
+            .partitions
+            .lock()
+            .extract_if(|k, _| scope.covers(k))
+            .map(|(_, v)| v)
+            .collect();
+        let mut freed = 0;
+        for file in &removed {
+            let c = *file.committed.lock();
+            file.disk.sub_written(c.data_len + c.index_len);
+            freed += c.data_len + c.index_len;
+        }
+        let dirs: Vec<PathBuf> = self
+            .disks
+            .iter()
+            .map(|d| match scope {
+                PurgeScope::App(app) => d.root.join(app.as_str()),
+                PurgeScope::Shuffle(key) => {
+                    d.root.join(key.app.as_str()).join(key.shuffle.to_string())
+                }
+            })
+            .collect();
+        // The guard travels with the deletion so an abandoned purge still excludes appends
+        // until its directories are gone.
+        let (mut guard, deleted) = tokio::task::spawn_blocking(move || {
+            let mut first_err: Option<(PathBuf, io::Error)> = None;
+            for dir in dirs {
+                if let Err(e) = files::remove_tree(&dir) {
+                    tracing::warn!(path = %dir.display(), error = %e, "purge could not delete a directory");
+                    first_err.get_or_insert((dir, e));
+                }
+            }
+            (guard, first_err)
+        })
+        .await
+        .map_err(|e| Error::Internal {
+            reason: format!("purge task for app {app} failed: {e}"),
+        })?;
+        if matches!(scope, PurgeScope::App(_)) {
+            guard.retired = true;
+            let mut gates = self.gates.lock();
+            if gates.get(&app).is_some_and(|g| Arc::ptr_eq(g, &gate)) {
+                gates.remove(&app);
+            }
+        }
+        drop(guard);
+        match deleted {
+            Some((path, e)) => Err(Error::io(path, e)),
+            None => Ok(freed),
+        }
+    }
+
+    /// Writable while at least `max(1, min_healthy_disks)` disks are healthy and under the
+    /// high watermark; `detail` names every disk that is not normal.
+    fn health(&self) -> Health {
+        let writable = self.disks.iter().filter(|d| d.is_writable()).count();
+        let need = self.min_healthy_disks.max(1);
+        let bad = self.bad_disks();
+        let detail = if bad.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "{writable} of {} disks writable (need {need}): {bad}",
+                self.disks.len()
+            )
+        };
+        Health {
+            writable: writable >= need,
+            detail,
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Blocking operations on one partition's data/index file pair. Everything here runs on the
+//! blocking pool; nothing here knows about disks, health or placement.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, IoSlice, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::store::index::IndexEntry;
+use crate::store::Block;
+
+/// Where one partition's files live: `<root>/<appId>/<shuffleId>/<start>-<end>/<prefix>.{data,index}`.
+#[derive(Debug)]
+pub(crate) struct PartitionPaths {
+    /// The range directory.
+    pub dir: PathBuf,
+    /// The data file.
+    pub data: PathBuf,
+    /// The index file.
+    pub index: PathBuf,
+}
+
+impl PartitionPaths {
+    /// Paths of a range directory with the server's file prefix.
+    pub fn new(dir: PathBuf, prefix: &str) -> Self {
+        PartitionPaths {
+            data: dir.join(format!("{prefix}.data")),
+            index: dir.join(format!("{prefix}.index")),
+            dir,
+        }
+    }
+}
+
+/// Lengths of the data and index files that readers may see: everything up to them was
+/// written (and synced, when configured) by appends that returned `Ok`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Committed {
+    /// Bytes of the data file.
+    pub data_len: u64,
+    /// Bytes of the index file (a multiple of 40).
+    pub index_len: u64,
+}
+
+/// Test-only fault injected into the next append at a given step.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FaultPoint {
+    /// Before anything is written.
+    BeforeData,
+    /// After the data was written, before the index.
+    AfterData,
+    /// After both were written, before the append returns.
+    AfterIndex,
+}
+
+/// A fault to inject: where, and which OS error to report.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fault {
+    /// Where the append fails.
+    pub at: FaultPoint,
+    /// The raw OS error it fails with.
+    pub errno: i32,
+}
+
+/// Everything one blocking append needs.
+pub(crate) struct AppendJob<'a> {
+    /// The file pair.
+    pub paths: &'a PartitionPaths,
+    /// Where the new bytes go.
+    pub committed: Committed,
+    /// The blocks, in write order.
+    pub blocks: &'a [Block],
+    /// Create the range directory first (first append of the partition).
+    pub create_dirs: bool,
+    /// Truncate both files back to `committed` first (an earlier rollback failed).
+    pub truncate_first: bool,
+    /// fdatasync data, then index, before returning.
+    pub sync: bool,
+    /// Injected fault, tests only.
+    #[cfg(test)]
+    pub fault: Option<Fault>,
+}
+
+/// Why an append failed, and whether the files were rolled back to the committed lengths.
+#[derive(Debug)]
+pub(crate) struct AppendFailure {
+    /// The file or directory the failing operation touched.
+    pub path: PathBuf,
+    /// The OS error.
+    pub source: io::Error,
+    /// False when truncating back also failed: the next append must truncate first.
+    pub rolled_back: bool,
+}
+
+/// Encodes the index records of `blocks` placed contiguously from `data_offset`.
+pub(crate) fn encode_index(blocks: &[Block], data_offset: u64) -> Bytes {
+    let mut buf = BytesMut::with_capacity(blocks.len() * IndexEntry::SIZE);
+    let mut offset = data_offset;
+    for b in blocks {
+        IndexEntry {
+            offset: offset as i64,
+            length: b.len(),
+            uncompress_length: b.uncompress_length,
+            crc: b.crc,
+            block_id: b.block_id,
+            task_attempt_id: b.task_attempt_id,
+        }
+        .encode(&mut buf);
+        offset += b.data.len() as u64;
+    }
+    buf.freeze()
+}
+
+/// Writes the blocks at `committed.data_len`, then their index records at
+/// `committed.index_len` (data strictly first, so an index record never points at bytes that
+/// are not there). On error both files are truncated back to `committed` (best effort).
+pub(crate) fn append(job: &AppendJob<'_>, index: &[u8]) -> Result<(), AppendFailure> {
+    let fail = |path: &Path, source: io::Error| AppendFailure {
+        path: path.to_owned(),
+        source,
+        rolled_back: true,
+    };
+    if job.create_dirs {
+        fs::create_dir_all(&job.paths.dir).map_err(|e| fail(&job.paths.dir, e))?;
+        if job.sync {
+            // The range, shuffle, app and root directories may all be new: make their entries
+            // durable so the files survive a crash.
+            for dir in job.paths.dir.ancestors().take(4) {
+                sync_dir(dir).map_err(|e| fail(dir, e))?;
+            }
+        }
+    }
+    if job.truncate_first {
+        rollback(job.paths, job.committed).map_err(|(path, e)| AppendFailure {
+            path,
+            source: e,
+            rolled_back: false,
+        })?;
+    }
+    match write_pair(job, index) {
+        Ok(()) => Ok(()),
+        Err((path, source)) => {
+            let rolled_back = match rollback(job.paths, job.committed) {
+                Ok(()) => true,
+                Err((rpath, re)) => {
+                    tracing::warn!(path = %rpath.display(), error = %re, "could not truncate a partition file back after a failed append; the next append retries");
+                    false
+                }
+            };
+            Err(AppendFailure {
+                path,
+                source,
+                rolled_back,
+            })
+        }
+    }
+}
+
+fn write_pair(job: &AppendJob<'_>, index: &[u8]) -> Result<(), (PathBuf, io::Error)> {
+    let data_path = &job.paths.data;
+    let index_path = &job.paths.index;
+    #[cfg(test)]
+    let injected = |at: FaultPoint, path: &Path| -> Result<(), (PathBuf, io::Error)> {
+        match job.fault {
+            Some(f) if f.at == at => Err((path.to_owned(), io::Error::from_raw_os_error(f.errno))),
+            _ => Ok(()),
+        }
+    };
+    #[cfg(test)]
+    injected(FaultPoint::BeforeData, data_path)?;
+
+    let mut data = open_for_write(data_path).map_err(|e| (data_path.clone(), e))?;
+    write_blocks_at(&mut data, job.committed.data_len, job.blocks)
+        .map_err(|e| (data_path.clone(), e))?;
+    if job.sync {
+        data.sync_data().map_err(|e| (data_path.clone(), e))?;
+    }
+    #[cfg(test)]
+    injected(FaultPoint::AfterData, index_path)?;
+
+    let index_file = open_for_write(index_path).map_err(|e| (index_path.clone(), e))?;
+    index_file
+        .write_all_at(index, job.committed.index_len)
+        .map_err(|e| (index_path.clone(), e))?;
+    if job.sync {
+        index_file
+            .sync_data()
+            .map_err(|e| (index_path.clone(), e))?;
+    }
+    #[cfg(test)]
+    injected(FaultPoint::AfterIndex, index_path)?;
+    Ok(())
+}
+
+fn open_for_write(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}
+
+/// Vectored write of the blocks' payloads (no copy into one buffer) starting at `offset`.
+fn write_blocks_at(file: &mut File, offset: u64, blocks: &[Block]) -> io::Result<()> {
+    file.seek(SeekFrom::Start(offset))?;
+    let mut slices: Vec<IoSlice<'_>> = blocks
+        .iter()
+        .filter(|b| !b.data.is_empty())
+        .map(|b| IoSlice::new(&b.data))
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        // std caps the slice count at IOV_MAX per call; the loop writes the remainder.
+        match file.write_vectored(rest) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Truncates both files to the committed lengths (a missing file counts as done).
+fn rollback(paths: &PartitionPaths, committed: Committed) -> Result<(), (PathBuf, io::Error)> {
+    for (path, len) in [
+        (&paths.data, committed.data_len),
+        (&paths.index, committed.index_len),
+    ] {
+        match OpenOptions::new().write(true).open(path) {
+            Ok(f) => f.set_len(len).map_err(|e| (path.clone(), e))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err((path.clone(), e)),
+        }
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Reads exactly `len` bytes at `offset` of `path`.
+pub(crate) fn read_at(path: &Path, offset: u64, len: usize) -> io::Result<Bytes> {
+    let file = File::open(path)?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(Bytes::from(buf))
+}
+
+/// Removes a directory tree; a missing directory is fine.
+pub(crate) fn remove_tree(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}

@@ -1,0 +1,51 @@
+//! The local-file tier's settings and their start-up validation.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// Settings of the local-file tier. Validated by [`LocalFileTier::new`]; defaults live in the
+/// server config, not here.
+#[derive(Clone, Debug)]
+pub struct LocalFileOptions {
+    /// The data paths (`rss.storage.basePath`), one per disk. Their order gives the storage
+    /// ids readers see, so it must not change across restarts.
+    pub data_paths: Vec<PathBuf>,
+    /// The server id `<ip>-<port>`, used as the file name: `<prefix>.data` / `<prefix>.index`.
+    /// Must be a valid file name (no `/`, not empty).
+    pub file_prefix: String,
+    /// Usage ratio above which a disk takes no *new* partitions (Uniffle: 0.95).
+    pub high_watermark: f64,
+    /// Usage ratio below which an overused disk takes new partitions again (Uniffle: 0.85).
+    pub low_watermark: f64,
+    /// The tier reports itself not writable when fewer disks than this (and never fewer than
+    /// one) are healthy and under the high watermark.
+    pub min_healthy_disks: usize,
+    /// Blocking writes allowed in flight per disk (at least 1).
+    pub max_concurrency_per_disk: usize,
+    /// fdatasync the data file, then the index file (and new directories) before an append
+    /// returns `Ok`, so `Ok` survives a power loss, not just a process crash.
+    pub sync_on_write: bool,
+}
+
+/// Checks the options once, at start-up: every error names the field.
+pub(super) fn validate(opts: &LocalFileOptions) -> Result<()> {
+    let bad = |why: String| Err(Error::Startup(format!("localfile options: {why}")));
+    if opts.data_paths.is_empty() {
+        return bad("no data path configured".to_owned());
+    }
+    let p = &opts.file_prefix;
+    if p.is_empty() || p == "." || p == ".." || p.contains(['/', '\0']) {
+        return bad(format!("file prefix {p:?} is not a valid file name"));
+    }
+    let (lo, hi) = (opts.low_watermark, opts.high_watermark);
+    if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
+        return bad(format!(
+            "watermarks must satisfy 0 <= low ({lo}) <= high ({hi}) <= 1"
+        ));
+    }
+    if opts.max_concurrency_per_disk == 0 {
+        return bad("max_concurrency_per_disk must be at least 1".to_owned());
+    }
+    Ok(())
+}

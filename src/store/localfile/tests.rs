@@ -1,0 +1,520 @@
+//! Tests of the local-file tier: the shared conformance suites plus what only this tier does
+//! (placement, disk health, rollback after a failed write, the exact on-disk layout).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::errno::Errno;
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::files::{Fault, FaultPoint};
+use super::*;
+use crate::ids::{AppId, PartitionRange};
+use crate::store::conformance::{self, assert_blocks_eq, part, payload, read_back, test_block};
+use crate::store::index::IndexEntry;
+use crate::store::{Block, FileTier, IndexRead};
+
+const PREFIX: &str = "10.0.0.7-19999";
+
+fn opts(paths: Vec<PathBuf>) -> LocalFileOptions {
+    LocalFileOptions {
+        data_paths: paths,
+        file_prefix: PREFIX.to_owned(),
+        high_watermark: 1.0,
+        low_watermark: 1.0,
+        min_healthy_disks: 1,
+        max_concurrency_per_disk: 2,
+        sync_on_write: false,
+    }
+}
+
+fn disks(dir: &TempDir, n: usize) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| dir.path().join(format!("disk{i}")))
+        .collect()
+}
+
+fn app(name: &str) -> AppId {
+    AppId::parse(name).unwrap()
+}
+
+fn batch(first_id: i64, n: i64, len: usize) -> BlockBatch {
+    BlockBatch::new(
+        (first_id..first_id + n)
+            .map(|id| test_block(id, id % 3, payload(id as u64, len)))
+            .collect(),
+    )
+}
+
+async fn storage_id(tier: &LocalFileTier, p: &PartitionKey) -> i32 {
+    let idx = tier.read_index(p).await.unwrap();
+    assert_eq!(idx.storage_ids.len(), 1);
+    idx.storage_ids[0]
+}
+
+fn file_len(path: &Path) -> u64 {
+    std::fs::metadata(path).unwrap().len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_on_three_disks() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 3))).unwrap();
+    conformance::run_all(tier.as_ref()).await;
+    // Every suite purges after itself: nothing of ours is left but empty data paths.
+    for r in tier.disk_reports() {
+        assert_eq!(r.written_bytes, 0, "{r:?}");
+        assert_eq!(std::fs::read_dir(&r.path).unwrap().count(), 0, "{r:?}");
+    }
+}
+
+#[tokio::test]
+async fn conformance_with_sync_on_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(LocalFileOptions {
+        sync_on_write: true,
+        max_concurrency_per_disk: 1,
+        ..opts(disks(&dir, 2))
+    })
+    .unwrap();
+    conformance::run_all(tier.as_ref()).await;
+}
+
+#[tokio::test]
+async fn files_are_at_exactly_the_uniffle_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let a = app("application_1716900000000_0042_1716900000123");
+    let p = PartitionKey::new(a.clone(), 3, PartitionRange::new(4, 7).unwrap());
+    let b = batch(1, 4, 100);
+    tier.append(&p, &b).await.unwrap();
+
+    let range_dir = dir
+        .path()
+        .join("disk0")
+        .join(a.as_str())
+        .join("3")
+        .join("4-7");
+    let data = range_dir.join(format!("{PREFIX}.data"));
+    let index = range_dir.join(format!("{PREFIX}.index"));
+    assert_eq!(file_len(&data), 400);
+    assert_eq!(file_len(&index), 4 * IndexEntry::SIZE as u64);
+    let mut names: Vec<String> = std::fs::read_dir(&range_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![format!("{PREFIX}.data"), format!("{PREFIX}.index")]
+    );
+    // Nothing else anywhere under the data path (no hidden state, no probe file left).
+    let top: Vec<_> = std::fs::read_dir(dir.path().join("disk0"))
+        .unwrap()
+        .collect();
+    assert_eq!(top.len(), 1);
+
+    // The files alone describe the partition: decode them without the tier.
+    let entries = IndexEntry::decode_all(&std::fs::read(&index).unwrap());
+    let bytes = std::fs::read(&data).unwrap();
+    let from_files: Vec<Block> = entries
+        .iter()
+        .map(|e| Block {
+            block_id: e.block_id,
+            task_attempt_id: e.task_attempt_id,
+            uncompress_length: e.uncompress_length,
+            crc: e.crc,
+            data: bytes[e.offset as usize..(e.offset + e.length as i64) as usize]
+                .to_vec()
+                .into(),
+        })
+        .collect();
+    assert_blocks_eq(&from_files, b.blocks());
+}
+
+#[tokio::test]
+async fn placement_spreads_partitions_and_keeps_each_on_its_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = disks(&dir, 3);
+    let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
+    let a = app("placement");
+    let parts: Vec<PartitionKey> = (0..60).map(|p| part(&a, 0, p)).collect();
+    let mut placed = Vec::new();
+    for (n, p) in parts.iter().enumerate() {
+        tier.append(p, &batch(n as i64 * 10, 1, 50)).await.unwrap();
+        placed.push(storage_id(&tier, p).await);
+    }
+    let used: HashSet<i32> = placed.iter().copied().collect();
+    assert_eq!(
+        used.len(),
+        3,
+        "60 partitions should use all 3 disks: {placed:?}"
+    );
+
+    // Break disk 2: partitions placed elsewhere keep their disk, new ones avoid disk 2.
+    std::fs::remove_dir_all(&paths[2]).unwrap();
+    std::fs::write(&paths[2], b"not a directory").unwrap();
+    tier.check_disks().await;
+    assert_eq!(tier.disk_reports()[2].status, DiskStatus::Unhealthy);
+    for (n, p) in parts.iter().enumerate() {
+        if placed[n] == 2 {
+            continue;
+        }
+        tier.append(p, &batch(n as i64 * 10 + 1, 1, 50))
+            .await
+            .unwrap();
+        assert_eq!(storage_id(&tier, p).await, placed[n], "partition {p} moved");
+        assert_eq!(read_back(tier.as_ref(), p).await.len(), 2);
+    }
+    for n in 0..30 {
+        let p = part(&a, 1, n);
+        tier.append(&p, &batch(1000 + n as i64, 1, 10))
+            .await
+            .unwrap();
+        assert_ne!(storage_id(&tier, &p).await, 2);
+    }
+    // A partition on the broken disk fails fast and retryably instead of moving.
+    if let Some(n) = placed.iter().position(|&d| d == 2) {
+        let err = tier
+            .append(&parts[n], &batch(5000, 1, 10))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::TierFailed { .. }), "{err}");
+        assert!(err.is_retryable());
+    }
+}
+
+#[tokio::test]
+async fn placement_is_a_pure_function_of_the_key() {
+    let mk = || {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = LocalFileTier::new(opts(disks(&dir, 3))).unwrap();
+        (dir, tier)
+    };
+    let (_d1, t1) = mk();
+    let (_d2, t2) = mk();
+    let a = app("stable-placement");
+    for n in 0..20 {
+        let p = part(&a, 2, n);
+        t1.append(&p, &batch(n as i64, 1, 8)).await.unwrap();
+        t2.append(&p, &batch(n as i64, 1, 8)).await.unwrap();
+        assert_eq!(storage_id(&t1, &p).await, storage_id(&t2, &p).await);
+    }
+}
+
+#[tokio::test]
+async fn an_unusable_data_path_starts_unhealthy_and_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("plain-file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let mut paths = disks(&dir, 2);
+    paths.insert(1, blocker.join("data")); // parent is a regular file: cannot be created
+    let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
+
+    let reports = tier.disk_reports();
+    assert_eq!(reports[1].status, DiskStatus::Unhealthy);
+    assert_eq!(reports[1].path, paths[1]);
+    assert_eq!(reports[0].status, DiskStatus::Normal);
+    assert!(reports[0].capacity_bytes > 0 && reports[0].available_bytes > 0);
+    assert_eq!(tier.healthy_disks(), 2);
+    let health = tier.health();
+    assert!(health.writable);
+    assert!(
+        health.detail.contains(&paths[1].display().to_string()),
+        "{}",
+        health.detail
+    );
+
+    let a = app("skip-bad-disk");
+    for n in 0..30 {
+        let p = part(&a, 0, n);
+        tier.append(&p, &batch(n as i64, 1, 20)).await.unwrap();
+        assert_ne!(storage_id(&tier, &p).await, 1);
+    }
+}
+
+#[tokio::test]
+async fn min_healthy_disks_makes_the_tier_unwritable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut paths = disks(&dir, 2);
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    paths.push(blocker.join("data"));
+    let tier = LocalFileTier::new(LocalFileOptions {
+        min_healthy_disks: 3,
+        ..opts(paths.clone())
+    })
+    .unwrap();
+    let health = tier.health();
+    assert!(!health.writable);
+    assert!(
+        health.detail.contains("2 of 3 disks writable (need 3)"),
+        "{}",
+        health.detail
+    );
+    let tier = LocalFileTier::new(LocalFileOptions {
+        min_healthy_disks: 2,
+        ..opts(paths)
+    })
+    .unwrap();
+    assert!(tier.health().writable);
+}
+
+#[tokio::test]
+async fn no_usable_disk_at_all_fails_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let err = LocalFileTier::new(opts(vec![blocker.join("a"), blocker.join("b")]))
+        .err()
+        .expect("no usable disk");
+    assert!(err.to_string().contains("no usable"), "{err}");
+    for bad in [
+        opts(Vec::new()),
+        LocalFileOptions {
+            file_prefix: "a/b".into(),
+            ..opts(disks(&dir, 1))
+        },
+        LocalFileOptions {
+            low_watermark: 0.9,
+            high_watermark: 0.8,
+            ..opts(disks(&dir, 1))
+        },
+        LocalFileOptions {
+            max_concurrency_per_disk: 0,
+            ..opts(disks(&dir, 1))
+        },
+    ] {
+        assert!(LocalFileTier::new(bad).is_err());
+    }
+}
+
+#[tokio::test]
+async fn overused_disks_take_no_new_partitions_but_keep_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 2))).unwrap();
+    let a = app("overused");
+    let old = part(&a, 0, 0);
+    tier.append(&old, &batch(1, 1, 10)).await.unwrap();
+
+    // Any real file system is more than 0% used: with both watermarks at 0 every disk goes
+    // over the high watermark and never comes back under the low one.
+    let full = LocalFileTier::new(LocalFileOptions {
+        high_watermark: 0.0,
+        low_watermark: 0.0,
+        ..opts(disks(&dir, 2))
+    })
+    .unwrap();
+    assert!(full
+        .disk_reports()
+        .iter()
+        .all(|r| r.status == DiskStatus::Overused));
+    assert_eq!(full.healthy_disks(), 2);
+    assert!(!full.health().writable);
+    let err = full.append(&old, &batch(2, 1, 10)).await.unwrap_err();
+    assert!(matches!(err, Error::TierFailed { .. }), "{err}");
+    full.check_disks().await;
+    assert!(full
+        .disk_reports()
+        .iter()
+        .all(|r| r.status == DiskStatus::Overused));
+
+    // Same instance: a partition placed before the disk filled keeps appending.
+    let tier_full = Arc::clone(&tier);
+    for d in &tier_full.disks {
+        d.apply_inspection(
+            Ok(disk::Usage {
+                capacity: 100,
+                available: 1,
+            }),
+            0.95,
+            0.85,
+        );
+    }
+    assert!(!tier_full.health().writable);
+    tier_full.append(&old, &batch(2, 1, 10)).await.unwrap();
+    assert_eq!(read_back(tier_full.as_ref(), &old).await.len(), 2);
+    assert!(tier_full
+        .append(&part(&a, 0, 1), &batch(3, 1, 10))
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn a_failed_append_leaves_earlier_data_and_the_next_append_contiguous() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let a = app("rollback");
+    let p = part(&a, 0, 0);
+    let range_dir = dir
+        .path()
+        .join("disk0")
+        .join("rollback")
+        .join("0")
+        .join("0-0");
+    let data = range_dir.join(format!("{PREFIX}.data"));
+    let index = range_dir.join(format!("{PREFIX}.index"));
+
+    let first = batch(1, 3, 100);
+    tier.append(&p, &first).await.unwrap();
+    let mut want = first.blocks().to_vec();
+
+    for at in [
+        FaultPoint::BeforeData,
+        FaultPoint::AfterData,
+        FaultPoint::AfterIndex,
+    ] {
+        // Not a disk fault (EPERM): the disk stays healthy.
+        tier.inject_fault(Fault {
+            at,
+            errno: Errno::EPERM as i32,
+        });
+        let err = tier.append(&p, &batch(100, 2, 333)).await.unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{at:?}: {err}");
+        assert!(err.is_retryable());
+        assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
+        assert_eq!(file_len(&data), 300, "{at:?}: data not rolled back");
+        assert_eq!(file_len(&index), 120, "{at:?}: index not rolled back");
+        assert_eq!(tier.disk_reports()[0].status, DiskStatus::Normal);
+    }
+
+    // A disk fault (EIO) after the index was written: rolled back and the disk flagged.
+    tier.inject_fault(Fault {
+        at: FaultPoint::AfterIndex,
+        errno: Errno::EIO as i32,
+    });
+    assert!(tier.append(&p, &batch(200, 2, 50)).await.is_err());
+    assert_eq!(tier.disk_reports()[0].status, DiskStatus::Unhealthy);
+    assert!(!tier.health().writable);
+    let err = tier.append(&p, &batch(300, 1, 50)).await.unwrap_err();
+    assert!(matches!(err, Error::TierFailed { .. }), "{err}");
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
+
+    // The next probe finds the disk fine again; the retry lands right after the old data.
+    tier.check_disks().await;
+    assert_eq!(tier.disk_reports()[0].status, DiskStatus::Normal);
+    let retry = batch(200, 2, 50);
+    tier.append(&p, &retry).await.unwrap();
+    want.extend(retry.blocks().iter().cloned());
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
+    assert_eq!(file_len(&data), 400);
+    assert_eq!(tier.disk_reports()[0].written_bytes, 400 + 5 * 40);
+}
+
+#[tokio::test]
+async fn a_first_append_that_fails_leaves_an_unknown_looking_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let p = part(&app("first-fails"), 0, 0);
+    tier.inject_fault(Fault {
+        at: FaultPoint::AfterData,
+        errno: Errno::EPERM as i32,
+    });
+    assert!(tier.append(&p, &batch(1, 2, 10)).await.is_err());
+    assert_eq!(tier.read_index(&p).await.unwrap(), IndexRead::default());
+    let b = batch(5, 2, 10);
+    tier.append(&p, &b).await.unwrap();
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, b.blocks());
+}
+
+#[tokio::test]
+async fn read_errors_are_typed() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let p = part(&app("read-errors"), 0, 0);
+    let err = tier.read_data(&p, 0, 1).await.unwrap_err();
+    assert!(matches!(err, Error::Internal { .. }), "{err}");
+    assert!(err.to_string().contains("no data file"), "{err}");
+    tier.append(&p, &batch(1, 1, 10)).await.unwrap();
+    let err = tier.read_data(&p, 5, 6).await.unwrap_err();
+    assert!(matches!(err, Error::BadRequest { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("offset 5") && msg.contains("length 6") && msg.contains("10"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn written_bytes_are_live() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let a = app("live-bytes");
+    tier.append(&part(&a, 0, 0), &batch(1, 2, 100))
+        .await
+        .unwrap();
+    tier.append(&part(&a, 1, 0), &batch(3, 1, 100))
+        .await
+        .unwrap();
+    assert_eq!(tier.disk_reports()[0].written_bytes, 300 + 120);
+    let freed = tier
+        .purge(&PurgeScope::Shuffle(crate::ids::ShuffleKey {
+            app: a.clone(),
+            shuffle: 0,
+        }))
+        .await
+        .unwrap();
+    assert_eq!(freed, 280);
+    assert_eq!(tier.disk_reports()[0].written_bytes, 140);
+    assert_eq!(tier.purge(&PurgeScope::App(a)).await.unwrap(), 140);
+    assert_eq!(tier.disk_reports()[0].written_bytes, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_racing_appends_leave_a_consistent_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 2))).unwrap();
+    let a = app("purge-race");
+    let p = part(&a, 0, 0);
+    for round in 0..30i64 {
+        let b = batch(round * 10, 3, 200);
+        let (t1, t2) = (Arc::clone(&tier), Arc::clone(&tier));
+        let (p1, a2, b1) = (p.clone(), a.clone(), b.clone());
+        let append = tokio::spawn(async move { t1.append(&p1, &b1).await });
+        let purge = tokio::spawn(async move { t2.purge(&PurgeScope::App(a2)).await });
+        append.await.unwrap().unwrap();
+        purge.await.unwrap().unwrap();
+        // Either the purge came last (nothing left) or the append did (exactly its blocks).
+        let got = read_back(tier.as_ref(), &p).await;
+        if !got.is_empty() {
+            assert_blocks_eq(&got, b.blocks());
+        }
+        tier.purge(&PurgeScope::App(a.clone())).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn health_checks_run_until_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = disks(&dir, 2);
+    let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
+    let cancel = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    tier.spawn_health_checks(Duration::from_millis(20), cancel.clone(), &tracker);
+
+    std::fs::remove_dir_all(&paths[0]).unwrap();
+    std::fs::write(&paths[0], b"x").unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tier.disk_reports()[0].status != DiskStatus::Unhealthy {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "health pass never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    std::fs::remove_file(&paths[0]).unwrap();
+    while tier.disk_reports()[0].status != DiskStatus::Normal {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "disk never recovered"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    cancel.cancel();
+    tracker.close();
+    tracker.wait().await;
+}
