@@ -1,7 +1,13 @@
 //! Spillway: a Uniffle-compatible shuffle server.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod app;
+pub mod codec;
 pub mod error;
+pub mod grpc;
 pub mod ids;
+pub mod memory;
 pub mod proto;
+pub mod status;
 pub mod store;
+pub mod server;

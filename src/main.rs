@@ -1,1 +1,67 @@
-fn main() {}
+//! The `spillway` binary: parse arguments, load the config, set up logging, serve until
+//! SIGTERM/SIGINT, shut down in order, exit 0.
+#![cfg_attr(not(test), deny(clippy::unwrap_used))]
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+/// A Uniffle-compatible shuffle server.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Config file (TOML). Without it, `WORKER_CONFIG_PATH`, else built-in defaults.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Log as JSON lines instead of text.
+    #[arg(long)]
+    log_json: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let env = |key: &str| std::env::var(key).ok();
+    let config = spillway::config::Config::load(args.config.as_deref(), &env)?;
+
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    if args.log_json {
+        tracing_subscriber::fmt().with_env_filter(filter).json().init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("spillway")
+        .build()
+        .context("building the tokio runtime")?;
+    runtime.block_on(async {
+        let running = spillway::server::start(config).await?;
+        let report = running.run_until(shutdown_signal()).await;
+        if report.bytes_left_in_memory > 0 {
+            tracing::warn!(bytes = report.bytes_left_in_memory, "exiting with data left in memory");
+        }
+        anyhow::Ok(())
+    })
+}
+
+/// SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        _ => {
+            // Without signal handlers we can still stop on Ctrl-C.
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

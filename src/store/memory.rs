@@ -1,1 +1,475 @@
-//! placeholder
+//! `MemoryTier`: the hot tier. Per partition range, blocks move
+//! staging → in flight (being spilled, still readable) → released (durable elsewhere), so a
+//! reported block is always in memory or in a file, never in neither.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::{Mutex, RwLock};
+use roaring::RoaringTreemap;
+
+use crate::error::{Error, Result};
+use crate::ids::PartitionKey;
+use crate::memory::{Charge, FlushCharge, MemoryBudget, Reservation};
+use crate::store::{Block, BlockBatch, PurgeScope};
+
+/// Where a memory read starts and what it may return.
+#[derive(Clone, Debug)]
+pub struct MemoryReadRequest {
+    /// `-1`: from the beginning; else continue after this block.
+    pub last_block_id: i64,
+    /// Soft cap: blocks are added until the total reaches it (the crossing block included).
+    pub max_bytes: u64,
+    /// Only blocks of these task attempts; `None` = all.
+    pub expected_tasks: Option<RoaringTreemap>,
+}
+
+/// One block's place in a [`MemoryRead`]'s data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Block id.
+    pub block_id: i64,
+    /// Offset inside the returned data.
+    pub offset: i64,
+    /// Payload length.
+    pub length: i32,
+    /// Uncompressed length (opaque).
+    pub uncompress_length: i32,
+    /// CRC as sent.
+    pub crc: i64,
+    /// Writer task attempt.
+    pub task_attempt_id: i64,
+}
+
+/// The answer to a memory read: concatenated payloads and their segments.
+#[derive(Clone, Debug, Default)]
+pub struct MemoryRead {
+    /// Concatenated block payloads.
+    pub data: Bytes,
+    /// One per block, in `data` order.
+    pub segments: Vec<Segment>,
+}
+
+/// The outcome of inserting blocks into a partition.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Inserted {
+    /// Blocks accepted.
+    pub blocks: usize,
+    /// Charged bytes accepted.
+    pub bytes: u64,
+    /// Blocks dropped because their id was already received for this partition.
+    pub duplicates: usize,
+    /// Bytes now staged (not yet handed to the spiller) in this partition.
+    pub staged_bytes: u64,
+}
+
+/// A batch handed to the spiller; its memory is freed when this is dropped, which the spiller
+/// does only after the target tier acknowledged it (or the partition was purged).
+pub struct SpillBatch {
+    /// The partition.
+    pub buffer: Arc<PartitionBuffer>,
+    /// Event id, unique per server.
+    pub event_id: u64,
+    /// The blocks in write order.
+    pub batch: BlockBatch,
+    /// The memory of the blocks.
+    pub charge: FlushCharge,
+}
+
+impl SpillBatch {
+    /// Called after the tier acknowledged the batch: drops it from memory and frees it.
+    pub fn complete(self) {
+        self.buffer.inner.lock().in_flight.remove(&self.event_id);
+        drop(self.charge);
+    }
+}
+
+#[derive(Default)]
+struct BufferInner {
+    staging: Vec<Block>,
+    staged_charge: Option<Charge>,
+    staged_bytes: u64,
+    /// Batches being spilled, by event id; read in id order before staging.
+    in_flight: BTreeMap<u64, BlockBatch>,
+    /// Every block id received for this partition, to drop resent duplicates.
+    seen: RoaringTreemap,
+}
+
+/// The in-memory state of one registered partition range.
+pub struct PartitionBuffer {
+    key: PartitionKey,
+    /// `LOCAL_ORDER`: batches are sorted by task attempt id when they are spilled.
+    local_order: bool,
+    inner: Mutex<BufferInner>,
+    /// Lifetime payload bytes received (huge-partition detection).
+    total_bytes: AtomicU64,
+    /// Set when the partition is purged; in-flight spills of it are then dropped.
+    purged: AtomicBool,
+}
+
+impl PartitionBuffer {
+    /// The partition.
+    pub fn key(&self) -> &PartitionKey {
+        &self.key
+    }
+
+    /// Whether spills sort by task attempt id.
+    pub fn local_order(&self) -> bool {
+        self.local_order
+    }
+
+    /// Payload bytes ever received.
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Charged bytes currently in memory (staged + in flight).
+    pub fn memory_bytes(&self) -> u64 {
+        let inner = self.inner.lock();
+        inner.staged_bytes + inner.in_flight.values().map(BlockBatch::charged_bytes).sum::<u64>()
+    }
+
+    /// Charged bytes staged and not yet handed to the spiller.
+    pub fn staged_bytes(&self) -> u64 {
+        self.inner.lock().staged_bytes
+    }
+
+    /// Number of batches being spilled.
+    pub fn in_flight(&self) -> usize {
+        self.inner.lock().in_flight.len()
+    }
+
+    /// True once purged.
+    pub fn is_purged(&self) -> bool {
+        self.purged.load(Ordering::Acquire)
+    }
+
+    /// Stages blocks, charging their memory to `reservation`. Blocks whose id this partition
+    /// already received are dropped (their bytes stay on the reservation and return with it).
+    /// Fails without staging anything if the reservation is too small or the partition was
+    /// purged.
+    pub fn insert(&self, blocks: Vec<Block>, reservation: &mut Reservation) -> Result<Inserted> {
+        let mut inner = self.inner.lock();
+        if self.is_purged() {
+            return Err(Error::NotRegistered {
+                app_id: self.key.app.to_string(),
+                shuffle_id: self.key.shuffle,
+                what: format!("partition range {}", self.key.range),
+            });
+        }
+        let mut out = Inserted::default();
+        let mut fresh = Vec::with_capacity(blocks.len());
+        let mut batch_ids = RoaringTreemap::new();
+        for b in blocks {
+            let id = b.block_id as u64;
+            if inner.seen.contains(id) || !batch_ids.insert(id) {
+                out.duplicates += 1;
+                continue;
+            }
+            out.bytes += b.charged_len();
+            fresh.push(b);
+        }
+        let charge = reservation.commit(out.bytes)?;
+        inner.seen |= batch_ids;
+        let payload: u64 = fresh.iter().map(|b| b.data.len() as u64).sum();
+        out.blocks = fresh.len();
+        inner.staging.extend(fresh);
+        inner.staged_bytes += out.bytes;
+        match inner.staged_charge.as_mut() {
+            Some(c) => c.merge(charge),
+            None => inner.staged_charge = Some(charge),
+        }
+        out.staged_bytes = inner.staged_bytes;
+        self.total_bytes.fetch_add(payload, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    /// Moves everything staged into a new in-flight batch for the spiller; `None` when
+    /// nothing is staged. The blocks stay readable until [`SpillBatch::complete`].
+    pub fn begin_spill(self: &Arc<Self>, event_id: u64) -> Option<SpillBatch> {
+        let mut inner = self.inner.lock();
+        if inner.staging.is_empty() || self.is_purged() {
+            return None;
+        }
+        let mut blocks = std::mem::take(&mut inner.staging);
+        inner.staged_bytes = 0;
+        let charge = inner.staged_charge.take()?;
+        if self.local_order {
+            blocks.sort_by_key(|b| b.task_attempt_id);
+        }
+        let batch = BlockBatch::new(blocks);
+        inner.in_flight.insert(event_id, batch.clone());
+        drop(inner);
+        Some(SpillBatch {
+            buffer: Arc::clone(self),
+            event_id,
+            batch,
+            charge: charge.start_flush(),
+        })
+    }
+
+    /// Reads blocks after `last_block_id` (in-flight batches by event id, then staging), as
+    /// Java's `getMemoryShuffleData` does. An unknown `last_block_id` restarts from the
+    /// beginning (the client de-duplicates).
+    pub fn read(&self, req: &MemoryReadRequest) -> MemoryRead {
+        // Pick blocks under the lock (cheap `Bytes` clones), copy payloads outside it.
+        let picked: Vec<Block> = {
+            let inner = self.inner.lock();
+            let all = || {
+                inner
+                    .in_flight
+                    .values()
+                    .flat_map(|b| b.blocks().iter())
+                    .chain(inner.staging.iter())
+            };
+            let skip = if req.last_block_id == -1 {
+                0
+            } else {
+                all()
+                    .position(|b| b.block_id == req.last_block_id)
+                    .map_or(0, |i| i + 1)
+            };
+            let mut total = 0u64;
+            let mut picked = Vec::new();
+            for b in all().skip(skip) {
+                if total >= req.max_bytes && !picked.is_empty() {
+                    break;
+                }
+                if let Some(tasks) = &req.expected_tasks {
+                    if !tasks.contains(b.task_attempt_id as u64) {
+                        continue;
+                    }
+                }
+                total += b.data.len() as u64;
+                picked.push(b.clone());
+            }
+            picked
+        };
+        let mut data = BytesMut::with_capacity(picked.iter().map(|b| b.data.len()).sum());
+        let mut segments = Vec::with_capacity(picked.len());
+        for b in &picked {
+            segments.push(Segment {
+                block_id: b.block_id,
+                offset: data.len() as i64,
+                length: b.len(),
+                uncompress_length: b.uncompress_length,
+                crc: b.crc,
+                task_attempt_id: b.task_attempt_id,
+            });
+            data.extend_from_slice(&b.data);
+        }
+        MemoryRead {
+            data: data.freeze(),
+            segments,
+        }
+    }
+
+    /// Drops everything staged and in flight (frees staged memory now; in-flight memory is
+    /// freed when the spiller drops its batch).
+    fn purge(&self) {
+        let mut inner = self.inner.lock();
+        self.purged.store(true, Ordering::Release);
+        inner.staging = Vec::new();
+        inner.staged_bytes = 0;
+        inner.staged_charge = None;
+        inner.in_flight.clear();
+        inner.seen = RoaringTreemap::new();
+    }
+}
+
+/// All partition buffers of the server.
+///
+/// One `RwLock`ed map: lookups (every send and read) share the read lock; only registration
+/// and purge write. Nothing awaits under it.
+pub struct MemoryTier {
+    budget: MemoryBudget,
+    buffers: RwLock<HashMap<PartitionKey, Arc<PartitionBuffer>>>,
+}
+
+impl MemoryTier {
+    /// An empty tier charging `budget`.
+    pub fn new(budget: MemoryBudget) -> Self {
+        MemoryTier {
+            budget,
+            buffers: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The budget this tier charges.
+    pub fn budget(&self) -> &MemoryBudget {
+        &self.budget
+    }
+
+    /// Creates the buffer of a registered range; idempotent (re-registration keeps data).
+    pub fn ensure(&self, key: PartitionKey, local_order: bool) -> Arc<PartitionBuffer> {
+        if let Some(b) = self.buffers.read().get(&key) {
+            return Arc::clone(b);
+        }
+        let mut map = self.buffers.write();
+        Arc::clone(map.entry(key.clone()).or_insert_with(|| {
+            Arc::new(PartitionBuffer {
+                key,
+                local_order,
+                inner: Mutex::new(BufferInner::default()),
+                total_bytes: AtomicU64::new(0),
+                purged: AtomicBool::new(false),
+            })
+        }))
+    }
+
+    /// The buffer of a registered range, if any.
+    pub fn get(&self, key: &PartitionKey) -> Option<Arc<PartitionBuffer>> {
+        self.buffers.read().get(key).cloned()
+    }
+
+    /// Every buffer with something staged, largest first (watermark spill order).
+    pub fn spill_candidates(&self) -> Vec<(Arc<PartitionBuffer>, u64)> {
+        let mut out: Vec<_> = self
+            .buffers
+            .read()
+            .values()
+            .map(|b| (Arc::clone(b), b.staged_bytes()))
+            .filter(|(_, staged)| *staged > 0)
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1));
+        out
+    }
+
+    /// Buffers inside `scope`.
+    pub fn buffers_in(&self, scope: &PurgeScope) -> Vec<Arc<PartitionBuffer>> {
+        self.buffers
+            .read()
+            .iter()
+            .filter(|(k, _)| scope.covers(k))
+            .map(|(_, b)| Arc::clone(b))
+            .collect()
+    }
+
+    /// Removes and purges every buffer inside `scope`; returns charged bytes freed now.
+    pub fn purge(&self, scope: &PurgeScope) -> u64 {
+        let removed: Vec<Arc<PartitionBuffer>> = {
+            let mut map = self.buffers.write();
+            let keys: Vec<PartitionKey> = map.keys().filter(|k| scope.covers(k)).cloned().collect();
+            keys.iter().filter_map(|k| map.remove(k)).collect()
+        };
+        removed
+            .iter()
+            .map(|b| {
+                let staged = b.staged_bytes();
+                b.purge();
+                staged
+            })
+            .sum()
+    }
+
+    /// Number of registered partition ranges.
+    pub fn partitions(&self) -> usize {
+        self.buffers.read().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{AppId, PartitionRange};
+
+    fn key(app: &str, shuffle: i32, p: i32) -> PartitionKey {
+        PartitionKey::new(
+            AppId::parse(app).unwrap(),
+            shuffle,
+            PartitionRange::new(p, p).unwrap(),
+        )
+    }
+
+    pub(crate) fn block(id: i64, task: i64, len: usize) -> Block {
+        Block {
+            block_id: id,
+            task_attempt_id: task,
+            uncompress_length: len as i32,
+            crc: id,
+            data: Bytes::from(vec![id as u8; len]),
+        }
+    }
+
+    #[test]
+    fn insert_read_spill_complete() {
+        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
+        let tier = MemoryTier::new(budget.clone());
+        let buf = tier.ensure(key("a", 0, 1), false);
+        let mut r = budget.try_reserve(3 * 42).unwrap();
+        let ins = buf
+            .insert(vec![block(1, 1, 10), block(2, 1, 10), block(1, 1, 10)], &mut r)
+            .unwrap();
+        assert_eq!((ins.blocks, ins.duplicates, ins.bytes), (2, 1, 84));
+        drop(r);
+        assert_eq!(budget.snapshot().used, 84);
+
+        let all = MemoryReadRequest { last_block_id: -1, max_bytes: 1 << 20, expected_tasks: None };
+        assert_eq!(buf.read(&all).segments.len(), 2);
+
+        let spill = buf.begin_spill(7).unwrap();
+        assert_eq!(budget.snapshot().in_flush, 84);
+        // Still readable while in flight, and new blocks come after it.
+        let mut r = budget.try_reserve(42).unwrap();
+        buf.insert(vec![block(3, 2, 10)], &mut r).unwrap();
+        let read = buf.read(&all);
+        assert_eq!(read.segments.iter().map(|s| s.block_id).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(read.segments[2].offset, 20);
+        spill.complete();
+        assert_eq!(budget.snapshot().used, 42);
+        assert_eq!(buf.read(&all).segments.len(), 1);
+    }
+
+    #[test]
+    fn read_cursor_filter_and_cap() {
+        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
+        let tier = MemoryTier::new(budget.clone());
+        let buf = tier.ensure(key("a", 0, 1), false);
+        let mut r = budget.try_reserve(5 * 42).unwrap();
+        buf.insert((1..=5).map(|i| block(i, i % 2, 10)).collect(), &mut r).unwrap();
+        let mut req = MemoryReadRequest { last_block_id: 2, max_bytes: 15, expected_tasks: None };
+        let ids = |r: MemoryRead| r.segments.iter().map(|s| s.block_id).collect::<Vec<_>>();
+        assert_eq!(ids(buf.read(&req)), vec![3, 4], "crossing block included");
+        req.last_block_id = 999;
+        assert_eq!(ids(buf.read(&req)), vec![1, 2], "unknown cursor restarts");
+        req.last_block_id = -1;
+        req.max_bytes = 1000;
+        req.expected_tasks = Some([1u64].into_iter().collect());
+        assert_eq!(ids(buf.read(&req)), vec![1, 3, 5]);
+    }
+
+    #[test]
+    fn local_order_sorts_spilled_batches_by_task() {
+        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
+        let tier = MemoryTier::new(budget.clone());
+        let buf = tier.ensure(key("a", 0, 1), true);
+        let mut r = budget.try_reserve(3 * 42).unwrap();
+        buf.insert(vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)], &mut r).unwrap();
+        let spill = buf.begin_spill(1).unwrap();
+        let tasks: Vec<i64> = spill.batch.blocks().iter().map(|b| b.task_attempt_id).collect();
+        assert_eq!(tasks, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn purge_frees_staged_memory_and_only_its_scope() {
+        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
+        let tier = MemoryTier::new(budget.clone());
+        let a = tier.ensure(key("a", 0, 1), false);
+        let b = tier.ensure(key("b", 0, 1), false);
+        let mut r = budget.try_reserve(84).unwrap();
+        a.insert(vec![block(1, 1, 10)], &mut r).unwrap();
+        b.insert(vec![block(1, 1, 10)], &mut r).unwrap();
+        let spill = a.begin_spill(1);
+        let mut r = budget.try_reserve(42).unwrap();
+        a.insert(vec![block(2, 1, 10)], &mut r).unwrap();
+        drop(r);
+        tier.purge(&PurgeScope::App(AppId::parse("a").unwrap()));
+        assert_eq!(budget.snapshot().used, 84, "in-flight batch still holds its charge");
+        drop(spill);
+        assert_eq!(budget.snapshot().used, 42, "only b remains");
+        assert!(tier.get(&key("b", 0, 1)).is_some());
+        assert!(a.insert(vec![block(9, 1, 1)], &mut budget.try_reserve(33).unwrap()).is_err());
+    }
+}

@@ -1,1 +1,220 @@
-//! placeholder
+//! `Spiller`: moves staged blocks from memory to a file tier.
+//!
+//! ```text
+//!   commit over high watermark ──notify──▶ watermark loop: largest buffers first, down to low
+//!   insert over single-buffer limit ─────▶ spill that buffer
+//!   finishShuffle / shutdown ────────────▶ spill everything in scope, wait until durable
+//!                    │
+//!                    ▼  one task per batch, bounded by `concurrency` permits
+//!      tier.append(batch) ── Ok ──▶ batch.complete(): drop from memory, free the charge
+//!                         └─ Err ─▶ keep in memory (still readable), back off, retry
+//! ```
+//! Memory is never freed before the tier acknowledged the write, so a failing disk turns into
+//! back-pressure (`NO_BUFFER`), never into lost blocks.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::store::memory::{MemoryTier, PartitionBuffer, SpillBatch};
+use crate::store::Tier;
+
+/// Spill policy knobs (from `[hybrid_store]`).
+#[derive(Clone, Debug)]
+pub struct SpillOptions {
+    /// Concurrent spill writes.
+    pub concurrency: usize,
+    /// A single buffer staged over this is spilled on its own.
+    pub single_buffer_limit: u64,
+    /// Longest pause between retries of a failing spill.
+    pub max_backoff: Duration,
+}
+
+struct Shared {
+    memory: Arc<MemoryTier>,
+    target: Arc<dyn Tier>,
+    opts: SpillOptions,
+    permits: Semaphore,
+    next_event: AtomicU64,
+    /// Batches handed out and not yet durable or dropped.
+    pending: AtomicUsize,
+    failures: AtomicU64,
+    tracker: TaskTracker,
+    cancel: CancellationToken,
+}
+
+/// Cheap-to-clone handle on the spill machinery.
+#[derive(Clone)]
+pub struct Spiller {
+    shared: Arc<Shared>,
+}
+
+impl Spiller {
+    /// A spiller writing to `target`. Its tasks run on `tracker`; `cancel` stops the retry
+    /// back-offs of failing spills (in-flight writes finish). Shutdown fires it only after its
+    /// final spill, so retries keep going while there is still time to succeed.
+    pub fn new(
+        memory: Arc<MemoryTier>,
+        target: Arc<dyn Tier>,
+        opts: SpillOptions,
+        cancel: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Self {
+        let permits = Semaphore::new(opts.concurrency.max(1));
+        Spiller {
+            shared: Arc::new(Shared {
+                memory,
+                target,
+                opts,
+                permits,
+                next_event: AtomicU64::new(1),
+                pending: AtomicUsize::new(0),
+                failures: AtomicU64::new(0),
+                tracker,
+                cancel,
+            }),
+        }
+    }
+
+    /// Starts the watermark loop until `stop` fires: waits for the budget's signal (or a 1 s
+    /// tick, in case a signal raced), then spills largest buffers first until the target is
+    /// handed out.
+    pub fn spawn_watermark_loop(&self, stop: CancellationToken) {
+        let this = self.clone();
+        self.shared.tracker.spawn(async move {
+            let budget = this.shared.memory.budget().clone();
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = budget.over_high_watermark() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                this.spill_to_low_watermark();
+            }
+        });
+    }
+
+    /// One watermark pass: hands buffers (largest first) to spill tasks until
+    /// `budget.spill_target()` bytes are on their way.
+    pub fn spill_to_low_watermark(&self) {
+        let target = self.shared.memory.budget().spill_target();
+        if target == 0 {
+            return;
+        }
+        let mut picked = 0u64;
+        for (buffer, staged) in self.shared.memory.spill_candidates() {
+            if picked >= target {
+                break;
+            }
+            if self.spill(&buffer) {
+                picked += staged;
+            }
+        }
+        tracing::debug!(target, picked, "watermark spill");
+    }
+
+    /// Called after an insert: spills the buffer alone when it is over the single-buffer
+    /// limit (or `huge_limit` for huge partitions, whichever is lower).
+    pub fn after_insert(&self, buffer: &Arc<PartitionBuffer>, staged: u64, huge_limit: Option<u64>) {
+        let limit = match huge_limit {
+            Some(h) => h.min(self.shared.opts.single_buffer_limit),
+            None => self.shared.opts.single_buffer_limit,
+        };
+        if staged > limit {
+            self.spill(buffer);
+        }
+    }
+
+    /// Hands what `buffer` has staged to a spill task; false when nothing was staged.
+    pub fn spill(&self, buffer: &Arc<PartitionBuffer>) -> bool {
+        let event = self.shared.next_event.fetch_add(1, Ordering::Relaxed);
+        let Some(batch) = buffer.begin_spill(event) else {
+            return false;
+        };
+        self.shared.pending.fetch_add(1, Ordering::AcqRel);
+        let this = self.clone();
+        self.shared.tracker.spawn(async move {
+            this.write(batch).await;
+            this.shared.pending.fetch_sub(1, Ordering::AcqRel);
+        });
+        true
+    }
+
+    /// Writes one batch, retrying with backoff until it is durable, its partition is purged,
+    /// or shutdown cancels the retries (the batch then stays in memory and is reported lost
+    /// in the log, because the process is going away).
+    async fn write(&self, batch: SpillBatch) {
+        let key = batch.buffer.key().clone();
+        let mut backoff = Duration::from_millis(50);
+        let mut attempt = 0u32;
+        loop {
+            if batch.buffer.is_purged() {
+                return; // dropping the batch frees its memory
+            }
+            let result = {
+                let _permit = self.shared.permits.acquire().await;
+                self.shared.target.append(&key, &batch.batch).await
+            };
+            match result {
+                Ok(()) => {
+                    if attempt > 0 {
+                        tracing::info!(partition = %key, attempt, "spill succeeded after retries");
+                    }
+                    if batch.buffer.is_purged() {
+                        // Purged while we wrote: remove what we just recreated.
+                        let scope = crate::store::PurgeScope::Shuffle(key.shuffle_key());
+                        if let Err(e) = self.shared.target.purge(&scope).await {
+                            tracing::warn!(partition = %key, error = %e, "cleanup after purge race failed");
+                        }
+                    }
+                    batch.complete();
+                    return;
+                }
+                Err(e) => {
+                    attempt += 1;
+                    self.shared.failures.fetch_add(1, Ordering::Relaxed);
+                    if attempt == 1 || attempt.is_power_of_two() {
+                        tracing::warn!(partition = %key, attempt, blocks = batch.batch.len(),
+                            error = %e, "spill failed; blocks stay in memory, retrying");
+                    }
+                    tokio::select! {
+                        _ = self.shared.cancel.cancelled() => {
+                            tracing::error!(partition = %key, blocks = batch.batch.len(),
+                                "shutdown while a spill was failing: these blocks are not on disk");
+                            return;
+                        }
+                        _ = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(self.shared.opts.max_backoff);
+                }
+            }
+        }
+    }
+
+    /// Spills every staged buffer for which `filter` holds, and waits until none of them
+    /// has a batch in flight. Used by `finishShuffle` and shutdown.
+    pub async fn spill_and_wait(&self, buffers: &[Arc<PartitionBuffer>]) {
+        for b in buffers {
+            self.spill(b);
+        }
+        let mut wait = Duration::from_millis(5);
+        while buffers.iter().any(|b| b.in_flight() > 0 && !b.is_purged()) {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_millis(200));
+        }
+    }
+
+    /// Batches handed out and not yet finished.
+    pub fn pending(&self) -> usize {
+        self.shared.pending.load(Ordering::Acquire)
+    }
+
+    /// Failed spill attempts since start.
+    pub fn failures(&self) -> u64 {
+        self.shared.failures.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,220 @@
+//! `App` and `Shuffle`: what the server knows about one application — its shuffles, their
+//! registered partition ranges, reported block ids and commit counters — and when it was last
+//! seen (for expiry).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::time::Instant;
+
+use crate::app::block_ids::ReportedBlockIds;
+use crate::ids::{AppId, PartitionKey, PartitionRange};
+
+/// HDFS location an app registered (used by the HDFS tier of a later issue).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemoteStorage {
+    /// Root path, e.g. `hdfs://ns/rss`.
+    pub path: String,
+    /// Hadoop conf items applied on top of the server's.
+    pub conf: Vec<(String, String)>,
+}
+
+/// One application.
+pub struct App {
+    id: AppId,
+    last_seen: Mutex<Instant>,
+    user: Mutex<String>,
+    remote_storage: Mutex<Option<RemoteStorage>>,
+    /// Client properties whose key contains `.rss.` (0.10 sends the whole SparkConf).
+    properties: Mutex<HashMap<String, String>>,
+    shuffles: RwLock<HashMap<i32, Arc<Shuffle>>>,
+}
+
+impl App {
+    pub(crate) fn new(id: AppId) -> Self {
+        App {
+            id,
+            last_seen: Mutex::new(Instant::now()),
+            user: Mutex::new(String::new()),
+            remote_storage: Mutex::new(None),
+            properties: Mutex::new(HashMap::new()),
+            shuffles: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The app id.
+    pub fn id(&self) -> &AppId {
+        &self.id
+    }
+
+    /// Marks the app as alive now.
+    pub fn touch(&self) {
+        *self.last_seen.lock() = Instant::now();
+    }
+
+    /// When the app was last seen.
+    pub fn last_seen(&self) -> Instant {
+        *self.last_seen.lock()
+    }
+
+    /// The Hadoop user the client registered with.
+    pub fn user(&self) -> String {
+        self.user.lock().clone()
+    }
+
+    /// The remote storage the client registered, if any.
+    pub fn remote_storage(&self) -> Option<RemoteStorage> {
+        self.remote_storage.lock().clone()
+    }
+
+    /// Kept client properties.
+    pub fn properties(&self) -> HashMap<String, String> {
+        self.properties.lock().clone()
+    }
+
+    pub(crate) fn set_registration(
+        &self,
+        user: String,
+        remote: Option<RemoteStorage>,
+        properties: HashMap<String, String>,
+    ) {
+        if !user.is_empty() {
+            *self.user.lock() = user;
+        }
+        if remote.is_some() {
+            *self.remote_storage.lock() = remote;
+        }
+        if !properties.is_empty() {
+            self.properties
+                .lock()
+                .extend(properties.into_iter().filter(|(k, _)| k.contains(".rss.")));
+        }
+    }
+
+    /// A registered shuffle.
+    pub fn shuffle(&self, id: i32) -> Option<Arc<Shuffle>> {
+        self.shuffles.read().get(&id).cloned()
+    }
+
+    /// Gets or creates a shuffle.
+    pub(crate) fn shuffle_or_insert(&self, id: i32, local_order: bool) -> Arc<Shuffle> {
+        if let Some(s) = self.shuffle(id) {
+            return s;
+        }
+        Arc::clone(
+            self.shuffles
+                .write()
+                .entry(id)
+                .or_insert_with(|| Arc::new(Shuffle::new(id, local_order))),
+        )
+    }
+
+    /// Forgets a shuffle (unregister).
+    pub(crate) fn remove_shuffle(&self, id: i32) -> Option<Arc<Shuffle>> {
+        self.shuffles.write().remove(&id)
+    }
+
+    /// Ids of the registered shuffles.
+    pub fn shuffle_ids(&self) -> Vec<i32> {
+        self.shuffles.read().keys().copied().collect()
+    }
+
+    /// Registered partition ranges across all shuffles.
+    pub fn partition_count(&self) -> usize {
+        self.shuffles.read().values().map(|s| s.ranges().len()).sum()
+    }
+}
+
+/// One shuffle of an app.
+pub struct Shuffle {
+    id: i32,
+    local_order: bool,
+    /// Registered ranges, sorted by start. Lookups binary-search it.
+    ranges: RwLock<Vec<PartitionRange>>,
+    /// Block ids reported by map tasks.
+    pub block_ids: ReportedBlockIds,
+    commits: AtomicI32,
+}
+
+impl Shuffle {
+    fn new(id: i32, local_order: bool) -> Self {
+        Shuffle {
+            id,
+            local_order,
+            ranges: RwLock::new(Vec::new()),
+            block_ids: ReportedBlockIds::default(),
+            commits: AtomicI32::new(0),
+        }
+    }
+
+    /// The shuffle id.
+    pub fn id(&self) -> i32 {
+        self.id
+    }
+
+    /// Whether spills sort blocks by task attempt (client asked for `LOCAL_ORDER`).
+    pub fn local_order(&self) -> bool {
+        self.local_order
+    }
+
+    /// Adds a range unless one already covers its start (re-registration is idempotent, as
+    /// in Java); returns whether it was added.
+    pub(crate) fn add_range(&self, range: PartitionRange) -> bool {
+        let mut ranges = self.ranges.write();
+        if find(&ranges, range.start).is_some() {
+            return false;
+        }
+        let at = ranges.partition_point(|r| r.start < range.start);
+        ranges.insert(at, range);
+        true
+    }
+
+    /// The registered range containing `partition`.
+    pub fn range_of(&self, partition: i32) -> Option<PartitionRange> {
+        find(&self.ranges.read(), partition)
+    }
+
+    /// All registered ranges.
+    pub fn ranges(&self) -> Vec<PartitionRange> {
+        self.ranges.read().clone()
+    }
+
+    /// The key of the range containing `partition`.
+    pub fn key_of(&self, app: &AppId, partition: i32) -> Option<PartitionKey> {
+        self.range_of(partition)
+            .map(|r| PartitionKey::new(app.clone(), self.id, r))
+    }
+
+    /// Counts one `commitShuffleTask`; returns the new count.
+    pub fn commit(&self) -> i32 {
+        self.commits.fetch_add(1, Ordering::AcqRel) + 1
+    }
+}
+
+fn find(ranges: &[PartitionRange], partition: i32) -> Option<PartitionRange> {
+    // Ranges are sorted by start; the candidate is the last one starting at or before p.
+    let at = ranges.partition_point(|r| r.start <= partition);
+    at.checked_sub(1)
+        .map(|i| ranges[i])
+        .filter(|r| r.contains(partition))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_lookup() {
+        let s = Shuffle::new(0, false);
+        assert!(s.add_range(PartitionRange::new(4, 7).unwrap()));
+        assert!(s.add_range(PartitionRange::new(0, 1).unwrap()));
+        assert!(!s.add_range(PartitionRange::new(5, 5).unwrap()), "covered by 4-7");
+        assert_eq!(s.range_of(6), Some(PartitionRange::new(4, 7).unwrap()));
+        assert_eq!(s.range_of(1), Some(PartitionRange::new(0, 1).unwrap()));
+        assert_eq!(s.range_of(2), None);
+        assert_eq!(s.range_of(8), None);
+        assert_eq!(s.range_of(-1), None);
+    }
+}

@@ -1,0 +1,293 @@
+//! `AppRegistry`: the apps this server serves, and the one API that every front end (gRPC
+//! now, the Netty plane later) calls. Handlers convert wire messages into these calls; all
+//! semantics (status rules, refresh, expiry, purge) live here and below.
+//!
+//! - `mod.rs`: lookup and lifecycle (register, heartbeat, expiry, unregister, purge)
+//! - `write.rs`: requireBuffer, sendShuffleData, commit, finish
+//! - `read.rs`: block-id reports and queries, memory/index/data reads
+
+mod app;
+pub mod block_ids;
+mod read;
+mod write;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use app::{App, RemoteStorage, Shuffle};
+pub use read::{MemoryReadArgs, ReadArgs};
+pub use write::RequireOutcome;
+
+use crate::error::{Error, Result};
+use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};
+use crate::memory::{ReadBudget, Tickets};
+use crate::status::ServerStatus;
+use crate::store::tiered::TieredStore;
+use crate::store::PurgeScope;
+
+/// Registry policy (from `[app]`, `[hybrid_store]` and `[memory_store]`).
+#[derive(Clone, Debug)]
+pub struct RegistryOptions {
+    /// An app with no request or heartbeat for this long is purged.
+    pub app_timeout: Duration,
+    /// A partition that received more than this is "huge".
+    pub huge_partition_threshold: u64,
+    /// Memory a huge partition may hold before requireBuffer answers
+    /// `NO_BUFFER_FOR_HUGE_PARTITION`.
+    pub huge_partition_memory_limit: u64,
+    /// Partition size beyond which sends are refused for good.
+    pub huge_partition_hard_limit: Option<u64>,
+    /// Read memory taken by an index read (Java's `rss.server.index.size.hint`).
+    pub index_read_hint: u64,
+    /// How long `finishShuffle` waits for its spill.
+    pub commit_timeout: Duration,
+}
+
+/// A shuffle registration, already validated.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    /// The app.
+    pub app: AppId,
+    /// The shuffle.
+    pub shuffle: i32,
+    /// Ranges this server owns.
+    pub ranges: Vec<PartitionRange>,
+    /// Client asked for `LOCAL_ORDER`.
+    pub local_order: bool,
+    /// Hadoop user.
+    pub user: String,
+    /// HDFS location, if any.
+    pub remote_storage: Option<RemoteStorage>,
+    /// Client properties (0.10 sends the whole SparkConf).
+    pub properties: HashMap<String, String>,
+}
+
+/// The registry. Cheap to share behind an `Arc`.
+pub struct AppRegistry {
+    apps: RwLock<HashMap<AppId, Arc<App>>>,
+    /// Apps whose purge is running; their re-registration is refused meanwhile.
+    purging: Mutex<HashSet<AppId>>,
+    store: Arc<TieredStore>,
+    tickets: Arc<Tickets>,
+    reads: ReadBudget,
+    status: ServerStatus,
+    opts: RegistryOptions,
+}
+
+impl AppRegistry {
+    /// A registry over `store`.
+    pub fn new(
+        store: Arc<TieredStore>,
+        tickets: Arc<Tickets>,
+        reads: ReadBudget,
+        status: ServerStatus,
+        opts: RegistryOptions,
+    ) -> Self {
+        AppRegistry {
+            apps: RwLock::new(HashMap::new()),
+            purging: Mutex::new(HashSet::new()),
+            store,
+            tickets,
+            reads,
+            status,
+            opts,
+        }
+    }
+
+    /// The store behind the registry.
+    pub fn store(&self) -> &Arc<TieredStore> {
+        &self.store
+    }
+
+    /// The ticket table.
+    pub fn tickets(&self) -> &Arc<Tickets> {
+        &self.tickets
+    }
+
+    /// The read-memory cap.
+    pub fn read_budget(&self) -> &ReadBudget {
+        &self.reads
+    }
+
+    /// Server status (decommission).
+    pub fn status(&self) -> &ServerStatus {
+        &self.status
+    }
+
+    /// Number of live apps.
+    pub fn app_count(&self) -> usize {
+        self.apps.read().len()
+    }
+
+    /// Live apps.
+    pub fn apps(&self) -> Vec<Arc<App>> {
+        self.apps.read().values().cloned().collect()
+    }
+
+    /// `registerShuffle`: creates or refreshes the app and its ranges (idempotent).
+    pub fn register(&self, reg: Registration) -> Result<()> {
+        if self.purging.lock().contains(&reg.app) {
+            return Err(Error::InvalidState {
+                reason: format!("app {} is being purged; register again later", reg.app),
+            });
+        }
+        let app = {
+            let existing = self.apps.read().get(&reg.app).cloned();
+            match existing {
+                Some(app) => app,
+                None => {
+                    if self.status.refuses_new_apps() {
+                        return Err(Error::InvalidState {
+                            reason: format!(
+                                "server is {}: it accepts no new apps",
+                                self.status.get().as_str_name()
+                            ),
+                        });
+                    }
+                    let mut apps = self.apps.write();
+                    Arc::clone(
+                        apps.entry(reg.app.clone())
+                            .or_insert_with(|| Arc::new(App::new(reg.app.clone()))),
+                    )
+                }
+            }
+        };
+        app.touch();
+        app.set_registration(reg.user, reg.remote_storage, reg.properties);
+        let shuffle = app.shuffle_or_insert(reg.shuffle, reg.local_order);
+        for range in reg.ranges {
+            shuffle.add_range(range);
+            let key = PartitionKey::new(reg.app.clone(), reg.shuffle, range);
+            self.store.memory().ensure(key, shuffle.local_order());
+        }
+        tracing::info!(app_id = %reg.app, shuffle_id = reg.shuffle, "registered shuffle");
+        Ok(())
+    }
+
+    /// Java 0.10's `verifyRequest`: the app must exist and not be expired.
+    pub fn verify(&self, app: &AppId) -> Result<Arc<App>> {
+        let found = self.apps.read().get(app).cloned();
+        match found {
+            Some(a) if !self.expired(&a, Instant::now()) => Ok(a),
+            _ => Err(Error::AppNotFound {
+                app_id: app.to_string(),
+            }),
+        }
+    }
+
+    /// Like [`AppRegistry::verify`], and marks the app as seen.
+    pub fn verify_and_touch(&self, app: &AppId) -> Result<Arc<App>> {
+        let a = self.verify(app)?;
+        a.touch();
+        Ok(a)
+    }
+
+    fn expired(&self, app: &App, now: Instant) -> bool {
+        now.saturating_duration_since(app.last_seen()) > self.opts.app_timeout
+    }
+
+    /// `appHeartbeat`: refreshes a live app; unknown or expired → `NO_REGISTER` (0.10).
+    pub fn heartbeat(&self, app: &AppId) -> Result<()> {
+        self.verify_and_touch(app).map(|_| ())
+    }
+
+    /// `unregisterShuffle`: purges one shuffle at once. Unknown apps/shuffles succeed
+    /// (idempotent, as 0.9 does).
+    pub async fn unregister_shuffle(&self, app: &AppId, shuffle: i32) -> Result<()> {
+        let Some(a) = self.apps.read().get(app).cloned() else {
+            return Ok(());
+        };
+        a.remove_shuffle(shuffle);
+        let scope = PurgeScope::Shuffle(ShuffleKey {
+            app: app.clone(),
+            shuffle,
+        });
+        let freed = self.store.purge(&scope).await?;
+        tracing::info!(app_id = %app, shuffle_id = shuffle, freed, "unregistered shuffle");
+        Ok(())
+    }
+
+    /// `unregisterShuffleByAppId`: purges the whole app at once (idempotent).
+    pub async fn unregister_app(&self, app: &AppId) -> Result<()> {
+        self.purge_app(app, "unregistered").await
+    }
+
+    /// Removes an app from memory, tickets and every tier. Never touches another app.
+    pub async fn purge_app(&self, app: &AppId, reason: &str) -> Result<()> {
+        let removed = self.apps.write().remove(app);
+        if removed.is_none() {
+            return Ok(());
+        }
+        self.purging.lock().insert(app.clone());
+        self.tickets.purge_app(app);
+        let result = self.store.purge(&PurgeScope::App(app.clone())).await;
+        self.purging.lock().remove(app);
+        match &result {
+            Ok(freed) => tracing::info!(app_id = %app, freed, reason, "purged app"),
+            Err(e) => tracing::warn!(app_id = %app, error = %e, reason, "purge of app failed"),
+        }
+        result.map(|_| ())
+    }
+
+    /// One expiry pass: purges every app not seen for `app_timeout`; returns how many.
+    pub async fn expire(&self) -> usize {
+        let now = Instant::now();
+        let stale: Vec<AppId> = self
+            .apps
+            .read()
+            .values()
+            .filter(|a| self.expired(a, now))
+            .map(|a| a.id().clone())
+            .collect();
+        let mut purged = 0;
+        for app in stale {
+            // Re-check: a request may have refreshed it since the scan.
+            let still_stale = self
+                .apps
+                .read()
+                .get(&app)
+                .is_some_and(|a| self.expired(a, Instant::now()));
+            if still_stale && self.purge_app(&app, "expired without heartbeat").await.is_ok() {
+                purged += 1;
+            }
+        }
+        purged
+    }
+
+    /// Runs [`AppRegistry::expire`] every `interval` until `cancel` fires.
+    pub fn spawn_expiry(
+        self: &Arc<Self>,
+        interval: Duration,
+        cancel: CancellationToken,
+        tracker: &TaskTracker,
+    ) {
+        let registry = Arc::clone(self);
+        tracker.spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = tick.tick() => { registry.expire().await; }
+                }
+            }
+        });
+    }
+
+    fn shuffle_of(app: &App, shuffle: i32) -> Result<Arc<Shuffle>> {
+        app.shuffle(shuffle).ok_or_else(|| Error::NotRegistered {
+            app_id: app.id().to_string(),
+            shuffle_id: shuffle,
+            what: format!("shuffle {shuffle}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,136 @@
+//! The read side of the registry: block-id reports and queries, and the memory, index and
+//! data reads of reducers (SEMANTICS §4 and §6).
+
+use bytes::Bytes;
+
+use crate::app::AppRegistry;
+use crate::codec::bitmap;
+use crate::error::{Error, Result};
+use crate::ids::{AppId, BlockIdLayout, PartitionKey, PartitionRange};
+use crate::store::memory::{MemoryRead, MemoryReadRequest};
+use crate::store::IndexRead;
+
+/// Addresses a partition for index and data reads, as the client does.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadArgs {
+    /// Shuffle id.
+    pub shuffle: i32,
+    /// Partition id.
+    pub partition: i32,
+    /// Partitions per registered range (Spark: 1).
+    pub per_range: i32,
+    /// Total partitions of the shuffle.
+    pub partition_num: i32,
+}
+
+/// A memory read request.
+#[derive(Clone, Debug)]
+pub struct MemoryReadArgs {
+    /// Shuffle id.
+    pub shuffle: i32,
+    /// Partition id.
+    pub partition: i32,
+    /// `-1` or the last block id the client got.
+    pub last_block_id: i64,
+    /// Soft cap on returned bytes.
+    pub read_buffer_size: i32,
+    /// Java-legacy bitmap of expected task attempt ids; empty = all.
+    pub expected_tasks: Bytes,
+}
+
+impl AppRegistry {
+    /// `reportShuffleResult`.
+    pub fn report(
+        &self,
+        app_id: &AppId,
+        shuffle: i32,
+        bitmap_num: i32,
+        parts: &[(i32, Vec<i64>)],
+    ) -> Result<()> {
+        let app = self.verify_and_touch(app_id)?;
+        let shuffle = Self::shuffle_of(&app, shuffle)?;
+        shuffle.block_ids.report(bitmap_num, parts)?;
+        Ok(())
+    }
+
+    /// `getShuffleResult` / `getShuffleResultForMultiPart`: the Java-legacy bitmap of block ids
+    /// reported for `partitions`; empty bytes when the shuffle never had a report.
+    pub fn block_ids(
+        &self,
+        app_id: &AppId,
+        shuffle: i32,
+        partitions: &[i32],
+        layout: BlockIdLayout,
+    ) -> Result<Bytes> {
+        let app = self.verify_and_touch(app_id)?;
+        let Some(shuffle) = app.shuffle(shuffle) else {
+            return Ok(Bytes::new());
+        };
+        Ok(shuffle
+            .block_ids
+            .get(partitions, layout)?
+            .map(|ids| bitmap::encode(&ids))
+            .unwrap_or_default())
+    }
+
+    /// `getMemoryShuffleData`. Holds `read_buffer_size` of read memory while it builds the
+    /// answer (`NO_BUFFER` when the read cap is reached).
+    pub fn read_memory(&self, app_id: &AppId, args: MemoryReadArgs) -> Result<MemoryRead> {
+        let app = self.verify_and_touch(app_id)?;
+        if args.read_buffer_size < 0 {
+            return Err(Error::bad_request(format!(
+                "readBufferSize {} is negative",
+                args.read_buffer_size
+            )));
+        }
+        let _permit = self.read_budget().try_acquire(args.read_buffer_size as u64)?;
+        let Some(key) = app
+            .shuffle(args.shuffle)
+            .and_then(|s| s.key_of(app_id, args.partition))
+        else {
+            return Ok(MemoryRead::default());
+        };
+        let expected = if args.expected_tasks.is_empty() {
+            None
+        } else {
+            Some(bitmap::decode(&args.expected_tasks)?).filter(|t| !t.is_empty())
+        };
+        let req = MemoryReadRequest {
+            last_block_id: args.last_block_id,
+            max_bytes: args.read_buffer_size as u64,
+            expected_tasks: expected,
+        };
+        Ok(self.store().read_memory(&key, &req))
+    }
+
+    /// `getLocalShuffleIndex`.
+    pub async fn read_index(&self, app_id: &AppId, args: ReadArgs) -> Result<IndexRead> {
+        let key = self.read_key(app_id, args)?;
+        let _permit = self.read_budget().try_acquire(self.opts.index_read_hint)?;
+        self.store().read_index(&key).await
+    }
+
+    /// `getLocalShuffleData`: exactly `length` bytes at `offset` of the partition's file.
+    pub async fn read_data(
+        &self,
+        app_id: &AppId,
+        args: ReadArgs,
+        offset: i64,
+        length: i32,
+    ) -> Result<Bytes> {
+        if offset < 0 || length < 0 {
+            return Err(Error::bad_request(format!(
+                "offset {offset} and length {length} must not be negative"
+            )));
+        }
+        let key = self.read_key(app_id, args)?;
+        let _permit = self.read_budget().try_acquire(length as u64)?;
+        self.store().read_data(&key, offset as u64, length as u64).await
+    }
+
+    fn read_key(&self, app_id: &AppId, args: ReadArgs) -> Result<PartitionKey> {
+        self.verify_and_touch(app_id)?;
+        let range = PartitionRange::for_read(args.partition, args.per_range, args.partition_num)?;
+        Ok(PartitionKey::new(app_id.clone(), args.shuffle, range))
+    }
+}

@@ -1,0 +1,333 @@
+//! Registry tests that need control over time or storage faults: app expiry under paused
+//! tokio time, spills that fail or hang, and huge-partition back-pressure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tempfile::TempDir;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs, Registration, RegistryOptions};
+use crate::error::Error;
+use crate::ids::{AppId, PartitionRange};
+use crate::memory::{MemoryBudget, ReadBudget, Tickets};
+use crate::proto::StatusCode;
+use crate::status::ServerStatus;
+use crate::store::faulty::FaultyTier;
+use crate::store::localfile::{LocalFileOptions, LocalFileTier};
+use crate::store::memory::MemoryTier;
+use crate::store::spill::SpillOptions;
+use crate::store::tiered::TieredStore;
+use crate::store::{Block, FileTier};
+
+struct Fixture {
+    registry: Arc<AppRegistry>,
+    faulty: Arc<FaultyTier>,
+    budget: MemoryBudget,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+    _dir: TempDir,
+}
+
+impl Fixture {
+    fn new(capacity: u64, opts: RegistryOptions) -> Self {
+        let dir = TempDir::new().unwrap();
+        let local = LocalFileTier::new(LocalFileOptions {
+            data_paths: vec![dir.path().to_path_buf()],
+            file_prefix: "127.0.0.1-1".into(),
+            high_watermark: 0.99,
+            low_watermark: 0.9,
+            min_healthy_disks: 0,
+            max_concurrency_per_disk: 4,
+            sync_on_write: false,
+        })
+        .unwrap();
+        let faulty = Arc::new(FaultyTier::new(local));
+        let budget = MemoryBudget::new(capacity, 0.8, 0.2);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let warm: Arc<dyn FileTier> = faulty.clone();
+        let store = Arc::new(TieredStore::new(
+            Arc::new(MemoryTier::new(budget.clone())),
+            warm,
+            SpillOptions {
+                concurrency: 2,
+                single_buffer_limit: 1 << 30,
+                max_backoff: Duration::from_millis(100),
+            },
+            stop.clone(),
+            stop.clone(),
+            tracker.clone(),
+        ));
+        let registry = Arc::new(AppRegistry::new(
+            store,
+            Arc::new(Tickets::new(Duration::from_secs(20))),
+            ReadBudget::new(1 << 20),
+            ServerStatus::default(),
+            opts,
+        ));
+        Fixture {
+            registry,
+            faulty,
+            budget,
+            stop,
+            tracker,
+            _dir: dir,
+        }
+    }
+
+    fn register(&self, app: &AppId, partitions: i32) {
+        self.registry
+            .register(Registration {
+                app: app.clone(),
+                shuffle: 0,
+                ranges: (0..partitions)
+                    .map(|p| PartitionRange::new(p, p).unwrap())
+                    .collect(),
+                local_order: false,
+                user: String::new(),
+                remote_storage: None,
+                properties: Default::default(),
+            })
+            .unwrap();
+    }
+
+    fn write(&self, app: &AppId, partition: i32, id: i64, len: usize) -> crate::error::Result<()> {
+        let t = self.registry.require_buffer(
+            Some(app),
+            0,
+            &[partition],
+            &[],
+            len as i32 + 32,
+        )?;
+        let block = Block {
+            block_id: id,
+            task_attempt_id: 1,
+            uncompress_length: len as i32,
+            crc: 0,
+            data: Bytes::from(vec![7u8; len]),
+        };
+        self.registry
+            .send(app, 0, t.ticket_id, vec![(partition, vec![block])])
+    }
+
+    fn memory_ids(&self, app: &AppId, partition: i32) -> Vec<i64> {
+        self.registry
+            .read_memory(
+                app,
+                MemoryReadArgs {
+                    shuffle: 0,
+                    partition,
+                    last_block_id: -1,
+                    read_buffer_size: 1 << 20,
+                    expected_tasks: Bytes::new(),
+                },
+            )
+            .unwrap()
+            .segments
+            .iter()
+            .map(|s| s.block_id)
+            .collect()
+    }
+
+    async fn file_ids(&self, app: &AppId, partition: i32) -> Vec<i64> {
+        let read = self
+            .registry
+            .read_index(
+                app,
+                ReadArgs {
+                    shuffle: 0,
+                    partition,
+                    per_range: 1,
+                    partition_num: 100,
+                },
+            )
+            .await
+            .unwrap();
+        crate::store::index::IndexEntry::decode_all(&read.index)
+            .iter()
+            .map(|e| e.block_id)
+            .collect()
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        self.faulty.release_appends();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+fn opts() -> RegistryOptions {
+    RegistryOptions {
+        app_timeout: Duration::from_secs(60),
+        huge_partition_threshold: u64::MAX,
+        huge_partition_memory_limit: u64::MAX,
+        huge_partition_hard_limit: None,
+        index_read_hint: 1024,
+        commit_timeout: Duration::from_secs(5),
+    }
+}
+
+fn app(s: &str) -> AppId {
+    AppId::parse(s).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn apps_without_heartbeat_expire_and_are_purged_everywhere() {
+    let f = Fixture::new(1 << 20, opts());
+    let (a, b) = (app("app_a"), app("app_b"));
+    f.register(&a, 2);
+    f.register(&b, 2);
+    f.write(&a, 0, 1, 100).unwrap();
+    f.write(&b, 0, 1, 100).unwrap();
+    f.registry.finish_shuffle(&a, 0).await.unwrap();
+    f.write(&a, 1, 2, 100).unwrap(); // one block in memory, one on disk
+    // An unused ticket of a.
+    f.registry.require_buffer(Some(&a), 0, &[0], &[], 500).unwrap();
+
+    tokio::time::advance(Duration::from_secs(40)).await;
+    f.registry.heartbeat(&b).unwrap(); // b stays alive
+    tokio::time::advance(Duration::from_secs(21)).await;
+    assert_eq!(f.registry.expire().await, 1);
+    assert!(matches!(f.registry.verify(&a), Err(Error::AppNotFound { .. })));
+    assert_eq!(
+        f.registry.heartbeat(&a).unwrap_err().status(),
+        StatusCode::NoRegister
+    );
+    assert!(f.registry.verify(&b).is_ok());
+    assert_eq!(f.budget.snapshot().reserved, 0, "a's ticket released");
+    assert_eq!(f.budget.snapshot().used, 132, "only b's block stays in memory");
+    assert!(!f._dir.path().join("app_a").exists(), "a's files deleted");
+    assert_eq!(f.memory_ids(&b, 0), vec![1]);
+
+    // An expired-but-not-yet-swept app is NO_REGISTER for reads (0.10 verifyRequest).
+    tokio::time::advance(Duration::from_secs(61)).await;
+    assert_eq!(
+        f.registry.read_index(&b, ReadArgs { shuffle: 0, partition: 0, per_range: 1, partition_num: 2 })
+            .await
+            .unwrap_err()
+            .status(),
+        StatusCode::NoRegister
+    );
+    f.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn expiry_task_runs_on_tokio_time() {
+    let f = Fixture::new(1 << 20, opts());
+    f.registry
+        .spawn_expiry(Duration::from_secs(10), f.stop.clone(), &f.tracker);
+    let a = app("app_a");
+    f.register(&a, 1);
+    tokio::time::sleep(Duration::from_secs(75)).await;
+    assert_eq!(f.registry.app_count(), 0);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_spills_keep_blocks_readable_until_they_succeed() {
+    let f = Fixture::new(1 << 20, opts());
+    let a = app("app_a");
+    f.register(&a, 1);
+    f.write(&a, 0, 1, 1000).unwrap();
+    f.faulty.fail_next_appends(3);
+    let flush = {
+        let registry = f.registry.clone();
+        let a = a.clone();
+        tokio::spawn(async move { registry.finish_shuffle(&a, 0).await })
+    };
+    // While the spill fails and retries, the block is still served from memory.
+    while f.faulty.failed_appends() < 2 {
+        assert_eq!(f.memory_ids(&a, 0), vec![1]);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    flush.await.unwrap().unwrap();
+    assert_eq!(f.file_ids(&a, 0).await, vec![1]);
+    assert!(f.memory_ids(&a, 0).is_empty());
+    assert_eq!(f.budget.snapshot().used, 0);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_disk_becomes_back_pressure_not_data_loss() {
+    let f = Fixture::new(4000, opts());
+    let a = app("app_a");
+    f.register(&a, 1);
+    f.faulty.stall_appends();
+    let mut accepted = Vec::new();
+    let mut refused = 0;
+    for id in 0..20 {
+        match f.write(&a, 0, id, 500) {
+            Ok(()) => accepted.push(id),
+            Err(e) => {
+                assert_eq!(e.status(), StatusCode::NoBuffer);
+                refused += 1;
+            }
+        }
+        f.registry.store().spiller().spill_to_low_watermark();
+        let s = f.budget.snapshot();
+        assert!(s.reserved + s.used <= s.capacity);
+    }
+    assert!(refused > 0 && !accepted.is_empty());
+    let mut seen = f.memory_ids(&a, 0);
+    seen.sort();
+    assert_eq!(seen, accepted, "every accepted block readable while the disk hangs");
+    f.faulty.release_appends();
+    f.registry.finish_shuffle(&a, 0).await.unwrap();
+    let mut on_disk = f.file_ids(&a, 0).await;
+    on_disk.sort();
+    assert_eq!(on_disk, accepted);
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_partition_gets_its_own_no_buffer() {
+    let f = Fixture::new(100_000, RegistryOptions {
+        huge_partition_threshold: 1000,
+        huge_partition_memory_limit: 2000,
+        ..opts()
+    });
+    let a = app("app_a");
+    f.register(&a, 2);
+    f.faulty.stall_appends(); // keep the huge partition's bytes in memory
+    for id in 0..5 {
+        f.write(&a, 0, id, 600).unwrap();
+    }
+    let err = f.write(&a, 0, 99, 600).unwrap_err();
+    assert_eq!(err.status(), StatusCode::NoBufferForHugePartition);
+    // Other partitions are not affected.
+    f.write(&a, 1, 100, 600).unwrap();
+    f.faulty.release_appends();
+    f.registry.finish_shuffle(&a, 0).await.unwrap();
+    f.write(&a, 0, 99, 600).unwrap();
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn decommissioning_refuses_new_apps_only() {
+    let f = Fixture::new(1 << 20, opts());
+    let a = app("app_a");
+    f.register(&a, 1);
+    f.registry.status().decommission().unwrap();
+    let err = f
+        .registry
+        .register(Registration {
+            app: app("app_new"),
+            shuffle: 0,
+            ranges: vec![PartitionRange::new(0, 0).unwrap()],
+            local_order: false,
+            user: String::new(),
+            remote_storage: None,
+            properties: Default::default(),
+        })
+        .unwrap_err();
+    assert_eq!(err.status(), StatusCode::InvalidRequest);
+    f.register(&a, 1); // live apps keep working
+    f.write(&a, 0, 1, 10).unwrap();
+    f.registry.status().cancel_decommission();
+    f.register(&app("app_new"), 1);
+    f.stop().await;
+}

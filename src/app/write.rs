@@ -1,0 +1,190 @@
+//! The write path of the registry: requireBuffer → sendShuffleData, commitShuffleTask,
+//! finishShuffle (SEMANTICS §3 and §7).
+
+use crate::app::AppRegistry;
+use crate::error::{Error, Result};
+use crate::ids::{AppId, PartitionKey};
+use crate::store::memory::PartitionBuffer;
+use crate::store::{Block, PurgeScope};
+
+use std::sync::Arc;
+
+/// A successful `requireBuffer`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequireOutcome {
+    /// The ticket id (≥ 1).
+    pub ticket_id: i64,
+    /// Partitions past the split limit (a soft hint for 0.10 clients); always empty until a
+    /// split limit is configured.
+    pub need_split: Vec<i32>,
+}
+
+impl AppRegistry {
+    /// `requireBuffer`: checks huge-partition limits, then reserves `size` bytes under a
+    /// ticket. `app` is `None` for legacy clients that send no app id (no checks, as Java).
+    pub fn require_buffer(
+        &self,
+        app: Option<&AppId>,
+        shuffle: i32,
+        partitions: &[i32],
+        partition_sizes: &[i32],
+        size: i32,
+    ) -> Result<RequireOutcome> {
+        if size < 0 {
+            return Err(Error::bad_request(format!("requireSize {size} is negative")));
+        }
+        let size = size as u64;
+        if size > self.store().memory().budget().capacity() {
+            return Err(Error::bad_request(format!(
+                "requireSize {size} is larger than the whole buffer capacity {}",
+                self.store().memory().budget().capacity()
+            )));
+        }
+        if let Some(app_id) = app {
+            let app = self.verify(app_id)?;
+            // Per-partition sizes are only meaningful when the lists line up (0.10 clients).
+            let sizes = (partition_sizes.len() == partitions.len()).then_some(partition_sizes);
+            if let Some(shuffle) = app.shuffle(shuffle) {
+                for (i, &p) in partitions.iter().enumerate() {
+                    let key = shuffle.key_of(app_id, p).ok_or_else(|| Error::NotRegistered {
+                        app_id: app_id.to_string(),
+                        shuffle_id: shuffle.id(),
+                        what: format!("partition {p}"),
+                    })?;
+                    let extra = sizes.map_or(0, |s| s[i].max(0) as u64);
+                    if let Some(buffer) = self.store().memory().get(&key) {
+                        self.check_huge(&buffer, extra)?;
+                    }
+                }
+            } else if !partitions.is_empty() {
+                return Err(Error::NotRegistered {
+                    app_id: app_id.to_string(),
+                    shuffle_id: shuffle,
+                    what: format!("shuffle {shuffle}"),
+                });
+            }
+        }
+        let reservation = self.store().memory().budget().try_reserve(size)?;
+        let ticket_id = self.tickets().issue(app.cloned(), reservation);
+        Ok(RequireOutcome {
+            ticket_id,
+            need_split: Vec::new(),
+        })
+    }
+
+    fn check_huge(&self, buffer: &PartitionBuffer, extra: u64) -> Result<()> {
+        let total = buffer.total_bytes() + extra;
+        if let Some(hard) = self.opts.huge_partition_hard_limit {
+            if total > hard {
+                return Err(Error::HugePartitionHardLimit {
+                    partition: buffer.key().clone(),
+                    reason: format!("size {total} > hard limit {hard}"),
+                });
+            }
+        }
+        if total > self.opts.huge_partition_threshold {
+            let in_memory = buffer.memory_bytes();
+            if in_memory > self.opts.huge_partition_memory_limit {
+                return Err(Error::NoBufferForHugePartition {
+                    partition: buffer.key().clone(),
+                    reason: format!(
+                        "it holds {in_memory} bytes in memory, the limit is {}",
+                        self.opts.huge_partition_memory_limit
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `sendShuffleData`: stages every partition's blocks under the ticket's reservation.
+    ///
+    /// Partitions are applied in order; on the first failure the rest are skipped and the
+    /// earlier ones stay cached (as Java; the client resends everything and duplicates are
+    /// dropped by block id). The unused part of the reservation returns to the budget.
+    pub fn send(
+        &self,
+        app_id: &AppId,
+        shuffle: i32,
+        ticket_id: i64,
+        parts: Vec<(i32, Vec<Block>)>,
+    ) -> Result<()> {
+        let app = self.apps.read().get(app_id).cloned().ok_or_else(|| Error::AppStateMissing {
+            app_id: app_id.to_string(),
+        })?;
+        if parts.iter().all(|(_, blocks)| blocks.is_empty()) {
+            return Err(Error::Internal {
+                reason: "No data in request".into(),
+            });
+        }
+        let mut reservation = self.tickets().take(ticket_id, app_id)?;
+        app.touch();
+        let need: u64 = parts.iter().flat_map(|(_, b)| b).map(Block::charged_len).sum();
+        if need > reservation.len() {
+            return Err(Error::bad_request(format!(
+                "blocks need {need} bytes but requireBufferId {ticket_id} reserved {}",
+                reservation.len()
+            )));
+        }
+        let shuffle = Self::shuffle_of(&app, shuffle)?;
+        for (partition, blocks) in parts {
+            if blocks.is_empty() {
+                continue;
+            }
+            let key = shuffle.key_of(app_id, partition).ok_or_else(|| Error::NotRegistered {
+                app_id: app_id.to_string(),
+                shuffle_id: shuffle.id(),
+                what: format!("partition {partition}"),
+            })?;
+            let buffer = self.buffer(&key)?;
+            if let Some(hard) = self.opts.huge_partition_hard_limit {
+                let incoming: u64 = blocks.iter().map(|b| b.data.len() as u64).sum();
+                if buffer.total_bytes() + incoming > hard {
+                    return Err(Error::HugePartitionHardLimit {
+                        partition: key,
+                        reason: format!("size would reach {} > {hard}", buffer.total_bytes() + incoming),
+                    });
+                }
+            }
+            let huge = (buffer.total_bytes() > self.opts.huge_partition_threshold)
+                .then_some(self.opts.huge_partition_memory_limit / 2);
+            let inserted = self.store().insert(&buffer, blocks, &mut reservation, huge)?;
+            if inserted.duplicates > 0 {
+                tracing::debug!(partition = %key, duplicates = inserted.duplicates, "dropped resent blocks");
+            }
+        }
+        Ok(())
+    }
+
+    fn buffer(&self, key: &PartitionKey) -> Result<Arc<PartitionBuffer>> {
+        self.store().memory().get(key).ok_or_else(|| Error::NotRegistered {
+            app_id: key.app.to_string(),
+            shuffle_id: key.shuffle,
+            what: format!("partition range {}", key.range),
+        })
+    }
+
+    /// `commitShuffleTask`: counts a finished map task; returns the count.
+    pub fn commit_task(&self, app_id: &AppId, shuffle: i32) -> Result<i32> {
+        let app = self.verify(app_id)?;
+        Ok(Self::shuffle_of(&app, shuffle)?.commit())
+    }
+
+    /// `finishShuffle`: spills every buffer of the shuffle and waits until it is durable.
+    pub async fn finish_shuffle(&self, app_id: &AppId, shuffle: i32) -> Result<()> {
+        let app = self.verify_and_touch(app_id)?;
+        Self::shuffle_of(&app, shuffle)?;
+        let scope = PurgeScope::Shuffle(crate::ids::ShuffleKey {
+            app: app_id.clone(),
+            shuffle,
+        });
+        tokio::time::timeout(self.opts.commit_timeout, self.store().flush(&scope))
+            .await
+            .map_err(|_| Error::Internal {
+                reason: format!(
+                    "Fail to finish shuffle {app_id}/{shuffle}: spill not durable after {:?}, data may be lost",
+                    self.opts.commit_timeout
+                ),
+            })
+    }
+}

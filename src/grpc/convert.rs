@@ -1,0 +1,101 @@
+//! Wire → domain conversions for the gRPC handlers: every check of ids, lengths and layouts a
+//! request needs before it reaches the registry.
+
+use crate::error::{Error, Result};
+use crate::ids::{AppId, BlockIdLayout, PartitionRange};
+use crate::proto;
+use crate::store::Block;
+
+/// Parses the app id; path characters and other unsafe ids become `INVALID_REQUEST`.
+pub fn app_id(raw: &str) -> Result<AppId> {
+    AppId::parse(raw)
+}
+
+/// The layout sent by 0.9+ clients, or 18/24/21 when absent (0.8 clients).
+pub fn layout(wire: Option<&proto::BlockIdLayout>) -> Result<BlockIdLayout> {
+    match wire {
+        None => Ok(BlockIdLayout::DEFAULT),
+        Some(l) => BlockIdLayout::new(l.sequence_no_bits, l.partition_id_bits, l.task_attempt_id_bits),
+    }
+}
+
+/// Registered ranges; each must be `0 <= start <= end`.
+pub fn ranges(wire: &[proto::ShufflePartitionRange]) -> Result<Vec<PartitionRange>> {
+    wire.iter().map(|r| PartitionRange::new(r.start, r.end)).collect()
+}
+
+/// Blocks of a send, grouped by partition in request order. A block's `length` must equal its
+/// payload's length (Java trusts it and would write a corrupt index); ids must be
+/// non-negative.
+pub fn blocks(data: Vec<proto::ShuffleData>) -> Result<Vec<(i32, Vec<Block>)>> {
+    data.into_iter()
+        .map(|part| {
+            if part.partition_id < 0 {
+                return Err(Error::bad_request(format!(
+                    "partitionId {} is negative",
+                    part.partition_id
+                )));
+            }
+            let blocks = part
+                .block
+                .into_iter()
+                .map(|b| block(part.partition_id, b))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((part.partition_id, blocks))
+        })
+        .collect()
+}
+
+fn block(partition: i32, b: proto::ShuffleBlock) -> Result<Block> {
+    if b.length < 0 || b.length as usize != b.data.len() {
+        return Err(Error::bad_request(format!(
+            "block {} of partition {partition}: length {} does not match its {} data bytes",
+            b.block_id,
+            b.length,
+            b.data.len()
+        )));
+    }
+    if b.block_id < 0 {
+        return Err(Error::bad_request(format!(
+            "block id {} of partition {partition} is negative",
+            b.block_id
+        )));
+    }
+    Ok(Block {
+        block_id: b.block_id,
+        task_attempt_id: b.task_attempt_id,
+        uncompress_length: b.uncompress_length,
+        crc: b.crc,
+        data: b.data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn rejects_length_mismatch_and_negative_ids() {
+        let mk = |id: i64, len: i32| proto::ShuffleData {
+            partition_id: 1,
+            block: vec![proto::ShuffleBlock {
+                block_id: id,
+                length: len,
+                data: Bytes::from_static(b"abc"),
+                ..Default::default()
+            }],
+        };
+        assert!(blocks(vec![mk(1, 3)]).is_ok());
+        assert!(blocks(vec![mk(1, 4)]).is_err());
+        assert!(blocks(vec![mk(1, -3)]).is_err());
+        assert!(blocks(vec![mk(-1, 3)]).is_err());
+        assert!(layout(Some(&proto::BlockIdLayout {
+            sequence_no_bits: 20,
+            partition_id_bits: 20,
+            task_attempt_id_bits: 20
+        }))
+        .is_err());
+        assert_eq!(layout(None).unwrap(), BlockIdLayout::DEFAULT);
+    }
+}

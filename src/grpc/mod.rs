@@ -1,0 +1,426 @@
+//! The tonic front end: `ShuffleServer` and `ShuffleServerInternal`. Every handler is
+//! convert → call the registry → `reply(result)`; no semantics live here.
+
+mod convert;
+mod reply;
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs, Registration, RemoteStorage};
+use crate::error::{Error, Result};
+use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
+use crate::proto::shuffle_server_server::ShuffleServer;
+use crate::proto::{self, DataDistribution, StatusCode};
+use reply::reply;
+
+pub use reply::Reply;
+
+/// Largest gRPC message accepted or sent (Java's `rss.rpc.message.max.size` is 1 GiB; the
+/// Java client accepts `Integer.MAX_VALUE`).
+pub const MAX_MESSAGE_SIZE: usize = i32::MAX as usize;
+
+/// The `ShuffleServer` service.
+#[derive(Clone)]
+pub struct ShuffleService {
+    registry: Arc<AppRegistry>,
+}
+
+impl ShuffleService {
+    /// A service over `registry`.
+    pub fn new(registry: Arc<AppRegistry>) -> Self {
+        ShuffleService { registry }
+    }
+
+    /// The tonic server with Uniffle's message-size limits.
+    pub fn into_server(self) -> proto::shuffle_server_server::ShuffleServerServer<Self> {
+        proto::shuffle_server_server::ShuffleServerServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE)
+    }
+}
+
+type Rpc<T> = std::result::Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl ShuffleServer for ShuffleService {
+    async fn register_shuffle(
+        &self,
+        request: Request<proto::ShuffleRegisterRequest>,
+    ) -> Rpc<proto::ShuffleRegisterResponse> {
+        let req = request.into_inner();
+        let result = (|| {
+            let remote = req
+                .remote_storage
+                .filter(|r| !r.path.is_empty())
+                .map(|r| RemoteStorage {
+                    path: r.path,
+                    conf: r
+                        .remote_storage_conf
+                        .into_iter()
+                        .map(|i| (i.key, i.value))
+                        .collect(),
+                });
+            self.registry.register(Registration {
+                app: convert::app_id(&req.app_id)?,
+                shuffle: req.shuffle_id,
+                ranges: convert::ranges(&req.partition_ranges)?,
+                local_order: req.shuffle_data_distribution == DataDistribution::LocalOrder as i32,
+                user: req.user,
+                remote_storage: remote,
+                properties: req.properties.into_iter().collect(),
+            })
+        })();
+        reply("registerShuffle", &req.app_id, result.map(|()| Default::default()))
+    }
+
+    async fn unregister_shuffle(
+        &self,
+        request: Request<proto::ShuffleUnregisterRequest>,
+    ) -> Rpc<proto::ShuffleUnregisterResponse> {
+        let req = request.into_inner();
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => self.registry.unregister_shuffle(&app, req.shuffle_id).await,
+            Err(e) => Err(e),
+        };
+        reply("unregisterShuffle", &req.app_id, result.map(|()| Default::default()))
+    }
+
+    async fn unregister_shuffle_by_app_id(
+        &self,
+        request: Request<proto::ShuffleUnregisterByAppIdRequest>,
+    ) -> Rpc<proto::ShuffleUnregisterByAppIdResponse> {
+        let req = request.into_inner();
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => self.registry.unregister_app(&app).await,
+            Err(e) => Err(e),
+        };
+        reply("unregisterShuffleByAppId", &req.app_id, result.map(|()| Default::default()))
+    }
+
+    async fn send_shuffle_data(
+        &self,
+        request: Request<proto::SendShuffleDataRequest>,
+    ) -> Rpc<proto::SendShuffleDataResponse> {
+        let req = request.into_inner();
+        let app_raw = req.app_id;
+        let result = (|| {
+            let app = convert::app_id(&app_raw)?;
+            let parts = convert::blocks(req.shuffle_data)?;
+            self.registry.send(&app, req.shuffle_id, req.require_buffer_id, parts)
+        })();
+        reply("sendShuffleData", &app_raw, result.map(|()| Default::default()))
+    }
+
+    async fn get_local_shuffle_index(
+        &self,
+        request: Request<proto::GetLocalShuffleIndexRequest>,
+    ) -> Rpc<proto::GetLocalShuffleIndexResponse> {
+        let req = request.into_inner();
+        let args = ReadArgs {
+            shuffle: req.shuffle_id,
+            partition: req.partition_id,
+            per_range: req.partition_num_per_range,
+            partition_num: req.partition_num,
+        };
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => self.registry.read_index(&app, args).await,
+            Err(e) => Err(e),
+        };
+        reply(
+            "getLocalShuffleIndex",
+            &req.app_id,
+            result.map(|read| proto::GetLocalShuffleIndexResponse {
+                index_data: read.index,
+                data_file_len: read.data_len as i64,
+                storage_ids: read.storage_ids,
+                ..Default::default()
+            }),
+        )
+    }
+
+    async fn get_local_shuffle_data(
+        &self,
+        request: Request<proto::GetLocalShuffleDataRequest>,
+    ) -> Rpc<proto::GetLocalShuffleDataResponse> {
+        let req = request.into_inner();
+        let args = ReadArgs {
+            shuffle: req.shuffle_id,
+            partition: req.partition_id,
+            per_range: req.partition_num_per_range,
+            partition_num: req.partition_num,
+        };
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => self.registry.read_data(&app, args, req.offset, req.length).await,
+            Err(e) => Err(e),
+        };
+        reply(
+            "getLocalShuffleData",
+            &req.app_id,
+            result.map(|data| proto::GetLocalShuffleDataResponse {
+                data,
+                ..Default::default()
+            }),
+        )
+    }
+
+    async fn get_memory_shuffle_data(
+        &self,
+        request: Request<proto::GetMemoryShuffleDataRequest>,
+    ) -> Rpc<proto::GetMemoryShuffleDataResponse> {
+        let req = request.into_inner();
+        let result = convert::app_id(&req.app_id).and_then(|app| {
+            self.registry.read_memory(
+                &app,
+                MemoryReadArgs {
+                    shuffle: req.shuffle_id,
+                    partition: req.partition_id,
+                    last_block_id: req.last_block_id,
+                    read_buffer_size: req.read_buffer_size,
+                    expected_tasks: req.serialized_expected_task_ids_bitmap.unwrap_or_default(),
+                },
+            )
+        });
+        reply(
+            "getMemoryShuffleData",
+            &req.app_id,
+            result.map(|read| proto::GetMemoryShuffleDataResponse {
+                shuffle_data_block_segments: read
+                    .segments
+                    .iter()
+                    .map(|s| proto::ShuffleDataBlockSegment {
+                        block_id: s.block_id,
+                        offset: s.offset,
+                        length: s.length,
+                        uncompress_length: s.uncompress_length,
+                        crc: s.crc,
+                        task_attempt_id: s.task_attempt_id,
+                    })
+                    .collect(),
+                data: read.data,
+                ..Default::default()
+            }),
+        )
+    }
+
+    async fn commit_shuffle_task(
+        &self,
+        request: Request<proto::ShuffleCommitRequest>,
+    ) -> Rpc<proto::ShuffleCommitResponse> {
+        let req = request.into_inner();
+        let result = convert::app_id(&req.app_id)
+            .and_then(|app| self.registry.commit_task(&app, req.shuffle_id));
+        reply(
+            "commitShuffleTask",
+            &req.app_id,
+            result.map(|commit_count| proto::ShuffleCommitResponse {
+                commit_count,
+                ..Default::default()
+            }),
+        )
+    }
+
+    async fn report_shuffle_result(
+        &self,
+        request: Request<proto::ReportShuffleResultRequest>,
+    ) -> Rpc<proto::ReportShuffleResultResponse> {
+        let req = request.into_inner();
+        let parts: Vec<(i32, Vec<i64>)> = req
+            .partition_to_block_ids
+            .into_iter()
+            .map(|p| (p.partition_id, p.block_ids))
+            .collect();
+        let result = convert::app_id(&req.app_id).and_then(|app| {
+            self.registry
+                .report(&app, req.shuffle_id, req.bitmap_num, &parts)
+        });
+        reply("reportShuffleResult", &req.app_id, result.map(|()| Default::default()))
+    }
+
+    async fn get_shuffle_result(
+        &self,
+        request: Request<proto::GetShuffleResultRequest>,
+    ) -> Rpc<proto::GetShuffleResultResponse> {
+        let req = request.into_inner();
+        let result = (|| {
+            let app = convert::app_id(&req.app_id)?;
+            let layout = convert::layout(req.block_id_layout.as_ref())?;
+            self.registry
+                .block_ids(&app, req.shuffle_id, &[req.partition_id], layout)
+        })();
+        reply(
+            "getShuffleResult",
+            &req.app_id,
+            result.map(|serialized_bitmap| proto::GetShuffleResultResponse {
+                serialized_bitmap,
+                ..Default::default()
+            }),
+        )
+    }
+
+    async fn get_shuffle_result_for_multi_part(
+        &self,
+        request: Request<proto::GetShuffleResultForMultiPartRequest>,
+    ) -> Rpc<proto::GetShuffleResultForMultiPartResponse> {
+        let req = request.into_inner();
+        let result = (|| {
+            let app = convert::app_id(&req.app_id)?;
+            let layout = convert::layout(req.block_id_layout.as_ref())?;
+            self.registry
+                .block_ids(&app, req.shuffle_id, &req.partitions, layout)
+        })();
+        reply(
+            "getShuffleResultForMultiPart",
+            &req.app_id,
+            result.map(|serialized_bitmap| proto::GetShuffleResultForMultiPartResponse {
+                serialized_bitmap,
+                ..Default::default()
+            }),
+        )
+    }
+
+    async fn finish_shuffle(
+        &self,
+        request: Request<proto::FinishShuffleRequest>,
+    ) -> Rpc<proto::FinishShuffleResponse> {
+        let req = request.into_inner();
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => self.registry.finish_shuffle(&app, req.shuffle_id).await,
+            Err(e) => Err(e),
+        };
+        reply("finishShuffle", &req.app_id, result.map(|()| Default::default()))
+    }
+
+    async fn require_buffer(
+        &self,
+        request: Request<proto::RequireBufferRequest>,
+    ) -> Rpc<proto::RequireBufferResponse> {
+        let req = request.into_inner();
+        let result = (|| {
+            // An empty app id is a legacy (0.6) client: reserve without checks, as Java does.
+            let app = if req.app_id.is_empty() {
+                None
+            } else {
+                Some(convert::app_id(&req.app_id)?)
+            };
+            self.registry.require_buffer(
+                app.as_ref(),
+                req.shuffle_id,
+                &req.partition_ids,
+                &req.partition_require_sizes,
+                req.require_size,
+            )
+        })();
+        let failed_id = match &result {
+            // Java leaves the id unset when verifyRequest fails and puts -1 otherwise.
+            Err(Error::AppNotFound { .. }) => 0,
+            _ => -1,
+        };
+        let mut response = reply(
+            "requireBuffer",
+            &req.app_id,
+            result.map(|o| proto::RequireBufferResponse {
+                require_buffer_id: o.ticket_id,
+                need_split_partition_ids: o.need_split,
+                ..Default::default()
+            }),
+        )?;
+        let body = response.get_mut();
+        if body.status != StatusCode::Success as i32 {
+            body.require_buffer_id = failed_id;
+        } else {
+            body.ret_msg.clear();
+        }
+        Ok(response)
+    }
+
+    async fn app_heartbeat(
+        &self,
+        request: Request<proto::AppHeartBeatRequest>,
+    ) -> Rpc<proto::AppHeartBeatResponse> {
+        let req = request.into_inner();
+        let result = convert::app_id(&req.app_id).and_then(|app| self.registry.heartbeat(&app));
+        let mut response = reply(
+            "appHeartbeat",
+            &req.app_id,
+            result.map(|()| proto::AppHeartBeatResponse::default()),
+        )?;
+        if response.get_ref().status == StatusCode::Success as i32 {
+            response.get_mut().ret_msg.clear();
+        }
+        Ok(response)
+    }
+
+    async fn start_sort_merge(
+        &self,
+        request: Request<proto::StartSortMergeRequest>,
+    ) -> Rpc<proto::StartSortMergeResponse> {
+        let req = request.into_inner();
+        reply::<proto::StartSortMergeResponse>(
+            "startSortMerge",
+            &req.app_id,
+            Err(Error::NotSupported {
+                what: "remote merge (startSortMerge): Remote merge is disabled",
+            }),
+        )
+    }
+
+    async fn get_sorted_shuffle_data(
+        &self,
+        request: Request<proto::GetSortedShuffleDataRequest>,
+    ) -> Rpc<proto::GetSortedShuffleDataResponse> {
+        let req = request.into_inner();
+        let mut response = reply::<proto::GetSortedShuffleDataResponse>(
+            "getSortedShuffleData",
+            &req.app_id,
+            Err(Error::NotSupported {
+                what: "remote merge (getSortedShuffleData): Remote merge is disabled",
+            }),
+        )?;
+        response.get_mut().next_block_id = -1;
+        response.get_mut().m_state = 3; // MergeState.INTERNAL_ERROR
+        Ok(response)
+    }
+}
+
+/// The `ShuffleServerInternal` service (decommission), called by coordinators.
+#[derive(Clone)]
+pub struct InternalService {
+    registry: Arc<AppRegistry>,
+}
+
+impl InternalService {
+    /// A service over `registry`.
+    pub fn new(registry: Arc<AppRegistry>) -> Self {
+        InternalService { registry }
+    }
+
+    /// The tonic server.
+    pub fn into_server(self) -> proto::shuffle_server_internal_server::ShuffleServerInternalServer<Self> {
+        proto::shuffle_server_internal_server::ShuffleServerInternalServer::new(self)
+    }
+}
+
+#[tonic::async_trait]
+impl ShuffleServerInternal for InternalService {
+    async fn decommission(
+        &self,
+        _request: Request<proto::DecommissionRequest>,
+    ) -> Rpc<proto::DecommissionResponse> {
+        let result: Result<()> = self.registry.status().decommission();
+        if result.is_ok() {
+            tracing::info!(apps = self.registry.app_count(), "decommissioning: no new apps accepted");
+        }
+        reply("decommission", "", result.map(|()| Default::default()))
+    }
+
+    async fn cancel_decommission(
+        &self,
+        _request: Request<proto::CancelDecommissionRequest>,
+    ) -> Rpc<proto::CancelDecommissionResponse> {
+        self.registry.status().cancel_decommission();
+        tracing::info!("decommission cancelled");
+        reply("cancelDecommission", "", Ok(Default::default()))
+    }
+}

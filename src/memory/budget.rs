@@ -1,0 +1,346 @@
+//! `MemoryBudget`: the sole owner of write-memory counters. Every byte is moved between
+//! counters by an RAII value, so each byte is released exactly once, on every path.
+//!
+//! ```text
+//! try_reserve ─▶ Reservation ──commit──▶ Charge ──start_flush──▶ FlushCharge ──drop──▶ free
+//!      (reserved)                 (used)                  (used + in_flush)
+//! ```
+//! Invariant (checked under the lock): `reserved + used <= capacity`. `requireBuffer` fails
+//! with `NO_BUFFER` instead of ever crossing it, which is what bounds memory under any load.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::error::{Error, Result};
+
+/// A point-in-time view of the counters, for heartbeats, metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemorySnapshot {
+    /// Configured capacity.
+    pub capacity: u64,
+    /// Outstanding `requireBuffer` reservations.
+    pub reserved: u64,
+    /// Bytes of cached blocks, including those being spilled.
+    pub used: u64,
+    /// Part of `used` handed to the spiller and not yet durable.
+    pub in_flush: u64,
+    /// Spill starts when `used - in_flush` exceeds this.
+    pub high_watermark: u64,
+    /// A watermark spill goes down to this.
+    pub low_watermark: u64,
+}
+
+impl MemorySnapshot {
+    /// `capacity - reserved - used`: what a new reservation may take (heartbeat
+    /// `availableMemory`).
+    pub fn available(&self) -> u64 {
+        self.capacity.saturating_sub(self.reserved + self.used)
+    }
+
+    /// Cached bytes not yet handed to the spiller.
+    pub fn unflushed(&self) -> u64 {
+        self.used.saturating_sub(self.in_flush)
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    reserved: u64,
+    used: u64,
+    in_flush: u64,
+}
+
+struct Inner {
+    capacity: u64,
+    high: u64,
+    low: u64,
+    counters: Mutex<Counters>,
+    /// Woken when unflushed bytes pass the high watermark; the spiller waits on it.
+    over_high: Notify,
+}
+
+/// Cheap-to-clone handle on the write budget.
+///
+/// A `parking_lot::Mutex` guards the three counters: the critical sections are a few
+/// additions, nothing inside awaits, and one lock keeps the invariant exact (atomics would
+/// need a CAS loop over two counters).
+#[derive(Clone)]
+pub struct MemoryBudget {
+    inner: Arc<Inner>,
+}
+
+impl MemoryBudget {
+    /// A budget of `capacity` bytes spilling above `high_ratio` down to `low_ratio`.
+    pub fn new(capacity: u64, high_ratio: f64, low_ratio: f64) -> Self {
+        MemoryBudget {
+            inner: Arc::new(Inner {
+                capacity,
+                high: (capacity as f64 * high_ratio) as u64,
+                low: (capacity as f64 * low_ratio) as u64,
+                counters: Mutex::new(Counters::default()),
+                over_high: Notify::new(),
+            }),
+        }
+    }
+
+    /// Reserves `len` bytes for a coming send, or answers `NO_BUFFER` (back-pressure).
+    pub fn try_reserve(&self, len: u64) -> Result<Reservation> {
+        let mut c = self.inner.counters.lock();
+        let taken = c.reserved + c.used;
+        if taken + len > self.inner.capacity {
+            return Err(Error::NoBuffer {
+                reason: format!(
+                    "No Buffer For Regular Partition, requireSize: {len}, capacity: {}, reserved: {}, used: {}",
+                    self.inner.capacity, c.reserved, c.used
+                ),
+            });
+        }
+        c.reserved += len;
+        Ok(Reservation {
+            budget: self.clone(),
+            bytes: len,
+        })
+    }
+
+    /// Current counters.
+    pub fn snapshot(&self) -> MemorySnapshot {
+        let c = self.inner.counters.lock();
+        MemorySnapshot {
+            capacity: self.inner.capacity,
+            reserved: c.reserved,
+            used: c.used,
+            in_flush: c.in_flush,
+            high_watermark: self.inner.high,
+            low_watermark: self.inner.low,
+        }
+    }
+
+    /// Bytes a watermark spill should hand to the spiller now (0 when under the high mark).
+    pub fn spill_target(&self) -> u64 {
+        let s = self.snapshot();
+        if s.unflushed() > s.high_watermark {
+            s.unflushed() - s.low_watermark
+        } else {
+            0
+        }
+    }
+
+    /// Waits until a commit pushes unflushed bytes over the high watermark.
+    pub async fn over_high_watermark(&self) {
+        self.inner.over_high.notified().await
+    }
+
+    /// Configured capacity.
+    pub fn capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+
+    fn release_reserved(&self, bytes: u64) {
+        if bytes > 0 {
+            let mut c = self.inner.counters.lock();
+            c.reserved -= bytes;
+        }
+    }
+
+    fn release_used(&self, bytes: u64, flushing: bool) {
+        if bytes > 0 {
+            let mut c = self.inner.counters.lock();
+            c.used -= bytes;
+            if flushing {
+                c.in_flush -= bytes;
+            }
+        }
+    }
+}
+
+/// Reserved bytes for a coming send. Dropping it returns them.
+#[must_use = "dropping a reservation releases it at once"]
+pub struct Reservation {
+    budget: MemoryBudget,
+    bytes: u64,
+}
+
+impl Reservation {
+    /// Reserved bytes still held.
+    pub fn len(&self) -> u64 {
+        self.bytes
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Turns `actual` reserved bytes into a [`Charge`] for cached blocks; the rest stays
+    /// reserved in `self`. Fails (changing nothing) when the blocks need more than is
+    /// reserved: a client may not send more than its ticket covers.
+    pub fn commit(&mut self, actual: u64) -> Result<Charge> {
+        if actual > self.bytes {
+            return Err(Error::bad_request(format!(
+                "blocks need {actual} bytes but only {} remain on the requireBuffer ticket",
+                self.bytes
+            )));
+        }
+        let notify = {
+            let mut c = self.budget.inner.counters.lock();
+            c.reserved -= actual;
+            c.used += actual;
+            c.used - c.in_flush > self.budget.inner.high
+        };
+        self.bytes -= actual;
+        if notify {
+            self.budget.inner.over_high.notify_one();
+        }
+        Ok(Charge {
+            budget: self.budget.clone(),
+            bytes: actual,
+        })
+    }
+
+    /// Gives back part of the reservation now (the Netty plane returns its frame bytes).
+    pub fn release(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.bytes);
+        self.budget.release_reserved(bytes);
+        self.bytes -= bytes;
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.release_reserved(self.bytes);
+    }
+}
+
+/// Memory held by cached blocks. Dropping it frees the bytes.
+#[must_use = "dropping a charge frees the memory it accounts for"]
+pub struct Charge {
+    budget: MemoryBudget,
+    bytes: u64,
+}
+
+impl Charge {
+    /// An empty charge on `budget`, to merge others into.
+    pub fn empty(budget: &MemoryBudget) -> Self {
+        Charge {
+            budget: budget.clone(),
+            bytes: 0,
+        }
+    }
+
+    /// Bytes held.
+    pub fn len(&self) -> u64 {
+        self.bytes
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Takes over `other`'s bytes (both must be on the same budget).
+    pub fn merge(&mut self, mut other: Charge) {
+        debug_assert!(Arc::ptr_eq(&self.budget.inner, &other.budget.inner));
+        self.bytes += other.bytes;
+        other.bytes = 0;
+    }
+
+    /// Moves everything into a new charge, leaving this one empty.
+    pub fn take(&mut self) -> Charge {
+        let bytes = std::mem::take(&mut self.bytes);
+        Charge {
+            budget: self.budget.clone(),
+            bytes,
+        }
+    }
+
+    /// Marks the bytes as handed to the spiller (`in_flush`); they stay `used` until the
+    /// returned value is dropped after the spill is durable.
+    pub fn start_flush(mut self) -> FlushCharge {
+        let bytes = std::mem::take(&mut self.bytes);
+        self.budget.inner.counters.lock().in_flush += bytes;
+        FlushCharge {
+            budget: self.budget.clone(),
+            bytes,
+        }
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.budget.release_used(self.bytes, false);
+    }
+}
+
+/// Memory of blocks being spilled. Dropped once the tier acknowledged the write (or the
+/// partition was purged), which frees the bytes.
+#[must_use = "dropping a flush charge frees the memory it accounts for"]
+pub struct FlushCharge {
+    budget: MemoryBudget,
+    bytes: u64,
+}
+
+impl FlushCharge {
+    /// Bytes held.
+    pub fn len(&self) -> u64 {
+        self.bytes
+    }
+
+    /// True when nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+}
+
+impl Drop for FlushCharge {
+    fn drop(&mut self) {
+        self.budget.release_used(self.bytes, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserve_commit_flush_release_is_exact() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let mut r = b.try_reserve(600).unwrap();
+        assert!(b.try_reserve(401).is_err(), "over capacity must be NO_BUFFER");
+        let c = r.commit(500).unwrap();
+        assert_eq!(b.snapshot().reserved, 100);
+        assert_eq!(b.snapshot().used, 500);
+        assert!(r.commit(101).is_err());
+        drop(r);
+        assert_eq!(b.snapshot().reserved, 0);
+        let f = c.start_flush();
+        assert_eq!(b.snapshot().in_flush, 500);
+        assert_eq!(b.snapshot().unflushed(), 0);
+        drop(f);
+        assert_eq!(b.snapshot(), MemorySnapshot { capacity: 1000, high_watermark: 800, low_watermark: 200, ..Default::default() });
+    }
+
+    #[test]
+    fn spill_target_goes_down_to_low_watermark() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let mut r = b.try_reserve(900).unwrap();
+        let _c = r.commit(850).unwrap();
+        assert_eq!(b.spill_target(), 650);
+    }
+
+    #[test]
+    fn merged_charges_release_once() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let mut r = b.try_reserve(300).unwrap();
+        let mut c = Charge::empty(&b);
+        c.merge(r.commit(100).unwrap());
+        c.merge(r.commit(200).unwrap());
+        let t = c.take();
+        assert_eq!(t.len(), 300);
+        drop(c);
+        assert_eq!(b.snapshot().used, 300);
+        drop(t);
+        assert_eq!(b.snapshot().used, 0);
+    }
+}

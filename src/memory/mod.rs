@@ -1,0 +1,10 @@
+//! Memory accounting: the write budget (the one owner of capacity, reservations and usage),
+//! require-buffer tickets that expire, and the separate read budget.
+
+pub mod budget;
+pub mod read_budget;
+pub mod tickets;
+
+pub use budget::{Charge, FlushCharge, MemoryBudget, MemorySnapshot, Reservation};
+pub use read_budget::{ReadBudget, ReadPermit};
+pub use tickets::Tickets;

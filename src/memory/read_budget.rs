@@ -1,0 +1,94 @@
+//! `ReadBudget`: caps the memory that read responses may hold at once, so a burst of
+//! reducers gets `NO_BUFFER` (and backs off) instead of growing the heap.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// Cheap-to-clone handle on the read-memory cap.
+#[derive(Clone)]
+pub struct ReadBudget {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    capacity: u64,
+    used: AtomicU64,
+}
+
+impl ReadBudget {
+    /// A cap of `capacity` bytes.
+    pub fn new(capacity: u64) -> Self {
+        ReadBudget {
+            inner: Arc::new(Inner {
+                capacity,
+                used: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// Takes `len` bytes of read memory; like Java, a read that would reach or pass the cap
+    /// fails with `NO_BUFFER`.
+    pub fn try_acquire(&self, len: u64) -> Result<ReadPermit> {
+        let cap = self.inner.capacity;
+        self.inner
+            .used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                let next = used.checked_add(len)?;
+                (next < cap || (used == 0 && len >= cap)).then_some(next)
+            })
+            .map_err(|used| Error::NoBuffer {
+                reason: format!("read memory is full: {used} of {cap} bytes in use, asked {len}"),
+            })?;
+        Ok(ReadPermit {
+            budget: self.clone(),
+            bytes: len,
+        })
+    }
+
+    /// Bytes currently held by reads.
+    pub fn used(&self) -> u64 {
+        self.inner.used.load(Ordering::Acquire)
+    }
+
+    /// Configured cap.
+    pub fn capacity(&self) -> u64 {
+        self.inner.capacity
+    }
+}
+
+/// Read memory held while a response is built; dropping it gives the bytes back.
+#[must_use = "dropping a permit releases it at once"]
+pub struct ReadPermit {
+    budget: ReadBudget,
+    bytes: u64,
+}
+
+impl Drop for ReadPermit {
+    fn drop(&mut self) {
+        self.budget.inner.used.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_is_enforced_and_released() {
+        let b = ReadBudget::new(100);
+        let p = b.try_acquire(60).unwrap();
+        assert_eq!(
+            b.try_acquire(40).err().map(|e| e.status()),
+            Some(crate::proto::StatusCode::NoBuffer)
+        );
+        drop(p);
+        assert_eq!(b.used(), 0);
+        // A single read larger than the cap still goes through when nothing else runs,
+        // otherwise a client with a big read buffer could never make progress.
+        let big = b.try_acquire(500).unwrap();
+        assert!(b.try_acquire(1).is_err());
+        drop(big);
+    }
+}

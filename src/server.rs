@@ -1,0 +1,306 @@
+//! `start(Config)` builds every part once, binds the gRPC port and returns a [`Running`]
+//! handle; [`Running::shutdown`] stops everything in order, each step time-bounded:
+//!
+//! 1. stop accepting gRPC and drain in-flight requests;
+//! 2. stop side tasks (ticket sweeper, app expiry, disk checks, decommission watcher);
+//! 3. spill memory to the file tier, bounded by `shutdown.spill_timeout`;
+//! 4. stop spill retries and wait for the remaining tasks.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::app::{AppRegistry, RegistryOptions};
+use crate::config::{Config, StoreType};
+use crate::error::{Error, Result};
+use crate::grpc::{InternalService, ShuffleService};
+use crate::memory::{MemoryBudget, ReadBudget, Tickets};
+use crate::status::ServerStatus;
+use crate::store::localfile::{LocalFileOptions, LocalFileTier};
+use crate::store::memory::MemoryTier;
+use crate::store::spill::SpillOptions;
+use crate::store::tiered::TieredStore;
+use crate::store::{FileTier, PurgeScope};
+
+/// A started server.
+pub struct Running {
+    /// Where gRPC listens.
+    pub grpc_addr: SocketAddr,
+    /// `<ip>-<grpcPort>`: the id reported to coordinators and used as the file-name prefix.
+    pub server_id: String,
+    registry: Arc<AppRegistry>,
+    local: Arc<LocalFileTier>,
+    config: Config,
+    /// Stops accepting gRPC (step 1).
+    grpc_stop: CancellationToken,
+    grpc_task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
+    /// Stops side tasks and the watermark loop (step 2).
+    tasks_stop: CancellationToken,
+    /// Stops spill retries (step 4).
+    spill_stop: CancellationToken,
+    /// Fired by the server itself when it wants to stop (decommissioned).
+    self_stop: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// What a shutdown did, for the log and for tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// In-flight requests did not finish within the drain timeout.
+    pub drain_timed_out: bool,
+    /// Memory was not fully spilled within the spill timeout.
+    pub spill_timed_out: bool,
+    /// Bytes still in memory at exit (0 after a complete spill).
+    pub bytes_left_in_memory: u64,
+}
+
+/// Builds the server from `config` and starts serving.
+pub async fn start(config: Config) -> Result<Running> {
+    if config.store_type != StoreType::MemoryLocalfile {
+        return Err(Error::Startup(format!(
+            "store_type {:?} needs the HDFS tier, which this build does not have yet; use MEMORY_LOCALFILE",
+            config.store_type
+        )));
+    }
+    let bind: SocketAddr = SocketAddr::new(
+        config
+            .bind_ip
+            .parse::<IpAddr>()
+            .map_err(|e| Error::Startup(format!("bind_ip {:?}: {e}", config.bind_ip)))?,
+        config.grpc_port,
+    );
+    let listener = TcpListener::bind(bind)
+        .await
+        .map_err(|e| Error::Startup(format!("cannot bind gRPC port {bind}: {e}")))?;
+    let grpc_addr = listener
+        .local_addr()
+        .map_err(|e| Error::Startup(format!("local address of {bind}: {e}")))?;
+    let ip = config.worker_ip.clone().unwrap_or_else(host_ip);
+    let server_id = format!("{ip}-{}", grpc_addr.port());
+
+    let tracker = TaskTracker::new();
+    let tasks_stop = CancellationToken::new();
+    let spill_stop = CancellationToken::new();
+
+    let mem = &config.memory_store;
+    let hybrid = &config.hybrid_store;
+    let lf = &config.localfile_store;
+    let budget = MemoryBudget::new(
+        mem.capacity.as_u64(),
+        hybrid.memory_spill_high_watermark,
+        hybrid.memory_spill_low_watermark,
+    );
+    let local = LocalFileTier::new(LocalFileOptions {
+        data_paths: lf.data_paths.clone(),
+        file_prefix: server_id.clone(),
+        high_watermark: lf.disk_high_watermark,
+        low_watermark: lf.disk_low_watermark,
+        min_healthy_disks: lf.healthy_check_min_disks,
+        max_concurrency_per_disk: lf.disk_max_concurrency,
+        sync_on_write: lf.sync_on_write,
+    })?;
+    local.spawn_health_checks(lf.disk_health_check_interval, tasks_stop.clone(), &tracker);
+
+    let hot = Arc::new(MemoryTier::new(budget.clone()));
+    let warm: Arc<dyn FileTier> = local.clone();
+    let store = Arc::new(TieredStore::new(
+        hot,
+        warm,
+        SpillOptions {
+            concurrency: hybrid.spill_concurrency,
+            single_buffer_limit: hybrid.memory_single_buffer_max_spill_size.as_u64(),
+            max_backoff: hybrid.spill_retry_max_backoff,
+        },
+        tasks_stop.clone(),
+        spill_stop.clone(),
+        tracker.clone(),
+    ));
+
+    let tickets = Arc::new(Tickets::new(mem.buffer_ticket_timeout));
+    tickets.spawn_sweeper(mem.buffer_ticket_check_interval, tasks_stop.clone(), &tracker);
+
+    let status = ServerStatus::default();
+    let registry = Arc::new(AppRegistry::new(
+        store,
+        tickets,
+        ReadBudget::new(mem.read_capacity.as_u64()),
+        status.clone(),
+        RegistryOptions {
+            app_timeout: config.app.app_heartbeat_timeout,
+            huge_partition_threshold: hybrid.huge_partition_size_threshold.as_u64(),
+            huge_partition_memory_limit: (mem.capacity.as_u64() as f64
+                * hybrid.huge_partition_memory_limit_ratio) as u64,
+            huge_partition_hard_limit: hybrid.huge_partition_hard_limit.map(|b| b.as_u64()),
+            index_read_hint: 1 << 20,
+            commit_timeout: Duration::from_secs(600),
+        },
+    ));
+    registry.spawn_expiry(config.app.expiry_check_interval, tasks_stop.clone(), &tracker);
+
+    let self_stop = CancellationToken::new();
+    spawn_decommission_watcher(
+        Arc::clone(&registry),
+        config.app.expiry_check_interval,
+        self_stop.clone(),
+        tasks_stop.clone(),
+        &tracker,
+    );
+
+    let grpc_stop = CancellationToken::new();
+    let grpc_task = {
+        let router = tonic::transport::Server::builder()
+            .initial_stream_window_size(Some(4 << 20))
+            .initial_connection_window_size(Some(16 << 20))
+            .tcp_nodelay(true)
+            .add_service(ShuffleService::new(Arc::clone(&registry)).into_server())
+            .add_service(InternalService::new(Arc::clone(&registry)).into_server());
+        let stop = grpc_stop.clone();
+        tokio::spawn(async move {
+            router
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop.cancelled())
+                .await
+        })
+    };
+    tracing::info!(%grpc_addr, server_id, "spillway listening");
+    Ok(Running {
+        grpc_addr,
+        server_id,
+        registry,
+        local,
+        config,
+        grpc_stop,
+        grpc_task,
+        tasks_stop,
+        spill_stop,
+        self_stop,
+        tracker,
+    })
+}
+
+impl Running {
+    /// The app registry (tests assert on its state).
+    pub fn registry(&self) -> &Arc<AppRegistry> {
+        &self.registry
+    }
+
+    /// The local-file tier (tests and, later, heartbeats read its disk reports).
+    pub fn local_tier(&self) -> &Arc<LocalFileTier> {
+        &self.local
+    }
+
+    /// Resolves when the server decided to stop by itself (decommissioned with no apps).
+    pub fn stopped_by_itself(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.self_stop.cancelled()
+    }
+
+    /// Runs until `signal` resolves or the server stops by itself, then shuts down.
+    pub async fn run_until(self, signal: impl std::future::Future<Output = ()>) -> ShutdownReport {
+        tokio::select! {
+            _ = signal => tracing::info!("shutdown signal received"),
+            _ = self.self_stop.cancelled() => tracing::info!("decommissioned: stopping"),
+        }
+        self.shutdown().await
+    }
+
+    /// Stops the server in order (see the module doc); each step is bounded.
+    pub async fn shutdown(self) -> ShutdownReport {
+        let mut report = ShutdownReport::default();
+        let cfg = &self.config.shutdown;
+
+        self.grpc_stop.cancel();
+        let mut grpc_task = self.grpc_task;
+        match timed("drain gRPC", cfg.drain_timeout, &mut grpc_task).await {
+            Some(Ok(Ok(()))) => {}
+            Some(Ok(Err(e))) => tracing::warn!(error = %e, "gRPC server ended with an error"),
+            Some(Err(e)) => tracing::warn!(error = %e, "gRPC task failed"),
+            None => {
+                report.drain_timed_out = true;
+                grpc_task.abort();
+            }
+        }
+
+        self.tasks_stop.cancel();
+
+        let store = Arc::clone(self.registry.store());
+        let spill = async {
+            let apps: Vec<_> = self.registry.apps().iter().map(|a| a.id().clone()).collect();
+            for app in apps {
+                store.flush(&PurgeScope::App(app)).await;
+            }
+        };
+        if timed("spill memory", cfg.spill_timeout, spill).await.is_none() {
+            report.spill_timed_out = true;
+        }
+        report.bytes_left_in_memory = store.memory().budget().snapshot().used;
+
+        self.spill_stop.cancel();
+        self.tracker.close();
+        if timed("stop tasks", Duration::from_secs(10), self.tracker.wait())
+            .await
+            .is_none()
+        {
+            tracing::warn!("some background tasks did not stop in time");
+        }
+        tracing::info!(?report, "spillway stopped");
+        report
+    }
+}
+
+/// Runs `fut` with a deadline, logging how long the step took.
+async fn timed<F: std::future::Future>(step: &str, budget: Duration, fut: F) -> Option<F::Output> {
+    let started = tokio::time::Instant::now();
+    let out = tokio::time::timeout(budget, fut).await.ok();
+    match &out {
+        Some(_) => tracing::info!(step, elapsed = ?started.elapsed(), "shutdown step done"),
+        None => tracing::warn!(step, ?budget, "shutdown step timed out"),
+    }
+    out
+}
+
+/// Moves DECOMMISSIONING to DECOMMISSIONED once no app is left, then asks the server to stop.
+fn spawn_decommission_watcher(
+    registry: Arc<AppRegistry>,
+    interval: Duration,
+    self_stop: CancellationToken,
+    cancel: CancellationToken,
+    tracker: &TaskTracker,
+) {
+    tracker.spawn(async move {
+        let mut changes = registry.status().subscribe();
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = changes.changed() => {}
+                _ = tokio::time::sleep(interval) => {}
+            }
+            if registry.status().get() == crate::proto::ServerStatus::Decommissioning
+                && registry.app_count() == 0
+                && registry.status().finish_decommission()
+            {
+                tracing::info!("decommissioned: no apps left");
+                self_stop.cancel();
+            }
+        }
+    });
+}
+
+/// The host's first non-loopback IPv4 address by its name, else 127.0.0.1.
+fn host_ip() -> String {
+    let name = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    (name.as_str(), 0)
+        .to_socket_addrs()
+        .into_iter()
+        .flatten()
+        .map(|a| a.ip())
+        .find(|ip| ip.is_ipv4() && !ip.is_loopback())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        .to_string()
+}

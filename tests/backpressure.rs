@@ -1,0 +1,126 @@
+//! Many concurrent writers far over capacity: every request succeeds or gets `NO_BUFFER`, the
+//! budget never exceeds its capacity, and everything accepted reads back.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::*;
+use spillway::config::ByteSize;
+use spillway::proto;
+use spillway::proto::StatusCode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writers_far_over_capacity_get_no_buffer_never_more_memory() {
+    const CAPACITY: u64 = 1 << 20;
+    let s = start(2, |c| {
+        c.memory_store.capacity = ByteSize(CAPACITY);
+        c.hybrid_store.memory_single_buffer_max_spill_size = ByteSize(128 << 10);
+    })
+    .await;
+    let mut client = s.client.clone();
+    register(&mut client, "app_bp", 0, 0..16, false).await;
+
+    // Sample the budget's own snapshot while the load runs.
+    let budget = s.running.registry().store().memory().budget().clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let peak = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (stop, peak, budget) = (stop.clone(), peak.clone(), budget.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let snap = budget.snapshot();
+                assert!(
+                    snap.reserved + snap.used <= snap.capacity,
+                    "budget over capacity: {snap:?}"
+                );
+                peak.fetch_max(snap.reserved + snap.used, Ordering::Relaxed);
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+
+    // 64 writers × 40 sends × 16 KiB ≈ 40 MiB through a 1 MiB budget.
+    let no_buffer = Arc::new(AtomicU64::new(0));
+    let mut writers = Vec::new();
+    for task in 0..64i64 {
+        let mut client = client.clone();
+        let no_buffer = no_buffer.clone();
+        writers.push(tokio::spawn(async move {
+            let mut expected = std::collections::BTreeMap::new();
+            let mut reported: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
+            for seq in 0..40 {
+                let p = ((task + seq) % 16) as i32;
+                let b = make_block(seq, p, task, 16 << 10);
+                expected.insert((p, b.block_id), b.data.clone());
+                reported.entry(p).or_default().push(b.block_id);
+                let n = send(&mut client, "app_bp", 0, vec![(p, vec![b])]).await;
+                no_buffer.fetch_add(n as u64, Ordering::Relaxed);
+            }
+            report(&mut client, "app_bp", 0, task, &reported).await;
+            expected
+        }));
+    }
+    let mut expected: std::collections::BTreeMap<i32, std::collections::BTreeMap<i64, bytes::Bytes>> =
+        Default::default();
+    for w in writers {
+        for ((p, id), data) in w.await.unwrap() {
+            expected.entry(p).or_default().insert(id, data);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    sampler.await.unwrap();
+
+    assert!(no_buffer.load(Ordering::Relaxed) > 0, "the load must have hit back-pressure");
+    assert!(peak.load(Ordering::Relaxed) <= CAPACITY);
+    let (_, files) = verify_shuffle(&mut client, "app_bp", 0, &expected).await;
+    assert!(files > 0);
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_buffer_larger_than_capacity_is_refused() {
+    let mut s = start(1, |c| c.memory_store.capacity = ByteSize(1 << 20)).await;
+    register(&mut s.client, "app_big", 0, 0..1, false).await;
+    let r = s
+        .client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: (2 << 20) as i32,
+            app_id: "app_big".into(),
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::InvalidRequest, "{}", r.ret_msg);
+    assert_eq!(r.require_buffer_id, -1);
+    // Fill the budget with an unused ticket, then a regular request gets NO_BUFFER.
+    let r = s
+        .client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: (1 << 20) - 100,
+            app_id: "app_big".into(),
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+    let r = s
+        .client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: 1000,
+            app_id: "app_big".into(),
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::NoBuffer);
+    assert_eq!(r.require_buffer_id, -1);
+    s.running.shutdown().await;
+}

@@ -1,0 +1,191 @@
+//! Register → require → send → report → read round trips through the real gRPC service,
+//! verified byte for byte, with the data in memory, in files, and split between both.
+
+mod common;
+
+use common::*;
+use spillway::config::ByteSize;
+use spillway::proto;
+use spillway::proto::StatusCode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_only_in_memory() {
+    let mut s = start(2, |_| {}).await;
+    register(&mut s.client, "app_mem", 0, 0..4, false).await;
+    let expected = write_shuffle(&mut s.client, "app_mem", 0, 3, 4, 5, 1000).await;
+    let (mem, files) = verify_shuffle(&mut s.client, "app_mem", 0, &expected).await;
+    assert_eq!((mem, files), (60, 0));
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_only_in_files_after_finish_shuffle() {
+    let mut s = start(2, |_| {}).await;
+    register(&mut s.client, "app_files", 3, 0..4, false).await;
+    let expected = write_shuffle(&mut s.client, "app_files", 3, 3, 4, 5, 1000).await;
+    let r = s
+        .client
+        .finish_shuffle(proto::FinishShuffleRequest {
+            app_id: "app_files".into(),
+            shuffle_id: 3,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    assert_eq!(s.running.registry().store().memory().budget().snapshot().used, 0);
+    let (mem, files) = verify_shuffle(&mut s.client, "app_files", 3, &expected).await;
+    assert_eq!((mem, files), (0, 60));
+
+    // Uniffle's layout: <disk>/<appId>/<shuffleId>/<p>-<p>/<serverId>.{data,index}
+    let id = s.running.server_id.clone();
+    let mut found = 0;
+    for p in 0..4 {
+        let on_disks: Vec<_> = s
+            .disks
+            .iter()
+            .map(|d| d.path().join(format!("app_files/3/{p}-{p}/{id}.index")))
+            .filter(|f| f.exists())
+            .collect();
+        assert_eq!(on_disks.len(), 1, "partition {p} lives on exactly one disk");
+        assert!(on_disks[0].with_extension("data").exists());
+        found += 1;
+    }
+    assert_eq!(found, 4);
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_split_between_memory_and_files_while_spilling() {
+    // A small memory tier: the watermark spiller runs while we write and read.
+    let mut s = start(3, |c| {
+        c.memory_store.capacity = ByteSize(1 << 20);
+        c.hybrid_store.memory_single_buffer_max_spill_size = ByteSize(256 << 10);
+    })
+    .await;
+    register(&mut s.client, "app_split", 1, 0..8, false).await;
+    let expected = write_shuffle(&mut s.client, "app_split", 1, 4, 8, 12, 4000).await;
+    let (mem, files) = verify_shuffle(&mut s.client, "app_split", 1, &expected).await;
+    assert!(files > 0, "some blocks were spilled (mem {mem}, files {files})");
+    assert!(mem > 0, "some blocks were still in memory (mem {mem}, files {files})");
+    // Partitions spread over the disks.
+    let used = s
+        .disks
+        .iter()
+        .filter(|d| d.path().join("app_split/1").exists())
+        .count();
+    assert!(used >= 2, "partitions spread over disks, used {used}");
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_race_a_running_spill() {
+    let mut s = start(2, |c| {
+        c.memory_store.capacity = ByteSize(8 << 20);
+    })
+    .await;
+    register(&mut s.client, "app_race", 0, 0..2, false).await;
+    let expected = write_shuffle(&mut s.client, "app_race", 0, 2, 2, 40, 8000).await;
+    // Start a spill of everything and read while it runs.
+    let registry = s.running.registry().clone();
+    let flush = tokio::spawn(async move {
+        let scope = spillway::store::PurgeScope::App(spillway::ids::AppId::parse("app_race").unwrap());
+        registry.store().flush(&scope).await;
+    });
+    for _ in 0..3 {
+        verify_shuffle(&mut s.client, "app_race", 0, &expected).await;
+    }
+    flush.await.unwrap();
+    let (mem, files) = verify_shuffle(&mut s.client, "app_race", 0, &expected).await;
+    assert_eq!(mem, 0);
+    assert_eq!(files, 160);
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_apps_are_isolated() {
+    let mut s = start(2, |_| {}).await;
+    register(&mut s.client, "app_a", 0, 0..3, false).await;
+    register(&mut s.client, "app_b", 0, 0..3, false).await;
+    let a = write_shuffle(&mut s.client, "app_a", 0, 2, 3, 3, 500).await;
+    let b = write_shuffle(&mut s.client, "app_b", 0, 2, 3, 3, 700).await;
+    for app in ["app_a", "app_b"] {
+        s.client
+            .finish_shuffle(proto::FinishShuffleRequest {
+                app_id: app.into(),
+                shuffle_id: 0,
+            })
+            .await
+            .unwrap();
+    }
+    let r = s
+        .client
+        .unregister_shuffle_by_app_id(proto::ShuffleUnregisterByAppIdRequest {
+            app_id: "app_a".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+    for d in &s.disks {
+        assert!(!d.path().join("app_a").exists(), "app_a purged from disk");
+    }
+    verify_shuffle(&mut s.client, "app_b", 0, &b).await;
+    // app_a is gone: reads answer NO_REGISTER.
+    let r = s
+        .client
+        .get_memory_shuffle_data(proto::GetMemoryShuffleDataRequest {
+            app_id: "app_a".into(),
+            partition_id: 0,
+            last_block_id: -1,
+            read_buffer_size: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::NoRegister);
+    drop(a);
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_order_sorts_each_spill_by_task_attempt() {
+    let mut s = start(1, |_| {}).await;
+    register(&mut s.client, "app_lo", 0, 0..1, true).await;
+    let mut expected = std::collections::BTreeMap::new();
+    for task in [5i64, 2, 9, 1, 7] {
+        let blocks: Vec<_> = (0..3).map(|seq| make_block(seq, 0, task, 300)).collect();
+        for b in &blocks {
+            expected.insert(b.block_id, b.data.clone());
+        }
+        send(&mut s.client, "app_lo", 0, vec![(0, blocks)]).await;
+    }
+    s.client
+        .finish_shuffle(proto::FinishShuffleRequest {
+            app_id: "app_lo".into(),
+            shuffle_id: 0,
+        })
+        .await
+        .unwrap();
+    let got = read_partition(&mut s.client, "app_lo", 0, 0).await;
+    assert_eq!(got.blocks, expected);
+    let mut sorted = got.index_tasks.clone();
+    sorted.sort();
+    assert_eq!(got.index_tasks, sorted, "one spill, sorted by task attempt id");
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resent_blocks_are_stored_once() {
+    let mut s = start(1, |_| {}).await;
+    register(&mut s.client, "app_dup", 0, 0..1, false).await;
+    let blocks: Vec<_> = (0..4).map(|seq| make_block(seq, 0, 1, 100)).collect();
+    send(&mut s.client, "app_dup", 0, vec![(0, blocks.clone())]).await;
+    send(&mut s.client, "app_dup", 0, vec![(0, blocks.clone())]).await;
+    let snapshot = s.running.registry().store().memory().budget().snapshot();
+    assert_eq!(snapshot.used, 4 * 132, "duplicates' memory returned");
+    let got = read_partition(&mut s.client, "app_dup", 0, 0).await;
+    assert_eq!(got.from_memory, 4);
+    s.running.shutdown().await;
+}
