@@ -1,6 +1,7 @@
 //! Spillway: a Uniffle-compatible shuffle server.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+pub mod config;
 pub mod error;
 pub mod ids;
 pub mod proto;
