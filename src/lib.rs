@@ -3,11 +3,12 @@
 
 pub mod app;
 pub mod codec;
+pub mod config;
 pub mod error;
 pub mod grpc;
 pub mod ids;
 pub mod memory;
 pub mod proto;
+pub mod server;
 pub mod status;
 pub mod store;
-pub mod server;

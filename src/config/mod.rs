@@ -1,0 +1,388 @@
+//! Typed server configuration: TOML sections with one set of defaults, the env overlay, and
+//! cross-field validation, all failing with the dotted key an operator has to fix.
+//!
+//! The file shape follows what riffle/Uniffle operators already write (`store_type`,
+//! `[memory_store]`, `[localfile_store]`, `[hybrid_store]`, …). Every section is
+//! `#[serde(default, deny_unknown_fields)]`: a missing key takes the section's `Default`, and a
+//! typo (`capacitty`) fails startup instead of silently running with the default.
+
+mod bytesize;
+mod error;
+#[cfg(test)]
+mod tests;
+mod validate;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use bytesize::{ByteSize, ParseByteSizeError};
+pub use error::ConfigError;
+
+use error::error_with_key;
+
+/// Env variable that overrides `worker_ip` (the address this server registers with the
+/// coordinators). Set by deployment tooling, e.g. from the pod IP. Empty means unset.
+pub const ENV_WORKER_IP: &str = "WORKER_IP";
+
+/// Env variable naming the config file when no explicit `--config` path is given. Empty means
+/// unset.
+pub const ENV_WORKER_CONFIG_PATH: &str = "WORKER_CONFIG_PATH";
+
+/// Where spilled data goes, mirroring Uniffle's `rss.storage.type`.
+///
+/// Memory is always the first tier; the variant names the tiers behind it.
+/// Default: `MEMORY_LOCALFILE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum StoreType {
+    /// `MEMORY_LOCALFILE`: spill to local disks only (the usual deployment).
+    #[default]
+    MemoryLocalfile,
+    /// `MEMORY_HDFS`: spill to the HDFS path each app registers.
+    MemoryHdfs,
+    /// `MEMORY_LOCALFILE_HDFS`: local disks, with large spills and overflow going to HDFS.
+    MemoryLocalfileHdfs,
+}
+
+impl StoreType {
+    /// Whether local disks are a spill target, so `localfile_store.data_paths` must be usable.
+    pub fn uses_localfile(self) -> bool {
+        matches!(
+            self,
+            StoreType::MemoryLocalfile | StoreType::MemoryLocalfileHdfs
+        )
+    }
+
+    /// Whether HDFS is a spill target.
+    pub fn uses_hdfs(self) -> bool {
+        matches!(self, StoreType::MemoryHdfs | StoreType::MemoryLocalfileHdfs)
+    }
+}
+
+/// The whole server configuration, as read from the TOML file plus the env overlay.
+///
+/// Build it with [`Config::load`] (startup) or [`Config::from_toml_str`] (tests); both return
+/// only validated configs. `Config::default()` is a valid config that needs no external service.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Which tiers sit behind memory. Default: `MEMORY_LOCALFILE`.
+    pub store_type: StoreType,
+    /// gRPC listen port; 0 picks an ephemeral port (tests). Default: 19999 (Uniffle's
+    /// `rss.rpc.server.port`).
+    pub grpc_port: u16,
+    /// Coordinators to heartbeat, as `host:port`; empty runs standalone. Default: `[]`.
+    pub coordinator_quorum: Vec<String>,
+    /// Tags reported in heartbeats so coordinators can place apps on tagged servers; no commas.
+    /// Default: `[]`.
+    pub tags: Vec<String>,
+    /// Time between coordinator heartbeats. Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// Address registered with coordinators; `None` means detect the local IP. Overridden by env
+    /// `WORKER_IP`. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_ip: Option<String>,
+    /// Write and read memory. Default: see [`MemoryStoreConfig`].
+    pub memory_store: MemoryStoreConfig,
+    /// Local disks. Default: see [`LocalfileStoreConfig`].
+    pub localfile_store: LocalfileStoreConfig,
+    /// HDFS writes. Default: see [`HdfsStoreConfig`].
+    pub hdfs_store: HdfsStoreConfig,
+    /// When and how memory spills to the next tier. Default: see [`HybridStoreConfig`].
+    pub hybrid_store: HybridStoreConfig,
+    /// App lifecycle. Default: see [`AppConfig`].
+    pub app: AppConfig,
+    /// HTTP metrics endpoint and push gateway. Default: see [`MetricsConfig`].
+    pub metrics: MetricsConfig,
+    /// Graceful-shutdown budgets. Default: see [`ShutdownConfig`].
+    pub shutdown: ShutdownConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            store_type: StoreType::default(),
+            grpc_port: 19999,
+            coordinator_quorum: Vec::new(),
+            tags: Vec::new(),
+            heartbeat_interval: Duration::from_secs(10),
+            worker_ip: None,
+            memory_store: MemoryStoreConfig::default(),
+            localfile_store: LocalfileStoreConfig::default(),
+            hdfs_store: HdfsStoreConfig::default(),
+            hybrid_store: HybridStoreConfig::default(),
+            app: AppConfig::default(),
+            metrics: MetricsConfig::default(),
+            shutdown: ShutdownConfig::default(),
+        }
+    }
+}
+
+/// `[memory_store]`: how much memory holds written blocks and serves reads.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryStoreConfig {
+    /// Write-memory cap: reservations beyond it get `NO_BUFFER` (back-pressure, never OOM).
+    /// Must be > 0. Default: `"1G"`.
+    pub capacity: ByteSize,
+    /// Read-memory cap for data being served; a read that would reach it gets `NO_BUFFER`.
+    /// Must be > 0. Default: `"256M"`.
+    pub read_capacity: ByteSize,
+    /// How long a `requireBuffer` reservation lives without a matching send before it is
+    /// released. Default: `20s` (Uniffle's `rss.server.preAllocation.expired`).
+    #[serde(with = "humantime_serde")]
+    pub buffer_ticket_timeout: Duration,
+    /// How often expired reservations are swept. Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub buffer_ticket_check_interval: Duration,
+}
+
+impl Default for MemoryStoreConfig {
+    fn default() -> Self {
+        MemoryStoreConfig {
+            capacity: ByteSize(ByteSize::GIB),
+            read_capacity: ByteSize(256 * ByteSize::MIB),
+            buffer_ticket_timeout: Duration::from_secs(20),
+            buffer_ticket_check_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[localfile_store]`: the local disks spills are written to.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LocalfileStoreConfig {
+    /// One root directory per disk; must be non-empty and distinct when `store_type` includes
+    /// LOCALFILE. Default: `["/tmp/spillway/data"]`.
+    pub data_paths: Vec<PathBuf>,
+    /// The server reports itself unhealthy when fewer disks than this are healthy; 0 disables the
+    /// check. At most `data_paths.len()`. Default: 0.
+    pub healthy_check_min_disks: usize,
+    /// Disk usage ratio at which a disk stops taking new partitions; in (0, 1].
+    /// Default: 0.95.
+    pub disk_high_watermark: f64,
+    /// Disk usage ratio below which a full disk takes new partitions again; below
+    /// `disk_high_watermark`. Default: 0.85.
+    pub disk_low_watermark: f64,
+    /// Concurrent writes per disk (write permits). At least 1. Default: 8.
+    pub disk_max_concurrency: usize,
+    /// How often each disk's usage and health are probed. Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub disk_health_check_interval: Duration,
+    /// Whether a spill is `fdatasync`ed before memory is released, so acknowledged data survives
+    /// a power loss. Default: true.
+    pub sync_on_write: bool,
+}
+
+impl Default for LocalfileStoreConfig {
+    fn default() -> Self {
+        LocalfileStoreConfig {
+            data_paths: vec![PathBuf::from("/tmp/spillway/data")],
+            healthy_check_min_disks: 0,
+            disk_high_watermark: 0.95,
+            disk_low_watermark: 0.85,
+            disk_max_concurrency: 8,
+            disk_health_check_interval: Duration::from_secs(10),
+            sync_on_write: true,
+        }
+    }
+}
+
+/// `[hdfs_store]`: HDFS writer limits. Parsed and validated now; used once the HDFS tier lands.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HdfsStoreConfig {
+    /// Concurrent HDFS spills across the server. At least 1. Default: 10.
+    pub max_concurrency: usize,
+    /// Concurrent writes to one partition's HDFS files. At least 1. Default: 20.
+    pub partition_write_max_concurrency: usize,
+}
+
+impl Default for HdfsStoreConfig {
+    fn default() -> Self {
+        HdfsStoreConfig {
+            max_concurrency: 10,
+            partition_write_max_concurrency: 20,
+        }
+    }
+}
+
+/// `[hybrid_store]`: when memory spills, how much, and how huge partitions are limited.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HybridStoreConfig {
+    /// Fraction of `memory_store.capacity` in use that wakes the spiller; in (0, 1].
+    /// Default: 0.8.
+    pub memory_spill_high_watermark: f64,
+    /// Fraction the spiller spills down to; above 0 and below the high watermark. Default: 0.2.
+    pub memory_spill_low_watermark: f64,
+    /// A single partition buffer larger than this is spilled on its own, whatever the
+    /// watermarks. Must be > 0. Default: `"128M"` (Uniffle's
+    /// `rss.server.single.buffer.flush.threshold`).
+    pub memory_single_buffer_max_spill_size: ByteSize,
+    /// Spills running at once. At least 1. Default: 8.
+    pub spill_concurrency: usize,
+    /// A partition holding more than this (memory plus spilled) is "huge" and gets a tighter
+    /// memory cap. Must be > 0. Default: `"20G"`.
+    pub huge_partition_size_threshold: ByteSize,
+    /// A huge partition may hold at most this fraction of `memory_store.capacity` in memory;
+    /// in (0, 1]. Default: 0.2.
+    pub huge_partition_memory_limit_ratio: f64,
+    /// Writes that would take a partition beyond this size are rejected; `None` means no limit.
+    /// Must be > 0 when set. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_partition_hard_limit: Option<ByteSize>,
+    /// Upper bound on the backoff between retries of a failed spill. Must be > 0.
+    /// Default: `30s`.
+    #[serde(with = "humantime_serde")]
+    pub spill_retry_max_backoff: Duration,
+}
+
+impl Default for HybridStoreConfig {
+    fn default() -> Self {
+        HybridStoreConfig {
+            memory_spill_high_watermark: 0.8,
+            memory_spill_low_watermark: 0.2,
+            memory_single_buffer_max_spill_size: ByteSize(128 * ByteSize::MIB),
+            spill_concurrency: 8,
+            huge_partition_size_threshold: ByteSize(20 * ByteSize::GIB),
+            huge_partition_memory_limit_ratio: 0.2,
+            huge_partition_hard_limit: None,
+            spill_retry_max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+/// `[app]`: app lifecycle on this server.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppConfig {
+    /// An app with no heartbeat for this long is expired and its data purged. Must be > 0.
+    /// Default: `60s` (Uniffle's `rss.server.app.expired.withoutHeartbeat`).
+    #[serde(with = "humantime_serde")]
+    pub app_heartbeat_timeout: Duration,
+    /// How often apps are checked for expiry. Must be > 0. Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub expiry_check_interval: Duration,
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        AppConfig {
+            app_heartbeat_timeout: Duration::from_secs(60),
+            expiry_check_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[metrics]`: the HTTP endpoint (`/metrics`, `/status`, admin) and the optional push gateway.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// HTTP listen port; 0 picks an ephemeral port. Must differ from `grpc_port` unless both are
+    /// 0. Default: 19998 (Uniffle's `rss.jetty.http.port`).
+    pub http_port: u16,
+    /// Prometheus push gateway base URL (`http://…` or `https://…`); `None` disables pushing.
+    /// Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub push_gateway_endpoint: Option<String>,
+    /// How often metrics are pushed when a gateway is set. Must be > 0. Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub push_interval: Duration,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            http_port: 19998,
+            push_gateway_endpoint: None,
+            push_interval: Duration::from_secs(10),
+        }
+    }
+}
+
+/// `[shutdown]`: time budgets for the ordered shutdown; 0 skips waiting for that step.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShutdownConfig {
+    /// How long in-flight requests may take to finish after the listener stops.
+    /// Default: `30s`.
+    #[serde(with = "humantime_serde")]
+    pub drain_timeout: Duration,
+    /// How long the final spill of memory to disk may take. Default: `60s`.
+    #[serde(with = "humantime_serde")]
+    pub spill_timeout: Duration,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig {
+            drain_timeout: Duration::from_secs(30),
+            spill_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Config {
+    /// Parses a TOML document and validates it.
+    ///
+    /// Ok means every key was known, every value had the right type and [`Config::validate`]
+    /// passed. Missing keys take their defaults. Errors name the full dotted key, also for
+    /// unknown keys (`memory_store.capacitty`) and type errors. No env overlay is applied.
+    pub fn from_toml_str(s: &str) -> Result<Config, ConfigError> {
+        let config = Self::parse_toml(s)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Loads the startup config: called once by `main`.
+    ///
+    /// The file is `path` (the `--config` argument) if given, else the file named by env
+    /// `WORKER_CONFIG_PATH`, else none and the built-in defaults are used. Then env `WORKER_IP`
+    /// (if non-empty) replaces `worker_ip`, and the result is validated. `env` looks a variable
+    /// up, so tests pass a map instead of touching the process environment.
+    pub fn load(
+        path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let source = match path {
+            Some(path) => Some(("--config", path.to_path_buf())),
+            None => non_empty_env(env, ENV_WORKER_CONFIG_PATH)
+                .map(|path| (ENV_WORKER_CONFIG_PATH, PathBuf::from(path))),
+        };
+        let mut config = match source {
+            Some((origin, path)) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    ConfigError::new(origin, format!("cannot read {}: {e}", path.display()))
+                })?;
+                Self::parse_toml(&text).map_err(|mut e| {
+                    e.reason = format!("{} (in {})", e.reason, path.display());
+                    e
+                })?
+            }
+            None => Config::default(),
+        };
+        config.apply_env(env);
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Deserializes without validating, mapping serde errors to the dotted key at fault.
+    fn parse_toml(s: &str) -> Result<Config, ConfigError> {
+        toml::from_str(s).map_err(|e| error_with_key(s, &e))
+    }
+
+    /// The env overlay: every env variable that changes a parsed config goes through here.
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) {
+        if let Some(ip) = non_empty_env(env, ENV_WORKER_IP) {
+            self.worker_ip = Some(ip);
+        }
+    }
+}
+
+fn non_empty_env(env: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    env(name).filter(|value| !value.trim().is_empty())
+}

@@ -1,0 +1,341 @@
+//! `Config::validate`: the range and cross-field rules serde cannot express.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::{
+    AppConfig, ByteSize, Config, ConfigError, HdfsStoreConfig, HybridStoreConfig,
+    LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig, ShutdownConfig, StoreType,
+};
+
+impl Config {
+    /// Checks the rules serde cannot: ranges and cross-field constraints.
+    ///
+    /// Rules, each reported under the key to fix:
+    /// - watermarks satisfy `0 < low < high <= 1` (memory and disk);
+    /// - capacities and sizes are non-zero, every concurrency is at least 1;
+    /// - periodic intervals and timeouts are non-zero (shutdown budgets may be zero);
+    /// - `data_paths` is non-empty and distinct when `store_type` includes LOCALFILE, and
+    ///   `healthy_check_min_disks <= data_paths.len()`;
+    /// - the huge-partition ratio is in `(0, 1]`;
+    /// - `grpc_port != metrics.http_port` unless both are 0;
+    /// - tags are non-empty and comma-free, coordinators look like `host:port`, and the push
+    ///   gateway is an http(s) URL.
+    ///
+    /// Returns the first violation.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        // Destructure without `..` so a new field cannot be forgotten here.
+        let Config {
+            store_type,
+            grpc_port,
+            coordinator_quorum,
+            tags,
+            heartbeat_interval,
+            worker_ip,
+            memory_store,
+            localfile_store,
+            hdfs_store,
+            hybrid_store,
+            app,
+            metrics,
+            shutdown,
+        } = self;
+
+        for addr in coordinator_quorum {
+            check_host_port(addr).map_err(|reason| {
+                ConfigError::new("coordinator_quorum", format!("{addr:?}: {reason}"))
+            })?;
+        }
+        for tag in tags {
+            if tag.trim().is_empty() || tag.contains(',') {
+                return Err(ConfigError::new(
+                    "tags",
+                    format!("{tag:?}: tags must be non-empty and contain no commas"),
+                ));
+            }
+        }
+        nonzero_duration("heartbeat_interval", *heartbeat_interval)?;
+        if let Some(ip) = worker_ip {
+            if ip.is_empty() || ip.contains(char::is_whitespace) {
+                return Err(ConfigError::new(
+                    "worker_ip",
+                    format!("{ip:?}: expected an address without spaces"),
+                ));
+            }
+        }
+        memory_store.check()?;
+        localfile_store.check(*store_type)?;
+        hdfs_store.check()?;
+        hybrid_store.check()?;
+        app.check()?;
+        metrics.check(*grpc_port)?;
+        shutdown.check()
+    }
+}
+
+impl MemoryStoreConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let MemoryStoreConfig {
+            capacity,
+            read_capacity,
+            buffer_ticket_timeout,
+            buffer_ticket_check_interval,
+        } = self;
+        nonzero_size("memory_store.capacity", *capacity)?;
+        nonzero_size("memory_store.read_capacity", *read_capacity)?;
+        nonzero_duration("memory_store.buffer_ticket_timeout", *buffer_ticket_timeout)?;
+        nonzero_duration(
+            "memory_store.buffer_ticket_check_interval",
+            *buffer_ticket_check_interval,
+        )
+    }
+}
+
+impl LocalfileStoreConfig {
+    fn check(&self, store_type: StoreType) -> Result<(), ConfigError> {
+        let LocalfileStoreConfig {
+            data_paths,
+            healthy_check_min_disks,
+            disk_high_watermark,
+            disk_low_watermark,
+            disk_max_concurrency,
+            disk_health_check_interval,
+            sync_on_write: _,
+        } = self;
+        if store_type.uses_localfile() {
+            if data_paths.is_empty() {
+                return Err(ConfigError::new(
+                    "localfile_store.data_paths",
+                    "must list at least one directory when store_type includes LOCALFILE",
+                ));
+            }
+            let mut seen = HashSet::new();
+            for path in data_paths {
+                if path.as_os_str().is_empty() {
+                    return Err(ConfigError::new(
+                        "localfile_store.data_paths",
+                        "contains an empty path",
+                    ));
+                }
+                if !seen.insert(path) {
+                    return Err(ConfigError::new(
+                        "localfile_store.data_paths",
+                        format!("{} is listed twice", path.display()),
+                    ));
+                }
+            }
+        }
+        if *healthy_check_min_disks > data_paths.len() {
+            return Err(ConfigError::new(
+                "localfile_store.healthy_check_min_disks",
+                format!(
+                    "is {healthy_check_min_disks} but data_paths lists only {} disk(s)",
+                    data_paths.len()
+                ),
+            ));
+        }
+        watermarks(
+            ("localfile_store.disk_low_watermark", *disk_low_watermark),
+            ("localfile_store.disk_high_watermark", *disk_high_watermark),
+        )?;
+        at_least_one(
+            "localfile_store.disk_max_concurrency",
+            *disk_max_concurrency,
+        )?;
+        nonzero_duration(
+            "localfile_store.disk_health_check_interval",
+            *disk_health_check_interval,
+        )
+    }
+}
+
+impl HdfsStoreConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let HdfsStoreConfig {
+            max_concurrency,
+            partition_write_max_concurrency,
+        } = self;
+        at_least_one("hdfs_store.max_concurrency", *max_concurrency)?;
+        at_least_one(
+            "hdfs_store.partition_write_max_concurrency",
+            *partition_write_max_concurrency,
+        )
+    }
+}
+
+impl HybridStoreConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let HybridStoreConfig {
+            memory_spill_high_watermark,
+            memory_spill_low_watermark,
+            memory_single_buffer_max_spill_size,
+            spill_concurrency,
+            huge_partition_size_threshold,
+            huge_partition_memory_limit_ratio,
+            huge_partition_hard_limit,
+            spill_retry_max_backoff,
+        } = self;
+        watermarks(
+            (
+                "hybrid_store.memory_spill_low_watermark",
+                *memory_spill_low_watermark,
+            ),
+            (
+                "hybrid_store.memory_spill_high_watermark",
+                *memory_spill_high_watermark,
+            ),
+        )?;
+        nonzero_size(
+            "hybrid_store.memory_single_buffer_max_spill_size",
+            *memory_single_buffer_max_spill_size,
+        )?;
+        at_least_one("hybrid_store.spill_concurrency", *spill_concurrency)?;
+        nonzero_size(
+            "hybrid_store.huge_partition_size_threshold",
+            *huge_partition_size_threshold,
+        )?;
+        let ratio = *huge_partition_memory_limit_ratio;
+        if !in_unit_interval(ratio) {
+            return Err(ConfigError::new(
+                "hybrid_store.huge_partition_memory_limit_ratio",
+                format!("must be in (0, 1], got {ratio}"),
+            ));
+        }
+        if let Some(limit) = huge_partition_hard_limit {
+            nonzero_size("hybrid_store.huge_partition_hard_limit", *limit)?;
+        }
+        nonzero_duration(
+            "hybrid_store.spill_retry_max_backoff",
+            *spill_retry_max_backoff,
+        )
+    }
+}
+
+impl AppConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let AppConfig {
+            app_heartbeat_timeout,
+            expiry_check_interval,
+        } = self;
+        nonzero_duration("app.app_heartbeat_timeout", *app_heartbeat_timeout)?;
+        nonzero_duration("app.expiry_check_interval", *expiry_check_interval)
+    }
+}
+
+impl MetricsConfig {
+    fn check(&self, grpc_port: u16) -> Result<(), ConfigError> {
+        let MetricsConfig {
+            http_port,
+            push_gateway_endpoint,
+            push_interval,
+        } = self;
+        if *http_port == grpc_port && grpc_port != 0 {
+            return Err(ConfigError::new(
+                "metrics.http_port",
+                format!("{http_port} is also grpc_port; the two listeners need different ports"),
+            ));
+        }
+        if let Some(endpoint) = push_gateway_endpoint {
+            let rest = endpoint
+                .strip_prefix("http://")
+                .or_else(|| endpoint.strip_prefix("https://"));
+            if rest.is_none_or(|rest| rest.is_empty() || rest.contains(char::is_whitespace)) {
+                return Err(ConfigError::new(
+                    "metrics.push_gateway_endpoint",
+                    format!("{endpoint:?}: expected an http:// or https:// URL"),
+                ));
+            }
+        }
+        nonzero_duration("metrics.push_interval", *push_interval)
+    }
+}
+
+impl ShutdownConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        // Both budgets may be 0 ("don't wait"); nothing to check yet, but destructure so a new
+        // field gets a decision.
+        let ShutdownConfig {
+            drain_timeout: _,
+            spill_timeout: _,
+        } = self;
+        Ok(())
+    }
+}
+
+fn nonzero_size(key: &str, size: ByteSize) -> Result<(), ConfigError> {
+    if size.as_u64() == 0 {
+        return Err(ConfigError::new(key, "must be greater than 0"));
+    }
+    Ok(())
+}
+
+fn nonzero_duration(key: &str, duration: Duration) -> Result<(), ConfigError> {
+    if duration.is_zero() {
+        return Err(ConfigError::new(key, "must be greater than 0s"));
+    }
+    Ok(())
+}
+
+fn at_least_one(key: &str, n: usize) -> Result<(), ConfigError> {
+    if n == 0 {
+        return Err(ConfigError::new(key, "must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Whether `x` is in `(0, 1]`; false for NaN.
+fn in_unit_interval(x: f64) -> bool {
+    x > 0.0 && x <= 1.0
+}
+
+/// Checks `0 < low < high <= 1`, blaming the key that is out of place.
+fn watermarks(
+    (low_key, low): (&str, f64),
+    (high_key, high): (&str, f64),
+) -> Result<(), ConfigError> {
+    if !in_unit_interval(high) {
+        return Err(ConfigError::new(
+            high_key,
+            format!("must be in (0, 1], got {high}"),
+        ));
+    }
+    if low.is_nan() || low <= 0.0 {
+        return Err(ConfigError::new(
+            low_key,
+            format!("must be greater than 0, got {low}"),
+        ));
+    }
+    if low >= high {
+        return Err(ConfigError::new(
+            low_key,
+            format!("must be below {high_key} ({high}), got {low}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Accepts `host:port` with a DNS name, IPv4 address or bracketed IPv6 address and a non-zero
+/// port; rejects URLs and bare hosts.
+fn check_host_port(addr: &str) -> Result<(), String> {
+    let (host, port) = addr
+        .rsplit_once(':')
+        .ok_or_else(|| "expected host:port".to_string())?;
+    match port.parse::<u16>() {
+        Ok(p) if p != 0 => {}
+        _ => return Err(format!("port {port:?} is not a number in 1..=65535")),
+    }
+    let host_ok = if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        v6.parse::<std::net::Ipv6Addr>().is_ok()
+    } else {
+        !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_'))
+    };
+    if !host_ok {
+        return Err(format!(
+            "host {host:?} is not a hostname, IPv4 address or [IPv6] address"
+        ));
+    }
+    Ok(())
+}
