@@ -291,3 +291,6 @@ impl AppRegistry {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests;
