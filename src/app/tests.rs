@@ -293,11 +293,12 @@ async fn huge_partition_gets_its_own_no_buffer() {
     let a = app("app_a");
     f.register(&a, 2);
     f.faulty.stall_appends(); // keep the huge partition's bytes in memory
-    for id in 0..5 {
-        f.write(&a, 0, id, 600).unwrap();
-    }
-    let err = f.write(&a, 0, 99, 600).unwrap_err();
+    // Once over the threshold, the partition may hold at most 2000 bytes in memory.
+    let err = (0..10)
+        .find_map(|id| f.write(&a, 0, id, 600).err())
+        .expect("the huge partition is refused at some point");
     assert_eq!(err.status(), StatusCode::NoBufferForHugePartition);
+    assert!(f.registry.store().memory().budget().snapshot().used <= 2000 + 632);
     // Other partitions are not affected.
     f.write(&a, 1, 100, 600).unwrap();
     f.faulty.release_appends();

@@ -73,6 +73,9 @@ pub struct Config {
     /// gRPC listen port; 0 picks an ephemeral port (tests). Default: 19999 (Uniffle's
     /// `rss.rpc.server.port`).
     pub grpc_port: u16,
+    /// Local address the listeners bind to; `127.0.0.1` keeps a server private to the host
+    /// (tests). Default: `"0.0.0.0"`.
+    pub bind_ip: String,
     /// Coordinators to heartbeat, as `host:port`; empty runs standalone. Default: `[]`.
     pub coordinator_quorum: Vec<String>,
     /// Tags reported in heartbeats so coordinators can place apps on tagged servers; no commas.
@@ -106,6 +109,7 @@ impl Default for Config {
         Config {
             store_type: StoreType::default(),
             grpc_port: 19999,
+            bind_ip: "0.0.0.0".into(),
             coordinator_quorum: Vec::new(),
             tags: Vec::new(),
             heartbeat_interval: Duration::from_secs(10),

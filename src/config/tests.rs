@@ -358,6 +358,7 @@ fn invalid_samples_name_the_key() {
         ("coordinator_quorum = [\":19999\"]", "coordinator_quorum"),
         ("coordinator_quorum = [\"::1:19999\"]", "coordinator_quorum"),
         ("worker_ip = \"\"", "worker_ip"),
+        ("bind_ip = \"localhost\"", "bind_ip"),
         (
             "[metrics]\npush_gateway_endpoint = \"gateway:9091\"",
             "metrics.push_gateway_endpoint",

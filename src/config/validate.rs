@@ -28,6 +28,7 @@ impl Config {
         let Config {
             store_type,
             grpc_port,
+            bind_ip,
             coordinator_quorum,
             tags,
             heartbeat_interval,
@@ -41,6 +42,12 @@ impl Config {
             shutdown,
         } = self;
 
+        if bind_ip.parse::<std::net::IpAddr>().is_err() {
+            return Err(ConfigError::new(
+                "bind_ip",
+                format!("{bind_ip:?}: expected an IP address such as 0.0.0.0 or 127.0.0.1"),
+            ));
+        }
         for addr in coordinator_quorum {
             check_host_port(addr).map_err(|reason| {
                 ConfigError::new("coordinator_quorum", format!("{addr:?}: {reason}"))
