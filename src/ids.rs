@@ -32,7 +32,10 @@ impl AppId {
         if raw == "." || raw == ".." {
             return Err(Error::bad_request(format!("appId {raw:?} is not allowed")));
         }
-        if let Some(c) = raw.chars().find(|c| matches!(c, '/' | '\\' | '\0') || c.is_control()) {
+        if let Some(c) = raw
+            .chars()
+            .find(|c| matches!(c, '/' | '\\' | '\0') || c.is_control())
+        {
             return Err(Error::bad_request(format!(
                 "appId {:?} contains the forbidden character {c:?}",
                 raw.escape_debug().to_string()
@@ -229,10 +232,18 @@ mod tests {
     fn app_ids_with_path_characters_are_rejected() {
         for bad in ["", ".", "..", "a/b", "../x", "a\\b", "a\0b", "a\nb"] {
             let err = AppId::parse(bad).expect_err(bad);
-            assert_eq!(err.status(), crate::proto::StatusCode::InvalidRequest, "{bad:?}");
+            assert_eq!(
+                err.status(),
+                crate::proto::StatusCode::InvalidRequest,
+                "{bad:?}"
+            );
         }
         assert!(AppId::parse(&"x".repeat(256)).is_err());
-        for good in ["local-1716900000000_1716900000123", "application_1_0042_17", "a..b"] {
+        for good in [
+            "local-1716900000000_1716900000123",
+            "application_1_0042_17",
+            "a..b",
+        ] {
             AppId::parse(good).expect(good);
         }
     }
@@ -248,8 +259,14 @@ mod tests {
 
     #[test]
     fn read_ranges() {
-        assert_eq!(PartitionRange::for_read(5, 1, 10).unwrap(), PartitionRange { start: 5, end: 5 });
-        assert_eq!(PartitionRange::for_read(5, 4, 10).unwrap(), PartitionRange { start: 4, end: 7 });
+        assert_eq!(
+            PartitionRange::for_read(5, 1, 10).unwrap(),
+            PartitionRange { start: 5, end: 5 }
+        );
+        assert_eq!(
+            PartitionRange::for_read(5, 4, 10).unwrap(),
+            PartitionRange { start: 4, end: 7 }
+        );
         assert!(PartitionRange::for_read(5, 0, 10).is_err());
         assert!(PartitionRange::for_read(10, 1, 10).is_err());
         assert!(PartitionRange::for_read(-1, 1, 10).is_err());

@@ -27,7 +27,10 @@ fn main() -> anyhow::Result<()> {
 
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     if args.log_json {
-        tracing_subscriber::fmt().with_env_filter(filter).json().init();
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .json()
+            .init();
     } else {
         tracing_subscriber::fmt().with_env_filter(filter).init();
     }
@@ -41,7 +44,10 @@ fn main() -> anyhow::Result<()> {
         let running = spillway::server::start(config).await?;
         let report = running.run_until(shutdown_signal()).await;
         if report.bytes_left_in_memory > 0 {
-            tracing::warn!(bytes = report.bytes_left_in_memory, "exiting with data left in memory");
+            tracing::warn!(
+                bytes = report.bytes_left_in_memory,
+                "exiting with data left in memory"
+            );
         }
         anyhow::Ok(())
     })

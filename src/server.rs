@@ -122,7 +122,11 @@ pub async fn start(config: Config) -> Result<Running> {
     ));
 
     let tickets = Arc::new(Tickets::new(mem.buffer_ticket_timeout));
-    tickets.spawn_sweeper(mem.buffer_ticket_check_interval, tasks_stop.clone(), &tracker);
+    tickets.spawn_sweeper(
+        mem.buffer_ticket_check_interval,
+        tasks_stop.clone(),
+        &tracker,
+    );
 
     let status = ServerStatus::default();
     let registry = Arc::new(AppRegistry::new(
@@ -134,13 +138,18 @@ pub async fn start(config: Config) -> Result<Running> {
             app_timeout: config.app.app_heartbeat_timeout,
             huge_partition_threshold: hybrid.huge_partition_size_threshold.as_u64(),
             huge_partition_memory_limit: (mem.capacity.as_u64() as f64
-                * hybrid.huge_partition_memory_limit_ratio) as u64,
+                * hybrid.huge_partition_memory_limit_ratio)
+                as u64,
             huge_partition_hard_limit: hybrid.huge_partition_hard_limit.map(|b| b.as_u64()),
             index_read_hint: 1 << 20,
             commit_timeout: Duration::from_secs(600),
         },
     ));
-    registry.spawn_expiry(config.app.expiry_check_interval, tasks_stop.clone(), &tracker);
+    registry.spawn_expiry(
+        config.app.expiry_check_interval,
+        tasks_stop.clone(),
+        &tracker,
+    );
 
     let self_stop = CancellationToken::new();
     spawn_decommission_watcher(
@@ -228,12 +237,20 @@ impl Running {
 
         let store = Arc::clone(self.registry.store());
         let spill = async {
-            let apps: Vec<_> = self.registry.apps().iter().map(|a| a.id().clone()).collect();
+            let apps: Vec<_> = self
+                .registry
+                .apps()
+                .iter()
+                .map(|a| a.id().clone())
+                .collect();
             for app in apps {
                 store.flush(&PurgeScope::App(app)).await;
             }
         };
-        if timed("spill memory", cfg.spill_timeout, spill).await.is_none() {
+        if timed("spill memory", cfg.spill_timeout, spill)
+            .await
+            .is_none()
+        {
             report.spill_timed_out = true;
         }
         report.bytes_left_in_memory = store.memory().budget().snapshot().used;

@@ -45,7 +45,10 @@ impl ServerStatus {
             WireStatus::Decommissioning | WireStatus::Decommissioned => false,
             other => {
                 outcome = Err(Error::InvalidState {
-                    reason: format!("cannot decommission a server in state {}", other.as_str_name()),
+                    reason: format!(
+                        "cannot decommission a server in state {}",
+                        other.as_str_name()
+                    ),
                 });
                 false
             }
@@ -79,7 +82,10 @@ impl ServerStatus {
 
     /// True while new apps must be refused.
     pub fn refuses_new_apps(&self) -> bool {
-        matches!(self.get(), WireStatus::Decommissioning | WireStatus::Decommissioned)
+        matches!(
+            self.get(),
+            WireStatus::Decommissioning | WireStatus::Decommissioned
+        )
     }
 }
 

@@ -62,8 +62,10 @@ async fn writers_far_over_capacity_get_no_buffer_never_more_memory() {
             expected
         }));
     }
-    let mut expected: std::collections::BTreeMap<i32, std::collections::BTreeMap<i64, bytes::Bytes>> =
-        Default::default();
+    let mut expected: std::collections::BTreeMap<
+        i32,
+        std::collections::BTreeMap<i64, bytes::Bytes>,
+    > = Default::default();
     for w in writers {
         for ((p, id), data) in w.await.unwrap() {
             expected.entry(p).or_default().insert(id, data);
@@ -72,7 +74,10 @@ async fn writers_far_over_capacity_get_no_buffer_never_more_memory() {
     stop.store(true, Ordering::Relaxed);
     sampler.await.unwrap();
 
-    assert!(no_buffer.load(Ordering::Relaxed) > 0, "the load must have hit back-pressure");
+    assert!(
+        no_buffer.load(Ordering::Relaxed) > 0,
+        "the load must have hit back-pressure"
+    );
     assert!(peak.load(Ordering::Relaxed) <= CAPACITY);
     let (_, files) = verify_shuffle(&mut client, "app_bp", 0, &expected).await;
     assert!(files > 0);
@@ -86,7 +91,7 @@ async fn require_buffer_larger_than_capacity_is_refused() {
     let r = s
         .client
         .require_buffer(proto::RequireBufferRequest {
-            require_size: (2 << 20) as i32,
+            require_size: 2 << 20,
             app_id: "app_big".into(),
             partition_ids: vec![0],
             ..Default::default()
@@ -94,7 +99,12 @@ async fn require_buffer_larger_than_capacity_is_refused() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(r.status), StatusCode::InvalidRequest, "{}", r.ret_msg);
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::InvalidRequest,
+        "{}",
+        r.ret_msg
+    );
     assert_eq!(r.require_buffer_id, -1);
     // Fill the budget with an unused ticket, then a regular request gets NO_BUFFER.
     let r = s

@@ -10,7 +10,12 @@ use spillway::config::ByteSize;
 use spillway::proto;
 use spillway::proto::StatusCode;
 
-async fn require(client: &mut Client, app: &str, partitions: Vec<i32>, size: i32) -> proto::RequireBufferResponse {
+async fn require(
+    client: &mut Client,
+    app: &str,
+    partitions: Vec<i32>,
+    size: i32,
+) -> proto::RequireBufferResponse {
     client
         .require_buffer(proto::RequireBufferRequest {
             require_size: size,
@@ -38,7 +43,10 @@ async fn send_raw(
             require_buffer_id: ticket,
             shuffle_data: blocks
                 .into_iter()
-                .map(|(p, block)| proto::ShuffleData { partition_id: p, block })
+                .map(|(p, block)| proto::ShuffleData {
+                    partition_id: p,
+                    block,
+                })
                 .collect(),
             ..Default::default()
         })
@@ -53,36 +61,80 @@ async fn unknown_app_shuffle_and_ticket() {
     let c = &mut s.client;
     let r = require(c, "nobody", vec![0], 100).await;
     assert_eq!(status_of(r.status), StatusCode::NoRegister);
-    assert_eq!(r.require_buffer_id, 0, "Java leaves the id unset after verifyRequest");
+    assert_eq!(
+        r.require_buffer_id, 0,
+        "Java leaves the id unset after verifyRequest"
+    );
     let r = send_raw(c, "nobody", 0, 1, vec![(0, vec![make_block(0, 0, 0, 10)])]).await;
     assert_eq!(status_of(r.status), StatusCode::AppNotFound);
     let r = c
-        .app_heartbeat(proto::AppHeartBeatRequest { app_id: "nobody".into() })
+        .app_heartbeat(proto::AppHeartBeatRequest {
+            app_id: "nobody".into(),
+        })
         .await
         .unwrap()
         .into_inner();
     assert_eq!(status_of(r.status), StatusCode::NoRegister);
     let r = c
-        .unregister_shuffle(proto::ShuffleUnregisterRequest { app_id: "nobody".into(), shuffle_id: 0 })
+        .unregister_shuffle(proto::ShuffleUnregisterRequest {
+            app_id: "nobody".into(),
+            shuffle_id: 0,
+        })
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(r.status), StatusCode::Success, "unregister is idempotent");
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::Success,
+        "unregister is idempotent"
+    );
 
     register(c, "app", 0, 0..2, false).await;
     // Unknown shuffle.
     let t = require(c, "app", vec![], 100).await;
     assert_eq!(status_of(t.status), StatusCode::Success);
-    let r = send_raw(c, "app", 9, t.require_buffer_id, vec![(0, vec![make_block(0, 0, 0, 10)])]).await;
+    let r = send_raw(
+        c,
+        "app",
+        9,
+        t.require_buffer_id,
+        vec![(0, vec![make_block(0, 0, 0, 10)])],
+    )
+    .await;
     assert_eq!(status_of(r.status), StatusCode::NoRegister, "{}", r.ret_msg);
     // Unknown and reused tickets.
-    let r = send_raw(c, "app", 0, 424242, vec![(0, vec![make_block(0, 0, 0, 10)])]).await;
+    let r = send_raw(
+        c,
+        "app",
+        0,
+        424242,
+        vec![(0, vec![make_block(0, 0, 0, 10)])],
+    )
+    .await;
     assert_eq!(status_of(r.status), StatusCode::InternalError);
     let t = require(c, "app", vec![0], 42).await;
-    let r = send_raw(c, "app", 0, t.require_buffer_id, vec![(0, vec![make_block(0, 0, 0, 10)])]).await;
+    let r = send_raw(
+        c,
+        "app",
+        0,
+        t.require_buffer_id,
+        vec![(0, vec![make_block(0, 0, 0, 10)])],
+    )
+    .await;
     assert_eq!(status_of(r.status), StatusCode::Success);
-    let r = send_raw(c, "app", 0, t.require_buffer_id, vec![(0, vec![make_block(1, 0, 0, 10)])]).await;
-    assert_eq!(status_of(r.status), StatusCode::InternalError, "tickets are single use");
+    let r = send_raw(
+        c,
+        "app",
+        0,
+        t.require_buffer_id,
+        vec![(0, vec![make_block(1, 0, 0, 10)])],
+    )
+    .await;
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::InternalError,
+        "tickets are single use"
+    );
     // Results of a shuffle nobody reported: empty bitmap, SUCCESS.
     assert!(expected_ids(c, "app", 7, 0).await.is_empty());
     let got = read_partition(c, "app", 0, 0).await;
@@ -136,7 +188,14 @@ async fn malformed_sends_are_refused_and_accepted_data_survives() {
     let r = require(c, "app", vec![5], 200).await;
     assert_eq!(status_of(r.status), StatusCode::NoRegister, "{}", r.ret_msg);
     let t = require(c, "app", vec![], 1000).await;
-    let r = send_raw(c, "app", 0, t.require_buffer_id, vec![(5, vec![make_block(0, 5, 1, 10)])]).await;
+    let r = send_raw(
+        c,
+        "app",
+        0,
+        t.require_buffer_id,
+        vec![(5, vec![make_block(0, 5, 1, 10)])],
+    )
+    .await;
     assert_eq!(status_of(r.status), StatusCode::NoRegister);
 
     // Empty request: the ticket is not consumed (Java).
@@ -144,13 +203,32 @@ async fn malformed_sends_are_refused_and_accepted_data_survives() {
     let r = send_raw(c, "app", 0, t.require_buffer_id, vec![]).await;
     assert_eq!(status_of(r.status), StatusCode::InternalError);
     assert!(r.ret_msg.contains("No data"));
-    let r = send_raw(c, "app", 0, t.require_buffer_id, vec![(1, vec![make_block(0, 1, 1, 110)])]).await;
+    let r = send_raw(
+        c,
+        "app",
+        0,
+        t.require_buffer_id,
+        vec![(1, vec![make_block(0, 1, 1, 110)])],
+    )
+    .await;
     assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
 
     // Blocks larger than the ticket.
     let t = require(c, "app", vec![0], 50).await;
-    let r = send_raw(c, "app", 0, t.require_buffer_id, vec![(0, vec![make_block(1, 0, 1, 100)])]).await;
-    assert_eq!(status_of(r.status), StatusCode::InvalidRequest, "{}", r.ret_msg);
+    let r = send_raw(
+        c,
+        "app",
+        0,
+        t.require_buffer_id,
+        vec![(0, vec![make_block(1, 0, 1, 100)])],
+    )
+    .await;
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::InvalidRequest,
+        "{}",
+        r.ret_msg
+    );
 
     // Length field that does not match the data.
     let mut lying = make_block(2, 0, 1, 100);
@@ -164,12 +242,7 @@ async fn malformed_sends_are_refused_and_accepted_data_survives() {
     assert_eq!(status_of(r.status), StatusCode::InvalidRequest);
 
     // Everything refused left no trace in memory accounting: only the two good blocks.
-    s.running
-        .registry()
-        .store()
-        .memory()
-        .budget()
-        .snapshot();
+    s.running.registry().store().memory().budget().snapshot();
     eventually("unused tickets released", || {
         let snap = s.running.registry().store().memory().budget().snapshot();
         snap.used == 132 + 142
@@ -186,9 +259,12 @@ async fn bad_reads_get_status_codes() {
     let c = &mut s.client;
     register(c, "app", 0, 0..1, false).await;
     send(c, "app", 0, vec![(0, vec![make_block(0, 0, 1, 100)])]).await;
-    c.finish_shuffle(proto::FinishShuffleRequest { app_id: "app".into(), shuffle_id: 0 })
-        .await
-        .unwrap();
+    c.finish_shuffle(proto::FinishShuffleRequest {
+        app_id: "app".into(),
+        shuffle_id: 0,
+    })
+    .await
+    .unwrap();
     let data = |offset: i64, length: i32, per_range: i32| proto::GetLocalShuffleDataRequest {
         app_id: "app".into(),
         shuffle_id: 0,
@@ -207,7 +283,11 @@ async fn bad_reads_get_status_codes() {
         (data(0, 10, 0), StatusCode::InvalidRequest),
         (data(0, 100, 1), StatusCode::Success),
     ] {
-        let r = c.get_local_shuffle_data(req.clone()).await.unwrap().into_inner();
+        let r = c
+            .get_local_shuffle_data(req.clone())
+            .await
+            .unwrap()
+            .into_inner();
         assert_eq!(status_of(r.status), want, "{req:?}: {}", r.ret_msg);
     }
     // Partition out of range for the index.
@@ -235,9 +315,19 @@ async fn bad_reads_get_status_codes() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(r.status), StatusCode::InvalidRequest, "{}", r.ret_msg);
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::InvalidRequest,
+        "{}",
+        r.ret_msg
+    );
     // Read memory exhausted → NO_BUFFER (the client backs off).
-    let held = s.running.registry().read_budget().try_acquire((1 << 20) - 10).unwrap();
+    let held = s
+        .running
+        .registry()
+        .read_budget()
+        .try_acquire((1 << 20) - 10)
+        .unwrap();
     let r = c
         .get_memory_shuffle_data(proto::GetMemoryShuffleDataRequest {
             app_id: "app".into(),
@@ -276,7 +366,10 @@ async fn report_with_changed_bitmap_num_is_refused() {
     let mk = |bitmap_num| proto::ReportShuffleResultRequest {
         app_id: "app".into(),
         bitmap_num,
-        partition_to_block_ids: vec![proto::PartitionToBlockIds { partition_id: 0, block_ids: vec![1] }],
+        partition_to_block_ids: vec![proto::PartitionToBlockIds {
+            partition_id: 0,
+            block_ids: vec![1],
+        }],
         ..Default::default()
     };
     let r = c.report_shuffle_result(mk(1)).await.unwrap().into_inner();
@@ -297,7 +390,14 @@ async fn expired_tickets_answer_internal_error_and_free_memory() {
     let t = require(&mut s.client, "app", vec![0], 1000).await;
     let budget = s.running.registry().store().memory().budget().clone();
     eventually("ticket swept", || budget.snapshot().reserved == 0).await;
-    let r = send_raw(&mut s.client, "app", 0, t.require_buffer_id, vec![(0, vec![make_block(0, 0, 0, 10)])]).await;
+    let r = send_raw(
+        &mut s.client,
+        "app",
+        0,
+        t.require_buffer_id,
+        vec![(0, vec![make_block(0, 0, 0, 10)])],
+    )
+    .await;
     assert_eq!(status_of(r.status), StatusCode::InternalError);
     s.running.shutdown().await;
 }
@@ -312,8 +412,18 @@ async fn huge_partition_hard_limit() {
     register(c, "app", 0, 0..1, false).await;
     send(c, "app", 0, vec![(0, vec![make_block(0, 0, 0, 900)])]).await;
     let t = require(c, "app", vec![0], 500).await;
-    let r = send_raw(c, "app", 0, t.require_buffer_id, vec![(0, vec![make_block(1, 0, 0, 200)])]).await;
-    assert_eq!(status_of(r.status), StatusCode::ExceedHugePartitionHardLimit);
+    let r = send_raw(
+        c,
+        "app",
+        0,
+        t.require_buffer_id,
+        vec![(0, vec![make_block(1, 0, 0, 200)])],
+    )
+    .await;
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::ExceedHugePartitionHardLimit
+    );
     let r = c
         .require_buffer(proto::RequireBufferRequest {
             require_size: 300,
@@ -325,6 +435,9 @@ async fn huge_partition_hard_limit() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(r.status), StatusCode::ExceedHugePartitionHardLimit);
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::ExceedHugePartitionHardLimit
+    );
     s.running.shutdown().await;
 }

@@ -33,7 +33,16 @@ async fn data_only_in_files_after_finish_shuffle() {
         .unwrap()
         .into_inner();
     assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
-    assert_eq!(s.running.registry().store().memory().budget().snapshot().used, 0);
+    assert_eq!(
+        s.running
+            .registry()
+            .store()
+            .memory()
+            .budget()
+            .snapshot()
+            .used,
+        0
+    );
     let (mem, files) = verify_shuffle(&mut s.client, "app_files", 3, &expected).await;
     assert_eq!((mem, files), (0, 60));
 
@@ -66,8 +75,14 @@ async fn data_split_between_memory_and_files_while_spilling() {
     register(&mut s.client, "app_split", 1, 0..8, false).await;
     let expected = write_shuffle(&mut s.client, "app_split", 1, 4, 8, 12, 4000).await;
     let (mem, files) = verify_shuffle(&mut s.client, "app_split", 1, &expected).await;
-    assert!(files > 0, "some blocks were spilled (mem {mem}, files {files})");
-    assert!(mem > 0, "some blocks were still in memory (mem {mem}, files {files})");
+    assert!(
+        files > 0,
+        "some blocks were spilled (mem {mem}, files {files})"
+    );
+    assert!(
+        mem > 0,
+        "some blocks were still in memory (mem {mem}, files {files})"
+    );
     // Partitions spread over the disks.
     let used = s
         .disks
@@ -89,7 +104,8 @@ async fn reads_race_a_running_spill() {
     // Start a spill of everything and read while it runs.
     let registry = s.running.registry().clone();
     let flush = tokio::spawn(async move {
-        let scope = spillway::store::PurgeScope::App(spillway::ids::AppId::parse("app_race").unwrap());
+        let scope =
+            spillway::store::PurgeScope::App(spillway::ids::AppId::parse("app_race").unwrap());
         registry.store().flush(&scope).await;
     });
     for _ in 0..3 {
@@ -172,7 +188,10 @@ async fn local_order_sorts_each_spill_by_task_attempt() {
     assert_eq!(got.blocks, expected);
     let mut sorted = got.index_tasks.clone();
     sorted.sort();
-    assert_eq!(got.index_tasks, sorted, "one spill, sorted by task attempt id");
+    assert_eq!(
+        got.index_tasks, sorted,
+        "one spill, sorted by task attempt id"
+    );
     s.running.shutdown().await;
 }
 

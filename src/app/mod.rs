@@ -2,13 +2,14 @@
 //! now, the Netty plane later) calls. Handlers convert wire messages into these calls; all
 //! semantics (status rules, refresh, expiry, purge) live here and below.
 //!
+//! - `state.rs`: `App` and `Shuffle`
 //! - `mod.rs`: lookup and lifecycle (register, heartbeat, expiry, unregister, purge)
 //! - `write.rs`: requireBuffer, sendShuffleData, commit, finish
 //! - `read.rs`: block-id reports and queries, memory/index/data reads
 
-mod app;
 pub mod block_ids;
 mod read;
+mod state;
 mod write;
 
 use std::collections::{HashMap, HashSet};
@@ -20,8 +21,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use app::{App, RemoteStorage, Shuffle};
 pub use read::{MemoryReadArgs, ReadArgs};
+pub use state::{App, RemoteStorage, Shuffle};
 pub use write::RequireOutcome;
 
 use crate::error::{Error, Result};
@@ -253,7 +254,12 @@ impl AppRegistry {
                 .read()
                 .get(&app)
                 .is_some_and(|a| self.expired(a, Instant::now()));
-            if still_stale && self.purge_app(&app, "expired without heartbeat").await.is_ok() {
+            if still_stale
+                && self
+                    .purge_app(&app, "expired without heartbeat")
+                    .await
+                    .is_ok()
+            {
                 purged += 1;
             }
         }
@@ -288,9 +294,6 @@ impl AppRegistry {
         })
     }
 }
-
-#[cfg(test)]
-mod tests;
 
 #[cfg(test)]
 mod tests;

@@ -83,7 +83,9 @@ impl AppRegistry {
                 args.read_buffer_size
             )));
         }
-        let _permit = self.read_budget().try_acquire(args.read_buffer_size as u64)?;
+        let _permit = self
+            .read_budget()
+            .try_acquire(args.read_buffer_size as u64)?;
         let Some(key) = app
             .shuffle(args.shuffle)
             .and_then(|s| s.key_of(app_id, args.partition))
@@ -125,7 +127,9 @@ impl AppRegistry {
         }
         let key = self.read_key(app_id, args)?;
         let _permit = self.read_budget().try_acquire(length as u64)?;
-        self.store().read_data(&key, offset as u64, length as u64).await
+        self.store()
+            .read_data(&key, offset as u64, length as u64)
+            .await
     }
 
     fn read_key(&self, app_id: &AppId, args: ReadArgs) -> Result<PartitionKey> {

@@ -95,13 +95,9 @@ impl Fixture {
     }
 
     fn write(&self, app: &AppId, partition: i32, id: i64, len: usize) -> crate::error::Result<()> {
-        let t = self.registry.require_buffer(
-            Some(app),
-            0,
-            &[partition],
-            &[],
-            len as i32 + 32,
-        )?;
+        let t = self
+            .registry
+            .require_buffer(Some(app), 0, &[partition], &[], len as i32 + 32)?;
         let block = Block {
             block_id: id,
             task_attempt_id: 1,
@@ -185,28 +181,46 @@ async fn apps_without_heartbeat_expire_and_are_purged_everywhere() {
     f.write(&b, 0, 1, 100).unwrap();
     f.registry.finish_shuffle(&a, 0).await.unwrap();
     f.write(&a, 1, 2, 100).unwrap(); // one block in memory, one on disk
-    // An unused ticket of a.
-    f.registry.require_buffer(Some(&a), 0, &[0], &[], 500).unwrap();
+                                     // An unused ticket of a.
+    f.registry
+        .require_buffer(Some(&a), 0, &[0], &[], 500)
+        .unwrap();
 
     tokio::time::advance(Duration::from_secs(40)).await;
     f.registry.heartbeat(&b).unwrap(); // b stays alive
     tokio::time::advance(Duration::from_secs(21)).await;
     assert_eq!(f.registry.expire().await, 1);
-    assert!(matches!(f.registry.verify(&a), Err(Error::AppNotFound { .. })));
+    assert!(matches!(
+        f.registry.verify(&a),
+        Err(Error::AppNotFound { .. })
+    ));
     assert_eq!(
         f.registry.heartbeat(&a).unwrap_err().status(),
         StatusCode::NoRegister
     );
     assert!(f.registry.verify(&b).is_ok());
     assert_eq!(f.budget.snapshot().reserved, 0, "a's ticket released");
-    assert_eq!(f.budget.snapshot().used, 132, "only b's block stays in memory");
+    assert_eq!(
+        f.budget.snapshot().used,
+        132,
+        "only b's block stays in memory"
+    );
     assert!(!f._dir.path().join("app_a").exists(), "a's files deleted");
     assert_eq!(f.memory_ids(&b, 0), vec![1]);
 
     // An expired-but-not-yet-swept app is NO_REGISTER for reads (0.10 verifyRequest).
     tokio::time::advance(Duration::from_secs(61)).await;
     assert_eq!(
-        f.registry.read_index(&b, ReadArgs { shuffle: 0, partition: 0, per_range: 1, partition_num: 2 })
+        f.registry
+            .read_index(
+                &b,
+                ReadArgs {
+                    shuffle: 0,
+                    partition: 0,
+                    per_range: 1,
+                    partition_num: 2
+                }
+            )
             .await
             .unwrap_err()
             .status(),
@@ -274,7 +288,10 @@ async fn a_hung_disk_becomes_back_pressure_not_data_loss() {
     assert!(refused > 0 && !accepted.is_empty());
     let mut seen = f.memory_ids(&a, 0);
     seen.sort();
-    assert_eq!(seen, accepted, "every accepted block readable while the disk hangs");
+    assert_eq!(
+        seen, accepted,
+        "every accepted block readable while the disk hangs"
+    );
     f.faulty.release_appends();
     f.registry.finish_shuffle(&a, 0).await.unwrap();
     let mut on_disk = f.file_ids(&a, 0).await;
@@ -285,15 +302,18 @@ async fn a_hung_disk_becomes_back_pressure_not_data_loss() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_partition_gets_its_own_no_buffer() {
-    let f = Fixture::new(100_000, RegistryOptions {
-        huge_partition_threshold: 1000,
-        huge_partition_memory_limit: 2000,
-        ..opts()
-    });
+    let f = Fixture::new(
+        100_000,
+        RegistryOptions {
+            huge_partition_threshold: 1000,
+            huge_partition_memory_limit: 2000,
+            ..opts()
+        },
+    );
     let a = app("app_a");
     f.register(&a, 2);
     f.faulty.stall_appends(); // keep the huge partition's bytes in memory
-    // Once over the threshold, the partition may hold at most 2000 bytes in memory.
+                              // Once over the threshold, the partition may hold at most 2000 bytes in memory.
     let err = (0..10)
         .find_map(|id| f.write(&a, 0, id, 600).err())
         .expect("the huge partition is refused at some point");

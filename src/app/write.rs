@@ -31,7 +31,9 @@ impl AppRegistry {
         size: i32,
     ) -> Result<RequireOutcome> {
         if size < 0 {
-            return Err(Error::bad_request(format!("requireSize {size} is negative")));
+            return Err(Error::bad_request(format!(
+                "requireSize {size} is negative"
+            )));
         }
         let size = size as u64;
         if size > self.store().memory().budget().capacity() {
@@ -46,11 +48,13 @@ impl AppRegistry {
             let sizes = (partition_sizes.len() == partitions.len()).then_some(partition_sizes);
             if let Some(shuffle) = app.shuffle(shuffle) {
                 for (i, &p) in partitions.iter().enumerate() {
-                    let key = shuffle.key_of(app_id, p).ok_or_else(|| Error::NotRegistered {
-                        app_id: app_id.to_string(),
-                        shuffle_id: shuffle.id(),
-                        what: format!("partition {p}"),
-                    })?;
+                    let key = shuffle
+                        .key_of(app_id, p)
+                        .ok_or_else(|| Error::NotRegistered {
+                            app_id: app_id.to_string(),
+                            shuffle_id: shuffle.id(),
+                            what: format!("partition {p}"),
+                        })?;
                     let extra = sizes.map_or(0, |s| s[i].max(0) as u64);
                     if let Some(buffer) = self.store().memory().get(&key) {
                         self.check_huge(&buffer, extra)?;
@@ -109,9 +113,14 @@ impl AppRegistry {
         ticket_id: i64,
         parts: Vec<(i32, Vec<Block>)>,
     ) -> Result<()> {
-        let app = self.apps.read().get(app_id).cloned().ok_or_else(|| Error::AppStateMissing {
-            app_id: app_id.to_string(),
-        })?;
+        let app = self
+            .apps
+            .read()
+            .get(app_id)
+            .cloned()
+            .ok_or_else(|| Error::AppStateMissing {
+                app_id: app_id.to_string(),
+            })?;
         if parts.iter().all(|(_, blocks)| blocks.is_empty()) {
             return Err(Error::Internal {
                 reason: "No data in request".into(),
@@ -119,7 +128,11 @@ impl AppRegistry {
         }
         let mut reservation = self.tickets().take(ticket_id, app_id)?;
         app.touch();
-        let need: u64 = parts.iter().flat_map(|(_, b)| b).map(Block::charged_len).sum();
+        let need: u64 = parts
+            .iter()
+            .flat_map(|(_, b)| b)
+            .map(Block::charged_len)
+            .sum();
         if need > reservation.len() {
             return Err(Error::bad_request(format!(
                 "blocks need {need} bytes but requireBufferId {ticket_id} reserved {}",
@@ -131,24 +144,31 @@ impl AppRegistry {
             if blocks.is_empty() {
                 continue;
             }
-            let key = shuffle.key_of(app_id, partition).ok_or_else(|| Error::NotRegistered {
-                app_id: app_id.to_string(),
-                shuffle_id: shuffle.id(),
-                what: format!("partition {partition}"),
-            })?;
+            let key = shuffle
+                .key_of(app_id, partition)
+                .ok_or_else(|| Error::NotRegistered {
+                    app_id: app_id.to_string(),
+                    shuffle_id: shuffle.id(),
+                    what: format!("partition {partition}"),
+                })?;
             let buffer = self.buffer(&key)?;
             if let Some(hard) = self.opts.huge_partition_hard_limit {
                 let incoming: u64 = blocks.iter().map(|b| b.data.len() as u64).sum();
                 if buffer.total_bytes() + incoming > hard {
                     return Err(Error::HugePartitionHardLimit {
                         partition: key,
-                        reason: format!("size would reach {} > {hard}", buffer.total_bytes() + incoming),
+                        reason: format!(
+                            "size would reach {} > {hard}",
+                            buffer.total_bytes() + incoming
+                        ),
                     });
                 }
             }
             let huge = (buffer.total_bytes() > self.opts.huge_partition_threshold)
                 .then_some(self.opts.huge_partition_memory_limit / 2);
-            let inserted = self.store().insert(&buffer, blocks, &mut reservation, huge)?;
+            let inserted = self
+                .store()
+                .insert(&buffer, blocks, &mut reservation, huge)?;
             if inserted.duplicates > 0 {
                 tracing::debug!(partition = %key, duplicates = inserted.duplicates, "dropped resent blocks");
             }
@@ -157,11 +177,14 @@ impl AppRegistry {
     }
 
     fn buffer(&self, key: &PartitionKey) -> Result<Arc<PartitionBuffer>> {
-        self.store().memory().get(key).ok_or_else(|| Error::NotRegistered {
-            app_id: key.app.to_string(),
-            shuffle_id: key.shuffle,
-            what: format!("partition range {}", key.range),
-        })
+        self.store()
+            .memory()
+            .get(key)
+            .ok_or_else(|| Error::NotRegistered {
+                app_id: key.app.to_string(),
+                shuffle_id: key.shuffle,
+                what: format!("partition range {}", key.range),
+            })
     }
 
     /// `commitShuffleTask`: counts a finished map task; returns the count.

@@ -15,13 +15,19 @@ pub fn app_id(raw: &str) -> Result<AppId> {
 pub fn layout(wire: Option<&proto::BlockIdLayout>) -> Result<BlockIdLayout> {
     match wire {
         None => Ok(BlockIdLayout::DEFAULT),
-        Some(l) => BlockIdLayout::new(l.sequence_no_bits, l.partition_id_bits, l.task_attempt_id_bits),
+        Some(l) => BlockIdLayout::new(
+            l.sequence_no_bits,
+            l.partition_id_bits,
+            l.task_attempt_id_bits,
+        ),
     }
 }
 
 /// Registered ranges; each must be `0 <= start <= end`.
 pub fn ranges(wire: &[proto::ShufflePartitionRange]) -> Result<Vec<PartitionRange>> {
-    wire.iter().map(|r| PartitionRange::new(r.start, r.end)).collect()
+    wire.iter()
+        .map(|r| PartitionRange::new(r.start, r.end))
+        .collect()
 }
 
 /// Blocks of a send, grouped by partition in request order. A block's `length` must equal its

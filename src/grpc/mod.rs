@@ -72,7 +72,11 @@ impl ShuffleServer for ShuffleService {
                 properties: req.properties.into_iter().collect(),
             })
         })();
-        reply("registerShuffle", &req.app_id, result.map(|()| Default::default()))
+        reply(
+            "registerShuffle",
+            &req.app_id,
+            result.map(|()| Default::default()),
+        )
     }
 
     async fn unregister_shuffle(
@@ -84,7 +88,11 @@ impl ShuffleServer for ShuffleService {
             Ok(app) => self.registry.unregister_shuffle(&app, req.shuffle_id).await,
             Err(e) => Err(e),
         };
-        reply("unregisterShuffle", &req.app_id, result.map(|()| Default::default()))
+        reply(
+            "unregisterShuffle",
+            &req.app_id,
+            result.map(|()| Default::default()),
+        )
     }
 
     async fn unregister_shuffle_by_app_id(
@@ -96,7 +104,11 @@ impl ShuffleServer for ShuffleService {
             Ok(app) => self.registry.unregister_app(&app).await,
             Err(e) => Err(e),
         };
-        reply("unregisterShuffleByAppId", &req.app_id, result.map(|()| Default::default()))
+        reply(
+            "unregisterShuffleByAppId",
+            &req.app_id,
+            result.map(|()| Default::default()),
+        )
     }
 
     async fn send_shuffle_data(
@@ -108,9 +120,14 @@ impl ShuffleServer for ShuffleService {
         let result = (|| {
             let app = convert::app_id(&app_raw)?;
             let parts = convert::blocks(req.shuffle_data)?;
-            self.registry.send(&app, req.shuffle_id, req.require_buffer_id, parts)
+            self.registry
+                .send(&app, req.shuffle_id, req.require_buffer_id, parts)
         })();
-        reply("sendShuffleData", &app_raw, result.map(|()| Default::default()))
+        reply(
+            "sendShuffleData",
+            &app_raw,
+            result.map(|()| Default::default()),
+        )
     }
 
     async fn get_local_shuffle_index(
@@ -152,7 +169,11 @@ impl ShuffleServer for ShuffleService {
             partition_num: req.partition_num,
         };
         let result = match convert::app_id(&req.app_id) {
-            Ok(app) => self.registry.read_data(&app, args, req.offset, req.length).await,
+            Ok(app) => {
+                self.registry
+                    .read_data(&app, args, req.offset, req.length)
+                    .await
+            }
             Err(e) => Err(e),
         };
         reply(
@@ -235,7 +256,11 @@ impl ShuffleServer for ShuffleService {
             self.registry
                 .report(&app, req.shuffle_id, req.bitmap_num, &parts)
         });
-        reply("reportShuffleResult", &req.app_id, result.map(|()| Default::default()))
+        reply(
+            "reportShuffleResult",
+            &req.app_id,
+            result.map(|()| Default::default()),
+        )
     }
 
     async fn get_shuffle_result(
@@ -273,10 +298,12 @@ impl ShuffleServer for ShuffleService {
         reply(
             "getShuffleResultForMultiPart",
             &req.app_id,
-            result.map(|serialized_bitmap| proto::GetShuffleResultForMultiPartResponse {
-                serialized_bitmap,
-                ..Default::default()
-            }),
+            result.map(
+                |serialized_bitmap| proto::GetShuffleResultForMultiPartResponse {
+                    serialized_bitmap,
+                    ..Default::default()
+                },
+            ),
         )
     }
 
@@ -289,7 +316,11 @@ impl ShuffleServer for ShuffleService {
             Ok(app) => self.registry.finish_shuffle(&app, req.shuffle_id).await,
             Err(e) => Err(e),
         };
-        reply("finishShuffle", &req.app_id, result.map(|()| Default::default()))
+        reply(
+            "finishShuffle",
+            &req.app_id,
+            result.map(|()| Default::default()),
+        )
     }
 
     async fn require_buffer(
@@ -397,7 +428,9 @@ impl InternalService {
     }
 
     /// The tonic server.
-    pub fn into_server(self) -> proto::shuffle_server_internal_server::ShuffleServerInternalServer<Self> {
+    pub fn into_server(
+        self,
+    ) -> proto::shuffle_server_internal_server::ShuffleServerInternalServer<Self> {
         proto::shuffle_server_internal_server::ShuffleServerInternalServer::new(self)
     }
 }
@@ -410,7 +443,10 @@ impl ShuffleServerInternal for InternalService {
     ) -> Rpc<proto::DecommissionResponse> {
         let result: Result<()> = self.registry.status().decommission();
         if result.is_ok() {
-            tracing::info!(apps = self.registry.app_count(), "decommissioning: no new apps accepted");
+            tracing::info!(
+                apps = self.registry.app_count(),
+                "decommissioning: no new apps accepted"
+            );
         }
         reply("decommission", "", result.map(|()| Default::default()))
     }

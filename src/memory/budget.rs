@@ -307,7 +307,10 @@ mod tests {
     fn reserve_commit_flush_release_is_exact() {
         let b = MemoryBudget::new(1000, 0.8, 0.2);
         let mut r = b.try_reserve(600).unwrap();
-        assert!(b.try_reserve(401).is_err(), "over capacity must be NO_BUFFER");
+        assert!(
+            b.try_reserve(401).is_err(),
+            "over capacity must be NO_BUFFER"
+        );
         let c = r.commit(500).unwrap();
         assert_eq!(b.snapshot().reserved, 100);
         assert_eq!(b.snapshot().used, 500);
@@ -318,7 +321,15 @@ mod tests {
         assert_eq!(b.snapshot().in_flush, 500);
         assert_eq!(b.snapshot().unflushed(), 0);
         drop(f);
-        assert_eq!(b.snapshot(), MemorySnapshot { capacity: 1000, high_watermark: 800, low_watermark: 200, ..Default::default() });
+        assert_eq!(
+            b.snapshot(),
+            MemorySnapshot {
+                capacity: 1000,
+                high_watermark: 800,
+                low_watermark: 200,
+                ..Default::default()
+            }
+        );
     }
 
     #[test]

@@ -67,7 +67,10 @@ pub struct ReadPermit {
 
 impl Drop for ReadPermit {
     fn drop(&mut self) {
-        self.budget.inner.used.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.budget
+            .inner
+            .used
+            .fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 

@@ -176,7 +176,11 @@ mod tests {
         tokio::time::advance(Duration::from_secs(21)).await;
         assert_eq!(budget.snapshot().reserved, 100, "not yet swept");
         assert!(tickets.take(id, &a).is_err(), "expired");
-        assert_eq!(budget.snapshot().reserved, 0, "expired ticket released on take");
+        assert_eq!(
+            budget.snapshot().reserved,
+            0,
+            "expired ticket released on take"
+        );
 
         let _id = tickets.issue(Some(a.clone()), budget.try_reserve(100).unwrap());
         tokio::time::advance(Duration::from_secs(21)).await;

@@ -128,7 +128,12 @@ impl PartitionBuffer {
     /// Charged bytes currently in memory (staged + in flight).
     pub fn memory_bytes(&self) -> u64 {
         let inner = self.inner.lock();
-        inner.staged_bytes + inner.in_flight.values().map(BlockBatch::charged_bytes).sum::<u64>()
+        inner.staged_bytes
+            + inner
+                .in_flight
+                .values()
+                .map(BlockBatch::charged_bytes)
+                .sum::<u64>()
     }
 
     /// Charged bytes staged and not yet handed to the spiller.
@@ -333,7 +338,7 @@ impl MemoryTier {
             .map(|b| (Arc::clone(b), b.staged_bytes()))
             .filter(|(_, staged)| *staged > 0)
             .collect();
-        out.sort_by(|a, b| b.1.cmp(&a.1));
+        out.sort_by_key(|(_, staged)| std::cmp::Reverse(*staged));
         out
     }
 
@@ -400,13 +405,20 @@ mod tests {
         let buf = tier.ensure(key("a", 0, 1), false);
         let mut r = budget.try_reserve(3 * 42).unwrap();
         let ins = buf
-            .insert(vec![block(1, 1, 10), block(2, 1, 10), block(1, 1, 10)], &mut r)
+            .insert(
+                vec![block(1, 1, 10), block(2, 1, 10), block(1, 1, 10)],
+                &mut r,
+            )
             .unwrap();
         assert_eq!((ins.blocks, ins.duplicates, ins.bytes), (2, 1, 84));
         drop(r);
         assert_eq!(budget.snapshot().used, 84);
 
-        let all = MemoryReadRequest { last_block_id: -1, max_bytes: 1 << 20, expected_tasks: None };
+        let all = MemoryReadRequest {
+            last_block_id: -1,
+            max_bytes: 1 << 20,
+            expected_tasks: None,
+        };
         assert_eq!(buf.read(&all).segments.len(), 2);
 
         let spill = buf.begin_spill(7).unwrap();
@@ -415,7 +427,10 @@ mod tests {
         let mut r = budget.try_reserve(42).unwrap();
         buf.insert(vec![block(3, 2, 10)], &mut r).unwrap();
         let read = buf.read(&all);
-        assert_eq!(read.segments.iter().map(|s| s.block_id).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            read.segments.iter().map(|s| s.block_id).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
         assert_eq!(read.segments[2].offset, 20);
         spill.complete();
         assert_eq!(budget.snapshot().used, 42);
@@ -428,8 +443,13 @@ mod tests {
         let tier = MemoryTier::new(budget.clone());
         let buf = tier.ensure(key("a", 0, 1), false);
         let mut r = budget.try_reserve(5 * 42).unwrap();
-        buf.insert((1..=5).map(|i| block(i, i % 2, 10)).collect(), &mut r).unwrap();
-        let mut req = MemoryReadRequest { last_block_id: 2, max_bytes: 15, expected_tasks: None };
+        buf.insert((1..=5).map(|i| block(i, i % 2, 10)).collect(), &mut r)
+            .unwrap();
+        let mut req = MemoryReadRequest {
+            last_block_id: 2,
+            max_bytes: 15,
+            expected_tasks: None,
+        };
         let ids = |r: MemoryRead| r.segments.iter().map(|s| s.block_id).collect::<Vec<_>>();
         assert_eq!(ids(buf.read(&req)), vec![3, 4], "crossing block included");
         req.last_block_id = 999;
@@ -446,9 +466,18 @@ mod tests {
         let tier = MemoryTier::new(budget.clone());
         let buf = tier.ensure(key("a", 0, 1), true);
         let mut r = budget.try_reserve(3 * 42).unwrap();
-        buf.insert(vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)], &mut r).unwrap();
+        buf.insert(
+            vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)],
+            &mut r,
+        )
+        .unwrap();
         let spill = buf.begin_spill(1).unwrap();
-        let tasks: Vec<i64> = spill.batch.blocks().iter().map(|b| b.task_attempt_id).collect();
+        let tasks: Vec<i64> = spill
+            .batch
+            .blocks()
+            .iter()
+            .map(|b| b.task_attempt_id)
+            .collect();
         assert_eq!(tasks, vec![1, 2, 3]);
     }
 
@@ -466,10 +495,16 @@ mod tests {
         a.insert(vec![block(2, 1, 10)], &mut r).unwrap();
         drop(r);
         tier.purge(&PurgeScope::App(AppId::parse("a").unwrap()));
-        assert_eq!(budget.snapshot().used, 84, "in-flight batch still holds its charge");
+        assert_eq!(
+            budget.snapshot().used,
+            84,
+            "in-flight batch still holds its charge"
+        );
         drop(spill);
         assert_eq!(budget.snapshot().used, 42, "only b remains");
         assert!(tier.get(&key("b", 0, 1)).is_some());
-        assert!(a.insert(vec![block(9, 1, 1)], &mut budget.try_reserve(33).unwrap()).is_err());
+        assert!(a
+            .insert(vec![block(9, 1, 1)], &mut budget.try_reserve(33).unwrap())
+            .is_err());
     }
 }

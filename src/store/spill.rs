@@ -119,7 +119,12 @@ impl Spiller {
 
     /// Called after an insert: spills the buffer alone when it is over the single-buffer
     /// limit (or `huge_limit` for huge partitions, whichever is lower).
-    pub fn after_insert(&self, buffer: &Arc<PartitionBuffer>, staged: u64, huge_limit: Option<u64>) {
+    pub fn after_insert(
+        &self,
+        buffer: &Arc<PartitionBuffer>,
+        staged: u64,
+        huge_limit: Option<u64>,
+    ) {
         let limit = match huge_limit {
             Some(h) => h.min(self.shared.opts.single_buffer_limit),
             None => self.shared.opts.single_buffer_limit,

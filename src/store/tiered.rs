@@ -10,10 +10,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::Result;
 use crate::ids::PartitionKey;
+use crate::memory::Reservation;
 use crate::store::memory::{Inserted, MemoryRead, MemoryReadRequest, MemoryTier, PartitionBuffer};
 use crate::store::spill::{SpillOptions, Spiller};
 use crate::store::{Block, FileTier, IndexRead, PurgeScope};
-use crate::memory::Reservation;
 
 /// The store behind the app registry.
 pub struct TieredStore {
@@ -64,7 +64,8 @@ impl TieredStore {
         huge_limit: Option<u64>,
     ) -> Result<Inserted> {
         let inserted = buffer.insert(blocks, reservation)?;
-        self.spiller.after_insert(buffer, inserted.staged_bytes, huge_limit);
+        self.spiller
+            .after_insert(buffer, inserted.staged_bytes, huge_limit);
         Ok(inserted)
     }
 

@@ -27,10 +27,12 @@ pub struct TestServer {
 
 /// A config for tests: loopback, ephemeral ports, `disks` temporary data paths.
 pub fn test_config(disks: &[TempDir]) -> Config {
-    let mut c = Config::default();
-    c.grpc_port = 0;
-    c.bind_ip = "127.0.0.1".into();
-    c.worker_ip = Some("127.0.0.1".into());
+    let mut c = Config {
+        grpc_port: 0,
+        bind_ip: "127.0.0.1".into(),
+        worker_ip: Some("127.0.0.1".into()),
+        ..Config::default()
+    };
     c.metrics.http_port = 0;
     c.memory_store.capacity = ByteSize(64 << 20);
     c.localfile_store.data_paths = disks.iter().map(|d| d.path().to_path_buf()).collect();
@@ -109,7 +111,12 @@ pub async fn register(
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(resp.status), StatusCode::Success, "{}", resp.ret_msg);
+    assert_eq!(
+        status_of(resp.status),
+        StatusCode::Success,
+        "{}",
+        resp.ret_msg
+    );
 }
 
 /// requireBuffer + sendShuffleData with retries on NO_BUFFER, as the client does. Returns the
@@ -166,7 +173,12 @@ pub async fn send(
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(status_of(resp.status), StatusCode::Success, "{}", resp.ret_msg);
+        assert_eq!(
+            status_of(resp.status),
+            StatusCode::Success,
+            "{}",
+            resp.ret_msg
+        );
         return no_buffer;
     }
 }
@@ -195,10 +207,20 @@ pub async fn report(
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(resp.status), StatusCode::Success, "{}", resp.ret_msg);
+    assert_eq!(
+        status_of(resp.status),
+        StatusCode::Success,
+        "{}",
+        resp.ret_msg
+    );
 }
 
-pub async fn expected_ids(client: &mut Client, app: &str, shuffle: i32, partition: i32) -> Vec<u64> {
+pub async fn expected_ids(
+    client: &mut Client,
+    app: &str,
+    shuffle: i32,
+    partition: i32,
+) -> Vec<u64> {
     let resp = client
         .get_shuffle_result_for_multi_part(proto::GetShuffleResultForMultiPartRequest {
             app_id: app.into(),
@@ -213,8 +235,16 @@ pub async fn expected_ids(client: &mut Client, app: &str, shuffle: i32, partitio
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(resp.status), StatusCode::Success, "{}", resp.ret_msg);
-    bitmap::decode(&resp.serialized_bitmap).unwrap().iter().collect()
+    assert_eq!(
+        status_of(resp.status),
+        StatusCode::Success,
+        "{}",
+        resp.ret_msg
+    );
+    bitmap::decode(&resp.serialized_bitmap)
+        .unwrap()
+        .iter()
+        .collect()
 }
 
 /// Where the blocks of a read came from.
@@ -230,7 +260,12 @@ pub struct ReadBack {
 
 /// Reads one partition the way the Java reader does: memory until an empty answer, then the
 /// index and the data segments. Every block's CRC and length is checked.
-pub async fn read_partition(client: &mut Client, app: &str, shuffle: i32, partition: i32) -> ReadBack {
+pub async fn read_partition(
+    client: &mut Client,
+    app: &str,
+    shuffle: i32,
+    partition: i32,
+) -> ReadBack {
     let mut out = ReadBack::default();
     let mut last = -1i64;
     loop {
@@ -255,8 +290,15 @@ pub async fn read_partition(client: &mut Client, app: &str, shuffle: i32, partit
             break;
         }
         for s in &r.shuffle_data_block_segments {
-            let data = r.data.slice(s.offset as usize..s.offset as usize + s.length as usize);
-            assert_eq!(crc32fast::hash(&data) as i64, s.crc, "crc of block {}", s.block_id);
+            let data = r
+                .data
+                .slice(s.offset as usize..s.offset as usize + s.length as usize);
+            assert_eq!(
+                crc32fast::hash(&data) as i64,
+                s.crc,
+                "crc of block {}",
+                s.block_id
+            );
             if out.blocks.insert(s.block_id, data).is_none() {
                 out.from_memory += 1;
             }
@@ -274,12 +316,20 @@ pub async fn read_partition(client: &mut Client, app: &str, shuffle: i32, partit
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(status_of(idx.status), StatusCode::Success, "{}", idx.ret_msg);
+    assert_eq!(
+        status_of(idx.status),
+        StatusCode::Success,
+        "{}",
+        idx.ret_msg
+    );
     assert_eq!(idx.index_data.len() % IndexEntry::SIZE, 0);
     let entries = IndexEntry::decode_all(&idx.index_data);
     let mut expected_offset = 0i64;
     for e in &entries {
-        assert_eq!(e.offset, expected_offset, "index records must be contiguous");
+        assert_eq!(
+            e.offset, expected_offset,
+            "index records must be contiguous"
+        );
         expected_offset += e.length as i64;
         assert!(expected_offset <= idx.data_file_len);
         out.index_tasks.push(e.task_attempt_id);
@@ -314,7 +364,12 @@ pub async fn read_partition(client: &mut Client, app: &str, shuffle: i32, partit
         for e in &entries[start..i] {
             let data = d.data.slice(at..at + e.length as usize);
             at += e.length as usize;
-            assert_eq!(crc32fast::hash(&data) as i64, e.crc, "crc of block {}", e.block_id);
+            assert_eq!(
+                crc32fast::hash(&data) as i64,
+                e.crc,
+                "crc of block {}",
+                e.block_id
+            );
             if out.blocks.insert(e.block_id, data).is_none() {
                 out.from_files += 1;
             }
@@ -343,7 +398,10 @@ pub async fn write_shuffle(
                 .collect();
             for (p, blocks) in &batch {
                 for b in blocks {
-                    expected.entry(*p).or_default().insert(b.block_id, b.data.clone());
+                    expected
+                        .entry(*p)
+                        .or_default()
+                        .insert(b.block_id, b.data.clone());
                     reported.entry(*p).or_default().push(b.block_id);
                 }
             }
@@ -379,7 +437,10 @@ pub async fn verify_shuffle(
 pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while !cond() {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }

@@ -123,7 +123,11 @@ impl App {
 
     /// Registered partition ranges across all shuffles.
     pub fn partition_count(&self) -> usize {
-        self.shuffles.read().values().map(|s| s.ranges().len()).sum()
+        self.shuffles
+            .read()
+            .values()
+            .map(|s| s.ranges().len())
+            .sum()
     }
 }
 
@@ -210,7 +214,10 @@ mod tests {
         let s = Shuffle::new(0, false);
         assert!(s.add_range(PartitionRange::new(4, 7).unwrap()));
         assert!(s.add_range(PartitionRange::new(0, 1).unwrap()));
-        assert!(!s.add_range(PartitionRange::new(5, 5).unwrap()), "covered by 4-7");
+        assert!(
+            !s.add_range(PartitionRange::new(5, 5).unwrap()),
+            "covered by 4-7"
+        );
         assert_eq!(s.range_of(6), Some(PartitionRange::new(4, 7).unwrap()));
         assert_eq!(s.range_of(1), Some(PartitionRange::new(0, 1).unwrap()));
         assert_eq!(s.range_of(2), None);
