@@ -1,0 +1,96 @@
+//! Smoke test of the real binary: starts from `config.toml.example`, answers gRPC, and on
+//! SIGTERM spills its memory to disk and exits 0.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_serves_and_spills_on_sigterm() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let (d1, d2) = (dir.path().join("d1"), dir.path().join("d2"));
+    let example =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/config.toml.example"))
+            .unwrap();
+    // The example as shipped, with only the ports and disks moved out of the way.
+    let config = example
+        .replace("grpc_port = 19999", "grpc_port = 0")
+        .replace("bind_ip = \"0.0.0.0\"", "bind_ip = \"127.0.0.1\"")
+        .replace("http_port = 19998", "http_port = 0")
+        .replace(
+            "data_paths = [\"/tmp/spillway/data1\", \"/tmp/spillway/data2\"]",
+            &format!("data_paths = [{:?}, {:?}]", d1, d2),
+        );
+    assert_ne!(
+        config, example,
+        "the example still has the keys this test rewrites"
+    );
+    let config_path = dir.path().join("config.toml");
+    std::fs::write(&config_path, config).unwrap();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .arg("--config")
+        .arg(&config_path)
+        .env("RUST_LOG", "info")
+        .env("WORKER_IP", "127.0.0.1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            println!("spillway> {line}");
+            let _ = tx.send(line);
+        }
+    });
+    let addr = loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the binary logs its listening address");
+        if let Some(rest) = line.split("grpc_addr=").nth(1) {
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+    };
+    let mut client = connect(addr.parse().unwrap()).await;
+    register(&mut client, "smoke_app", 0, 0..2, false).await;
+    let expected = write_shuffle(&mut client, "smoke_app", 0, 2, 2, 3, 2000).await;
+    verify_shuffle(&mut client, "smoke_app", 0, &expected).await;
+    drop(client);
+
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
+    reader.join().unwrap();
+
+    // Everything that was in memory is now in files on the two disks.
+    let mut data_bytes = 0;
+    for p in 0..2 {
+        for d in [&d1, &d2] {
+            let range = d.join(format!("smoke_app/0/{p}-{p}"));
+            if let Ok(entries) = std::fs::read_dir(&range) {
+                for e in entries {
+                    let e = e.unwrap();
+                    if e.path().extension().is_some_and(|x| x == "data") {
+                        data_bytes += e.metadata().unwrap().len();
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        data_bytes,
+        2 * 2 * 3 * 2000,
+        "all blocks spilled at shutdown"
+    );
+}
