@@ -26,13 +26,13 @@ fn main() -> anyhow::Result<()> {
     let config = spillway::config::Config::load(args.config.as_deref(), &env)?;
 
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt().with_env_filter(filter);
     if args.log_json {
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .json()
-            .init();
+        fmt.json().init();
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
+        // Colour codes only for a terminal: log files and scrapers get plain text.
+        fmt.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
     }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -11,6 +11,18 @@ use common::*;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+/// Kills the server if the test fails before it sends SIGTERM, so no process outlives the test.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_serves_and_spills_on_sigterm() {
     let dir = tempfile::TempDir::new().unwrap();
@@ -34,7 +46,7 @@ async fn binary_serves_and_spills_on_sigterm() {
     let config_path = dir.path().join("config.toml");
     std::fs::write(&config_path, config).unwrap();
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+    let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
         .arg("--config")
         .arg(&config_path)
         .env("RUST_LOG", "info")
@@ -43,7 +55,8 @@ async fn binary_serves_and_spills_on_sigterm() {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("binary starts");
-    let stdout = child.stdout.take().unwrap();
+    let mut child = KillOnDrop(Some(child));
+    let stdout = child.0.as_mut().unwrap().stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -65,6 +78,7 @@ async fn binary_serves_and_spills_on_sigterm() {
     verify_shuffle(&mut client, "smoke_app", 0, &expected).await;
     drop(client);
 
+    let mut child = child.0.take().unwrap();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let status = tokio::task::spawn_blocking(move || child.wait())
         .await

@@ -166,18 +166,27 @@ impl PartitionBuffer {
         }
         let mut out = Inserted::default();
         let mut fresh = Vec::with_capacity(blocks.len());
-        let mut batch_ids = RoaringTreemap::new();
         for b in blocks {
             let id = b.block_id as u64;
-            if inner.seen.contains(id) || !batch_ids.insert(id) {
+            // Ids are marked seen as we go (so duplicates inside one batch are caught) and
+            // unmarked below if the charge fails. Single inserts, not a bitmap union: a union
+            // rebuilds whole containers and made inserts 8x slower with many map tasks.
+            if !inner.seen.insert(id) {
                 out.duplicates += 1;
                 continue;
             }
             out.bytes += b.charged_len();
             fresh.push(b);
         }
-        let charge = reservation.commit(out.bytes)?;
-        inner.seen |= batch_ids;
+        let charge = match reservation.commit(out.bytes) {
+            Ok(c) => c,
+            Err(e) => {
+                for b in &fresh {
+                    inner.seen.remove(b.block_id as u64);
+                }
+                return Err(e);
+            }
+        };
         let payload: u64 = fresh.iter().map(|b| b.data.len() as u64).sum();
         out.blocks = fresh.len();
         inner.staging.extend(fresh);
