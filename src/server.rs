@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tonic::transport::server::TcpIncoming;
 
 use crate::app::{AppRegistry, RegistryOptions};
 use crate::config::{Config, StoreType};
