@@ -1,0 +1,153 @@
+//! App and server lifecycle through the real gRPC services: unregister, heartbeat-driven
+//! expiry, and decommission via `ShuffleServerInternal` ending with the server stopping itself.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use spillway::proto;
+use spillway::proto::shuffle_server_internal_client::ShuffleServerInternalClient;
+use spillway::proto::StatusCode;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unregister_shuffle_purges_only_that_shuffle() {
+    let mut s = start(2, |_| {}).await;
+    register(&mut s.client, "app", 0, 0..2, false).await;
+    register(&mut s.client, "app", 1, 0..2, false).await;
+    let _gone = write_shuffle(&mut s.client, "app", 0, 1, 2, 2, 100).await;
+    let kept = write_shuffle(&mut s.client, "app", 1, 1, 2, 2, 100).await;
+    for shuffle in [0, 1] {
+        s.client
+            .finish_shuffle(proto::FinishShuffleRequest {
+                app_id: "app".into(),
+                shuffle_id: shuffle,
+            })
+            .await
+            .unwrap();
+    }
+    let r = s
+        .client
+        .unregister_shuffle(proto::ShuffleUnregisterRequest {
+            app_id: "app".into(),
+            shuffle_id: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+    for d in &s.disks {
+        assert!(!d.path().join("app/0").exists());
+    }
+    verify_shuffle(&mut s.client, "app", 1, &kept).await;
+    assert!(expected_ids(&mut s.client, "app", 0, 0).await.is_empty());
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_expire_without_heartbeats_and_live_with_them() {
+    let mut s = start(1, |c| {
+        c.app.app_heartbeat_timeout = Duration::from_millis(300);
+        c.app.expiry_check_interval = Duration::from_millis(50);
+    })
+    .await;
+    register(&mut s.client, "beating", 0, 0..1, false).await;
+    register(&mut s.client, "silent", 0, 0..1, false).await;
+    send(
+        &mut s.client,
+        "silent",
+        0,
+        vec![(0, vec![make_block(0, 0, 0, 1000)])],
+    )
+    .await;
+    let registry = s.running.registry().clone();
+    let mut client = s.client.clone();
+    let beat = tokio::spawn(async move {
+        for _ in 0..40 {
+            let r = client
+                .app_heartbeat(proto::AppHeartBeatRequest {
+                    app_id: "beating".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(status_of(r.status), StatusCode::Success);
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    });
+    eventually("silent app purged", || registry.app_count() == 1).await;
+    assert_eq!(registry.store().memory().budget().snapshot().used, 0);
+    beat.await.unwrap();
+    assert!(registry
+        .verify(&spillway::ids::AppId::parse("beating").unwrap())
+        .is_ok());
+    s.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decommission_finishes_live_apps_then_stops_the_server() {
+    let mut s = start(1, |c| {
+        c.app.expiry_check_interval = Duration::from_millis(50)
+    })
+    .await;
+    register(&mut s.client, "live", 0, 0..1, false).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut internal = ShuffleServerInternalClient::new(channel);
+    let r = internal
+        .decommission(proto::DecommissionRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+
+    // No new apps; the live one keeps working.
+    let r = s
+        .client
+        .register_shuffle(proto::ShuffleRegisterRequest {
+            app_id: "newcomer".into(),
+            partition_ranges: vec![proto::ShufflePartitionRange { start: 0, end: 0 }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::InvalidRequest);
+    let expected = write_shuffle(&mut s.client, "live", 0, 1, 1, 2, 100).await;
+    verify_shuffle(&mut s.client, "live", 0, &expected).await;
+
+    // Cancel and decommission again: both idempotent-friendly.
+    let r = internal
+        .cancel_decommission(proto::CancelDecommissionRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+    assert_eq!(
+        s.running.registry().status().get(),
+        proto::ServerStatus::Active
+    );
+    internal
+        .decommission(proto::DecommissionRequest {})
+        .await
+        .unwrap();
+
+    s.client
+        .unregister_shuffle_by_app_id(proto::ShuffleUnregisterByAppIdRequest {
+            app_id: "live".into(),
+        })
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(60), s.running.stopped_by_itself())
+        .await
+        .expect("a decommissioned server with no apps stops");
+    assert_eq!(
+        s.running.registry().status().get(),
+        proto::ServerStatus::Decommissioned
+    );
+    let report = s.running.shutdown().await;
+    assert_eq!(report.bytes_left_in_memory, 0);
+}
