@@ -152,9 +152,13 @@ pub async fn start(config: Config) -> Result<Running> {
     );
 
     let self_stop = CancellationToken::new();
-    spawn_decommission_watcher(
+    spawn_status_watcher(
         Arc::clone(&registry),
-        config.app.expiry_check_interval,
+        Arc::clone(&local),
+        config
+            .app
+            .expiry_check_interval
+            .min(lf.disk_health_check_interval),
         self_stop.clone(),
         tasks_stop.clone(),
         &tracker,
@@ -281,9 +285,12 @@ async fn timed<F: std::future::Future>(step: &str, budget: Duration, fut: F) -> 
     out
 }
 
-/// Moves DECOMMISSIONING to DECOMMISSIONED once no app is left, then asks the server to stop.
-fn spawn_decommission_watcher(
+/// Keeps the server status in step with reality: UNHEALTHY while the file tier cannot take
+/// writes, and DECOMMISSIONING → DECOMMISSIONED once no app is left, which then asks the server
+/// to stop.
+fn spawn_status_watcher(
     registry: Arc<AppRegistry>,
+    local: Arc<LocalFileTier>,
     interval: Duration,
     self_stop: CancellationToken,
     cancel: CancellationToken,
@@ -296,6 +303,14 @@ fn spawn_decommission_watcher(
                 _ = cancel.cancelled() => break,
                 _ = changes.changed() => {}
                 _ = tokio::time::sleep(interval) => {}
+            }
+            let health = crate::store::Tier::health(local.as_ref());
+            if registry.status().set_storage_healthy(health.writable) {
+                if health.writable {
+                    tracing::info!("storage healthy again: status ACTIVE");
+                } else {
+                    tracing::warn!(detail = %health.detail, "storage unhealthy: status UNHEALTHY");
+                }
             }
             if registry.status().get() == crate::proto::ServerStatus::Decommissioning
                 && registry.app_count() == 0

@@ -80,6 +80,23 @@ impl ServerStatus {
         })
     }
 
+    /// Follows storage health: ACTIVE → UNHEALTHY when the file tier cannot take writes (too
+    /// few healthy disks), and back when it recovers. Decommission states are left alone.
+    /// Returns true when the status changed.
+    pub fn set_storage_healthy(&self, healthy: bool) -> bool {
+        self.tx.send_if_modified(|s| match (*s, healthy) {
+            (WireStatus::Active, false) => {
+                *s = WireStatus::Unhealthy;
+                true
+            }
+            (WireStatus::Unhealthy, true) => {
+                *s = WireStatus::Active;
+                true
+            }
+            _ => false,
+        })
+    }
+
     /// True while new apps must be refused.
     pub fn refuses_new_apps(&self) -> bool {
         matches!(
@@ -105,5 +122,20 @@ mod tests {
         assert_eq!(s.get(), WireStatus::Active);
         s.cancel_decommission();
         assert_eq!(s.get(), WireStatus::Active);
+    }
+
+    #[test]
+    fn storage_health_toggles_only_active_and_unhealthy() {
+        let s = ServerStatus::default();
+        assert!(s.set_storage_healthy(false));
+        assert_eq!(s.get(), WireStatus::Unhealthy);
+        assert!(
+            s.decommission().is_err(),
+            "Java refuses to decommission an unhealthy server"
+        );
+        assert!(s.set_storage_healthy(true));
+        s.decommission().unwrap();
+        assert!(!s.set_storage_healthy(false));
+        assert_eq!(s.get(), WireStatus::Decommissioning);
     }
 }

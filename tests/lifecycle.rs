@@ -151,3 +151,56 @@ async fn decommission_finishes_live_apps_then_stops_the_server() {
     let report = s.running.shutdown().await;
     assert_eq!(report.bytes_left_in_memory, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_healthy_disks_make_the_server_unhealthy_and_new_partitions_avoid_the_bad_disk() {
+    let mut s = start(2, |c| {
+        c.localfile_store.healthy_check_min_disks = 2;
+        c.localfile_store.disk_health_check_interval = Duration::from_millis(50);
+    })
+    .await;
+    // Break disk 0: its data path becomes a regular file, so probes and writes fail.
+    let bad = s.disks[0].path().to_path_buf();
+    std::fs::remove_dir_all(&bad).unwrap();
+    std::fs::write(&bad, b"not a directory").unwrap();
+    let registry = s.running.registry().clone();
+    eventually("status UNHEALTHY", || {
+        registry.status().get() == proto::ServerStatus::Unhealthy
+    })
+    .await;
+    let reports = s.running.local_tier().disk_reports();
+    assert!(reports
+        .iter()
+        .any(|r| r.path == bad && r.status == spillway::store::localfile::DiskStatus::Unhealthy));
+
+    // Health is a signal for coordinators; the good disk still takes new partitions, and the
+    // broken one gets none.
+    register(&mut s.client, "app", 0, 0..4, false).await;
+    let expected = write_shuffle(&mut s.client, "app", 0, 1, 4, 2, 100).await;
+    let r = s
+        .client
+        .finish_shuffle(proto::FinishShuffleRequest {
+            app_id: "app".into(),
+            shuffle_id: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    for p in 0..4 {
+        assert!(s.disks[1].path().join(format!("app/0/{p}-{p}")).is_dir());
+    }
+    let (_, files) = verify_shuffle(&mut s.client, "app", 0, &expected).await;
+    assert_eq!(files, 8);
+
+    // Repair the disk: the server becomes ACTIVE again.
+    std::fs::remove_file(&bad).unwrap();
+    std::fs::create_dir(&bad).unwrap();
+    eventually("status ACTIVE", || {
+        registry.status().get() == proto::ServerStatus::Active
+    })
+    .await;
+    std::fs::remove_dir_all(&bad).ok();
+    std::fs::create_dir(&bad).ok();
+    s.running.shutdown().await;
+}
