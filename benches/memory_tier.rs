@@ -88,7 +88,8 @@ fn bench_insert(c: &mut Criterion) {
                         black_box(inserted);
                     }
                     elapsed += start.elapsed();
-                    if let Some(spill) = buf.begin_spill(sends) {
+                    if let Some(spill) = buf.begin_spill(&std::sync::atomic::AtomicU64::new(sends))
+                    {
                         spill.complete();
                     }
                     if sends.is_multiple_of(MAP_TASKS) {
@@ -123,7 +124,7 @@ fn read_partition(tier: &MemoryTier) -> (Arc<PartitionBuffer>, SpillBatch, Vec<i
         let mut reservation = tier.budget().try_reserve(charged).expect("budget fits");
         buf.insert(blocks, &mut reservation).expect("inserts");
         if (n + 1) * BLOCKS_PER_SEND >= READ_PARTITION_BLOCKS / 2 && in_flight.is_none() {
-            in_flight = buf.begin_spill(1);
+            in_flight = buf.begin_spill(&std::sync::atomic::AtomicU64::new(1));
         }
     }
     let in_flight = in_flight.expect("something was staged");

@@ -29,8 +29,12 @@ impl AppId {
                 raw.len()
             )));
         }
-        if raw == "." || raw == ".." {
-            return Err(Error::bad_request(format!("appId {raw:?} is not allowed")));
+        if raw.starts_with('.') {
+            // Covers `.` and `..`, and keeps app directories apart from the server's own
+            // dot-files in the data paths (the disk health probe).
+            return Err(Error::bad_request(format!(
+                "appId {raw:?} must not start with '.'"
+            )));
         }
         if let Some(c) = raw
             .chars()
@@ -230,7 +234,9 @@ mod tests {
 
     #[test]
     fn app_ids_with_path_characters_are_rejected() {
-        for bad in ["", ".", "..", "a/b", "../x", "a\\b", "a\0b", "a\nb"] {
+        for bad in [
+            "", ".", "..", ".hidden", "a/b", "../x", "a\\b", "a\0b", "a\nb",
+        ] {
             let err = AppId::parse(bad).expect_err(bad);
             assert_eq!(
                 err.status(),

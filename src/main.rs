@@ -40,7 +40,7 @@ fn main() -> anyhow::Result<()> {
         .thread_name("spillway")
         .build()
         .context("building the tokio runtime")?;
-    runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         let running = spillway::server::start(config).await?;
         let report = running.run_until(shutdown_signal()).await;
         if report.bytes_left_in_memory > 0 {
@@ -50,7 +50,11 @@ fn main() -> anyhow::Result<()> {
             );
         }
         anyhow::Ok(())
-    })
+    });
+    // A blocking file call stuck on a dead disk must not keep the process alive: everything
+    // that could be spilled has been by now.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    outcome
 }
 
 /// SIGTERM or SIGINT.

@@ -25,7 +25,7 @@ use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 use crate::store::memory::MemoryTier;
 use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
-use crate::store::{FileTier, PurgeScope};
+use crate::store::FileTier;
 
 /// A started server.
 pub struct Running {
@@ -115,6 +115,7 @@ pub async fn start(config: Config) -> Result<Running> {
             concurrency: hybrid.spill_concurrency,
             single_buffer_limit: hybrid.memory_single_buffer_max_spill_size.as_u64(),
             max_backoff: hybrid.spill_retry_max_backoff,
+            append_timeout: crate::store::spill::APPEND_TIMEOUT,
         },
         tasks_stop.clone(),
         spill_stop.clone(),
@@ -141,9 +142,10 @@ pub async fn start(config: Config) -> Result<Running> {
                 * hybrid.huge_partition_memory_limit_ratio)
                 as u64,
             huge_partition_hard_limit: hybrid.huge_partition_hard_limit.map(|b| b.as_u64()),
-            index_read_hint: 1 << 20,
+            index_read_hint: 2 << 20,
             commit_timeout: Duration::from_secs(600),
         },
+        tracker.clone(),
     ));
     registry.spawn_expiry(
         config.app.expiry_check_interval,
@@ -242,17 +244,9 @@ impl Running {
         self.tasks_stop.cancel();
 
         let store = Arc::clone(self.registry.store());
-        let spill = async {
-            let apps: Vec<_> = self
-                .registry
-                .apps()
-                .iter()
-                .map(|a| a.id().clone())
-                .collect();
-            for app in apps {
-                store.flush(&PurgeScope::App(app)).await;
-            }
-        };
+        // Hand every buffer to the spiller at once, then wait for all of them: one failing
+        // partition must not keep the others from being written.
+        let spill = store.flush_all();
         if timed("spill memory", cfg.spill_timeout, spill)
             .await
             .is_none()

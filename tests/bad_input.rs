@@ -441,3 +441,41 @@ async fn huge_partition_hard_limit() {
     );
     s.running.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_ranges_are_refused_and_identical_ones_are_idempotent() {
+    let mut s = start(1, |_| {}).await;
+    let mut reg = |start: i32, end: i32| {
+        let mut c = s.client.clone();
+        async move {
+            c.register_shuffle(proto::ShuffleRegisterRequest {
+                app_id: "app".into(),
+                partition_ranges: vec![proto::ShufflePartitionRange { start, end }],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+        }
+    };
+    assert_eq!(status_of(reg(4, 7).await.status), StatusCode::Success);
+    assert_eq!(status_of(reg(4, 7).await.status), StatusCode::Success);
+    assert_eq!(
+        status_of(reg(5, 5).await.status),
+        StatusCode::InvalidRequest
+    );
+    assert_eq!(
+        status_of(reg(0, 10).await.status),
+        StatusCode::InvalidRequest
+    );
+    assert_eq!(
+        status_of(reg(-1, 3).await.status),
+        StatusCode::InvalidRequest
+    );
+    assert_eq!(
+        status_of(reg(3, 2).await.status),
+        StatusCode::InvalidRequest
+    );
+    assert_eq!(s.running.registry().store().memory().partitions(), 1);
+    s.running.shutdown().await;
+}

@@ -143,9 +143,11 @@ async fn several_apps_are_isolated() {
         .unwrap()
         .into_inner();
     assert_eq!(status_of(r.status), StatusCode::Success);
-    for d in &s.disks {
-        assert!(!d.path().join("app_a").exists(), "app_a purged from disk");
-    }
+    let paths: Vec<_> = s.disks.iter().map(|d| d.path().join("app_a")).collect();
+    eventually("app_a purged from disk", || {
+        paths.iter().all(|p| !p.exists())
+    })
+    .await;
     verify_shuffle(&mut s.client, "app_b", 0, &b).await;
     // app_a is gone: reads answer NO_REGISTER.
     let r = s

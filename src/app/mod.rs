@@ -73,31 +73,35 @@ pub struct Registration {
 pub struct AppRegistry {
     apps: RwLock<HashMap<AppId, Arc<App>>>,
     /// Apps whose purge is running; their re-registration is refused meanwhile.
-    purging: Mutex<HashSet<AppId>>,
+    purging: Arc<Mutex<HashSet<AppId>>>,
     store: Arc<TieredStore>,
     tickets: Arc<Tickets>,
     reads: ReadBudget,
     status: ServerStatus,
     opts: RegistryOptions,
+    /// Runs the file part of app purges in the background.
+    tracker: TaskTracker,
 }
 
 impl AppRegistry {
-    /// A registry over `store`.
+    /// A registry over `store`; background purges run on `tracker`.
     pub fn new(
         store: Arc<TieredStore>,
         tickets: Arc<Tickets>,
         reads: ReadBudget,
         status: ServerStatus,
         opts: RegistryOptions,
+        tracker: TaskTracker,
     ) -> Self {
         AppRegistry {
             apps: RwLock::new(HashMap::new()),
-            purging: Mutex::new(HashSet::new()),
+            purging: Arc::new(Mutex::new(HashSet::new())),
             store,
             tickets,
             reads,
             status,
             opts,
+            tracker,
         }
     }
 
@@ -132,41 +136,39 @@ impl AppRegistry {
     }
 
     /// `registerShuffle`: creates or refreshes the app and its ranges (idempotent).
+    ///
+    /// Runs under the apps write lock (registration is rare), so it cannot interleave with a
+    /// purge taking the same app out: either it lands before and is purged with the app, or it
+    /// sees the purge and is refused.
     pub fn register(&self, reg: Registration) -> Result<()> {
+        let mut apps = self.apps.write();
         if self.purging.lock().contains(&reg.app) {
             return Err(Error::InvalidState {
                 reason: format!("app {} is being purged; register again later", reg.app),
             });
         }
-        let app = {
-            let existing = self.apps.read().get(&reg.app).cloned();
-            match existing {
-                Some(app) => app,
-                None => {
-                    if self.status.refuses_new_apps() {
-                        return Err(Error::InvalidState {
-                            reason: format!(
-                                "server is {}: it accepts no new apps",
-                                self.status.get().as_str_name()
-                            ),
-                        });
-                    }
-                    let mut apps = self.apps.write();
-                    Arc::clone(
-                        apps.entry(reg.app.clone())
-                            .or_insert_with(|| Arc::new(App::new(reg.app.clone()))),
-                    )
-                }
-            }
+        if !apps.contains_key(&reg.app) && self.status.refuses_new_apps() {
+            return Err(Error::InvalidState {
+                reason: format!(
+                    "server is {}: it accepts no new apps",
+                    self.status.get().as_str_name()
+                ),
+            });
+        }
+        let shuffle = {
+            let app = apps
+                .entry(reg.app.clone())
+                .or_insert_with(|| Arc::new(App::new(reg.app.clone())));
+            app.touch();
+            app.set_registration(reg.user, reg.remote_storage, reg.properties);
+            app.shuffle_or_insert(reg.shuffle, reg.local_order)
         };
-        app.touch();
-        app.set_registration(reg.user, reg.remote_storage, reg.properties);
-        let shuffle = app.shuffle_or_insert(reg.shuffle, reg.local_order);
         for range in reg.ranges {
-            shuffle.add_range(range);
+            shuffle.add_range(range)?;
             let key = PartitionKey::new(reg.app.clone(), reg.shuffle, range);
             self.store.memory().ensure(key, shuffle.local_order());
         }
+        drop(apps);
         tracing::info!(app_id = %reg.app, shuffle_id = reg.shuffle, "registered shuffle");
         Ok(())
     }
@@ -214,29 +216,62 @@ impl AppRegistry {
         Ok(())
     }
 
-    /// `unregisterShuffleByAppId`: purges the whole app at once (idempotent).
-    pub async fn unregister_app(&self, app: &AppId) -> Result<()> {
-        self.purge_app(app, "unregistered").await
+    /// `unregisterShuffleByAppId`: the app is gone from memory, tickets and the registry when
+    /// this returns; its files are deleted in the background (re-registration is refused
+    /// until that is done). Idempotent.
+    pub fn unregister_app(&self, app: &AppId) {
+        if let Some(files) = self.begin_purge(app, false, "unregistered") {
+            self.tracker.spawn(files);
+        }
     }
 
-    /// Removes an app from memory, tickets and every tier. Never touches another app.
-    pub async fn purge_app(&self, app: &AppId, reason: &str) -> Result<()> {
-        let removed = self.apps.write().remove(app);
-        if removed.is_none() {
-            return Ok(());
+    /// Takes an app out of the registry, tickets and memory at once, and returns the future
+    /// that deletes its files. `only_if_expired` re-checks expiry under the same lock that
+    /// removes the app, so a request that refreshed it meanwhile wins. Never touches another
+    /// app.
+    fn begin_purge(
+        &self,
+        app: &AppId,
+        only_if_expired: bool,
+        reason: &'static str,
+    ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        {
+            let mut apps = self.apps.write();
+            let stale = apps
+                .get(app)
+                .is_some_and(|a| self.expired(a, Instant::now()));
+            if only_if_expired && !stale {
+                return None;
+            }
+            apps.remove(app)?;
+            self.purging.lock().insert(app.clone());
         }
-        self.purging.lock().insert(app.clone());
         self.tickets.purge_app(app);
-        let result = self.store.purge(&PurgeScope::App(app.clone())).await;
-        self.purging.lock().remove(app);
-        match &result {
-            Ok(freed) => tracing::info!(app_id = %app, freed, reason, "purged app"),
-            Err(e) => tracing::warn!(app_id = %app, error = %e, reason, "purge of app failed"),
-        }
-        result.map(|_| ())
+        let scope = PurgeScope::App(app.clone());
+        let in_memory = self.store.memory().purge(&scope);
+        let store = Arc::clone(&self.store);
+        let app = app.clone();
+        let purging = Arc::clone(&self.purging);
+        Some(async move {
+            match store.warm().purge(&scope).await {
+                Ok(freed) => {
+                    tracing::info!(app_id = %app, in_memory, freed, reason, "purged app")
+                }
+                Err(e) => {
+                    tracing::warn!(app_id = %app, error = %e, reason, "purge of app files failed")
+                }
+            }
+            purging.lock().remove(&app);
+        })
     }
 
-    /// One expiry pass: purges every app not seen for `app_timeout`; returns how many.
+    /// Apps whose files are still being deleted.
+    pub fn purges_running(&self) -> usize {
+        self.purging.lock().len()
+    }
+
+    /// One expiry pass: purges every app not seen for `app_timeout` (file deletions run
+    /// concurrently) and returns how many.
     pub async fn expire(&self) -> usize {
         let now = Instant::now();
         let stale: Vec<AppId> = self
@@ -246,24 +281,16 @@ impl AppRegistry {
             .filter(|a| self.expired(a, now))
             .map(|a| a.id().clone())
             .collect();
-        let mut purged = 0;
-        for app in stale {
-            // Re-check: a request may have refreshed it since the scan.
-            let still_stale = self
-                .apps
-                .read()
-                .get(&app)
-                .is_some_and(|a| self.expired(a, Instant::now()));
-            if still_stale
-                && self
-                    .purge_app(&app, "expired without heartbeat")
-                    .await
-                    .is_ok()
-            {
-                purged += 1;
-            }
+        let purges: Vec<_> = stale
+            .iter()
+            .filter_map(|app| self.begin_purge(app, true, "expired without heartbeat"))
+            .map(|files| self.tracker.spawn(files))
+            .collect();
+        let n = purges.len();
+        for p in purges {
+            let _ = p.await;
         }
-        purged
+        n
     }
 
     /// Runs [`AppRegistry::expire`] every `interval` until `cancel` fires.

@@ -83,7 +83,7 @@ impl AppRegistry {
                 args.read_buffer_size
             )));
         }
-        let _permit = self
+        let permit = self
             .read_budget()
             .try_acquire(args.read_buffer_size as u64)?;
         let Some(key) = app
@@ -102,14 +102,18 @@ impl AppRegistry {
             max_bytes: args.read_buffer_size as u64,
             expected_tasks: expected,
         };
-        Ok(self.store().read_memory(&key, &req))
+        let mut read = self.store().read_memory(&key, &req);
+        read.data = permit.attach(read.data);
+        Ok(read)
     }
 
     /// `getLocalShuffleIndex`.
     pub async fn read_index(&self, app_id: &AppId, args: ReadArgs) -> Result<IndexRead> {
         let key = self.read_key(app_id, args)?;
-        let _permit = self.read_budget().try_acquire(self.opts.index_read_hint)?;
-        self.store().read_index(&key).await
+        let permit = self.read_budget().try_acquire(self.opts.index_read_hint)?;
+        let mut read = self.store().read_index(&key).await?;
+        read.index = permit.attach(read.index);
+        Ok(read)
     }
 
     /// `getLocalShuffleData`: exactly `length` bytes at `offset` of the partition's file.
@@ -126,10 +130,12 @@ impl AppRegistry {
             )));
         }
         let key = self.read_key(app_id, args)?;
-        let _permit = self.read_budget().try_acquire(length as u64)?;
-        self.store()
+        let permit = self.read_budget().try_acquire(length as u64)?;
+        let data = self
+            .store()
             .read_data(&key, offset as u64, length as u64)
-            .await
+            .await?;
+        Ok(permit.attach(data))
     }
 
     fn read_key(&self, app_id: &AppId, args: ReadArgs) -> Result<PartitionKey> {

@@ -163,16 +163,28 @@ impl Shuffle {
         self.local_order
     }
 
-    /// Adds a range unless one already covers its start (re-registration is idempotent, as
-    /// in Java); returns whether it was added.
-    pub(crate) fn add_range(&self, range: PartitionRange) -> bool {
+    /// Adds a range. Registering the same range again is a no-op (Java re-registration is
+    /// idempotent); a range that overlaps a different registered one is refused, because a
+    /// partition must map to exactly one buffer and one file.
+    pub(crate) fn add_range(&self, range: PartitionRange) -> crate::error::Result<()> {
         let mut ranges = self.ranges.write();
-        if find(&ranges, range.start).is_some() {
-            return false;
-        }
         let at = ranges.partition_point(|r| r.start < range.start);
-        ranges.insert(at, range);
-        true
+        let clash = [at.checked_sub(1), Some(at)]
+            .into_iter()
+            .flatten()
+            .filter_map(|i| ranges.get(i))
+            .find(|r| r.start <= range.end && range.start <= r.end);
+        match clash {
+            Some(r) if *r == range => Ok(()),
+            Some(r) => Err(crate::error::Error::bad_request(format!(
+                "partition range {range} overlaps the registered range {r} of shuffle {}",
+                self.id
+            ))),
+            None => {
+                ranges.insert(at, range);
+                Ok(())
+            }
+        }
     }
 
     /// The registered range containing `partition`.
@@ -212,11 +224,21 @@ mod tests {
     #[test]
     fn range_lookup() {
         let s = Shuffle::new(0, false);
-        assert!(s.add_range(PartitionRange::new(4, 7).unwrap()));
-        assert!(s.add_range(PartitionRange::new(0, 1).unwrap()));
+        s.add_range(PartitionRange::new(4, 7).unwrap()).unwrap();
+        s.add_range(PartitionRange::new(0, 1).unwrap()).unwrap();
+        s.add_range(PartitionRange::new(4, 7).unwrap())
+            .expect("re-registration is idempotent");
         assert!(
-            !s.add_range(PartitionRange::new(5, 5).unwrap()),
-            "covered by 4-7"
+            s.add_range(PartitionRange::new(5, 5).unwrap()).is_err(),
+            "inside 4-7"
+        );
+        assert!(
+            s.add_range(PartitionRange::new(1, 4).unwrap()).is_err(),
+            "spans two"
+        );
+        assert!(
+            s.add_range(PartitionRange::new(2, 9).unwrap()).is_err(),
+            "covers 4-7"
         );
         assert_eq!(s.range_of(6), Some(PartitionRange::new(4, 7).unwrap()));
         assert_eq!(s.range_of(1), Some(PartitionRange::new(0, 1).unwrap()));

@@ -56,6 +56,7 @@ impl Fixture {
                 concurrency: 2,
                 single_buffer_limit: 1 << 30,
                 max_backoff: Duration::from_millis(100),
+                append_timeout: Duration::from_secs(60),
             },
             stop.clone(),
             stop.clone(),
@@ -67,6 +68,7 @@ impl Fixture {
             ReadBudget::new(1 << 20),
             ServerStatus::default(),
             opts,
+            tracker.clone(),
         ));
         Fixture {
             registry,

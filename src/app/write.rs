@@ -30,6 +30,7 @@ impl AppRegistry {
         partition_sizes: &[i32],
         size: i32,
     ) -> Result<RequireOutcome> {
+        let verified = app.map(|id| self.verify(id).map(|a| (id, a))).transpose()?;
         if size < 0 {
             return Err(Error::bad_request(format!(
                 "requireSize {size} is negative"
@@ -42,8 +43,7 @@ impl AppRegistry {
                 self.store().memory().budget().capacity()
             )));
         }
-        if let Some(app_id) = app {
-            let app = self.verify(app_id)?;
+        if let Some((app_id, app)) = verified {
             // Per-partition sizes are only meaningful when the lists line up (0.10 clients).
             let sizes = (partition_sizes.len() == partitions.len()).then_some(partition_sizes);
             if let Some(shuffle) = app.shuffle(shuffle) {

@@ -17,9 +17,13 @@ use reply::reply;
 
 pub use reply::Reply;
 
-/// Largest gRPC message accepted or sent (Java's `rss.rpc.message.max.size` is 1 GiB; the
-/// Java client accepts `Integer.MAX_VALUE`).
-pub const MAX_MESSAGE_SIZE: usize = i32::MAX as usize;
+/// Largest gRPC request accepted: Java's `rss.rpc.message.max.size` default (1 GiB). A
+/// request is buffered whole by the transport before any memory check, so this also bounds
+/// what one connection can make the server hold.
+pub const MAX_REQUEST_SIZE: usize = 1 << 30;
+
+/// Largest response sent (the Java client accepts `Integer.MAX_VALUE`).
+pub const MAX_RESPONSE_SIZE: usize = i32::MAX as usize;
 
 /// The `ShuffleServer` service.
 #[derive(Clone)]
@@ -36,8 +40,8 @@ impl ShuffleService {
     /// The tonic server with Uniffle's message-size limits.
     pub fn into_server(self) -> proto::shuffle_server_server::ShuffleServerServer<Self> {
         proto::shuffle_server_server::ShuffleServerServer::new(self)
-            .max_decoding_message_size(MAX_MESSAGE_SIZE)
-            .max_encoding_message_size(MAX_MESSAGE_SIZE)
+            .max_decoding_message_size(MAX_REQUEST_SIZE)
+            .max_encoding_message_size(MAX_RESPONSE_SIZE)
     }
 }
 
@@ -100,10 +104,7 @@ impl ShuffleServer for ShuffleService {
         request: Request<proto::ShuffleUnregisterByAppIdRequest>,
     ) -> Rpc<proto::ShuffleUnregisterByAppIdResponse> {
         let req = request.into_inner();
-        let result = match convert::app_id(&req.app_id) {
-            Ok(app) => self.registry.unregister_app(&app).await,
-            Err(e) => Err(e),
-        };
+        let result = convert::app_id(&req.app_id).map(|app| self.registry.unregister_app(&app));
         reply(
             "unregisterShuffleByAppId",
             &req.app_id,

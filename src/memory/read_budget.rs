@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
+
 use crate::error::{Error, Result};
 
 /// Cheap-to-clone handle on the read-memory cap.
@@ -65,6 +67,33 @@ pub struct ReadPermit {
     bytes: u64,
 }
 
+impl ReadPermit {
+    /// Ties the permit to the response payload: the read memory stays held until the last
+    /// clone of the returned `Bytes` is dropped (after the transport encoded the response),
+    /// not merely until the handler returns.
+    pub fn attach(self, data: Bytes) -> Bytes {
+        if data.is_empty() {
+            return data;
+        }
+        Bytes::from_owner(Held {
+            data,
+            _permit: self,
+        })
+    }
+}
+
+/// A payload that keeps its read permit alive.
+struct Held {
+    data: Bytes,
+    _permit: ReadPermit,
+}
+
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 impl Drop for ReadPermit {
     fn drop(&mut self) {
         self.budget
@@ -93,5 +122,21 @@ mod tests {
         let big = b.try_acquire(500).unwrap();
         assert!(b.try_acquire(1).is_err());
         drop(big);
+    }
+
+    #[test]
+    fn attached_permits_live_as_long_as_the_payload() {
+        let b = ReadBudget::new(100);
+        let data = b
+            .try_acquire(60)
+            .unwrap()
+            .attach(Bytes::from_static(b"abc"));
+        assert_eq!(b.used(), 60);
+        let clone = data.slice(1..);
+        drop(data);
+        assert_eq!(b.used(), 60);
+        assert_eq!(&clone[..], b"bc");
+        drop(clone);
+        assert_eq!(b.used(), 0);
     }
 }

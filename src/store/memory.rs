@@ -156,6 +156,7 @@ impl PartitionBuffer {
     /// Fails without staging anything if the reservation is too small or the partition was
     /// purged.
     pub fn insert(&self, blocks: Vec<Block>, reservation: &mut Reservation) -> Result<Inserted> {
+        let blocks = compact(blocks);
         let mut inner = self.inner.lock();
         if self.is_purged() {
             return Err(Error::NotRegistered {
@@ -202,24 +203,35 @@ impl PartitionBuffer {
 
     /// Moves everything staged into a new in-flight batch for the spiller; `None` when
     /// nothing is staged. The blocks stay readable until [`SpillBatch::complete`].
-    pub fn begin_spill(self: &Arc<Self>, event_id: u64) -> Option<SpillBatch> {
+    ///
+    /// The event id is drawn from `events` under the buffer lock, so ids grow in the order
+    /// batches leave staging: readers walk in-flight batches by id, and a newer batch with a
+    /// smaller id would let a cursor skip blocks that are only in memory.
+    pub fn begin_spill(self: &Arc<Self>, events: &AtomicU64) -> Option<SpillBatch> {
         let mut inner = self.inner.lock();
         if inner.staging.is_empty() || self.is_purged() {
             return None;
         }
-        let mut blocks = std::mem::take(&mut inner.staging);
+        let blocks = std::mem::take(&mut inner.staging);
         inner.staged_bytes = 0;
         let charge = inner.staged_charge.take()?;
-        if self.local_order {
-            blocks.sort_by_key(|b| b.task_attempt_id);
-        }
-        let batch = BlockBatch::new(blocks);
-        inner.in_flight.insert(event_id, batch.clone());
+        let event_id = events.fetch_add(1, Ordering::Relaxed);
+        // Readers keep seeing arrival order (a reducer's cursor points into it); only the
+        // copy written to the tier is sorted for LOCAL_ORDER.
+        let readable = BlockBatch::new(blocks);
+        let to_write = if self.local_order {
+            let mut sorted = readable.blocks().to_vec();
+            sorted.sort_by_key(|b| b.task_attempt_id);
+            BlockBatch::new(sorted)
+        } else {
+            readable.clone()
+        };
+        inner.in_flight.insert(event_id, readable);
         drop(inner);
         Some(SpillBatch {
             buffer: Arc::clone(self),
             event_id,
-            batch,
+            batch: to_write,
             charge: charge.start_flush(),
         })
     }
@@ -293,6 +305,28 @@ impl PartitionBuffer {
     }
 }
 
+/// Copies the payloads of one partition's blocks into one allocation of their own.
+///
+/// Payloads arrive as slices of the whole request buffer (up to 16 MiB, many partitions).
+/// Kept as slices, one small live block would pin the entire request long after the budget
+/// released the rest, so real memory could far exceed the accounted capacity. This is the
+/// one copy of block bytes on the write path; everything after (spill, reads) shares it.
+fn compact(mut blocks: Vec<Block>) -> Vec<Block> {
+    let total: usize = blocks.iter().map(|b| b.data.len()).sum();
+    let mut buf = BytesMut::with_capacity(total);
+    for b in &blocks {
+        buf.extend_from_slice(&b.data);
+    }
+    let all = buf.freeze();
+    let mut at = 0;
+    for b in &mut blocks {
+        let len = b.data.len();
+        b.data = all.slice(at..at + len);
+        at += len;
+    }
+    blocks
+}
+
 /// All partition buffers of the server.
 ///
 /// One `RwLock`ed map: lookups (every send and read) share the read lock; only registration
@@ -359,6 +393,11 @@ impl MemoryTier {
             .filter(|(k, _)| scope.covers(k))
             .map(|(_, b)| Arc::clone(b))
             .collect()
+    }
+
+    /// Every buffer.
+    pub fn all_buffers(&self) -> Vec<Arc<PartitionBuffer>> {
+        self.buffers.read().values().cloned().collect()
     }
 
     /// Removes and purges every buffer inside `scope`; returns charged bytes freed now.
@@ -430,7 +469,7 @@ mod tests {
         };
         assert_eq!(buf.read(&all).segments.len(), 2);
 
-        let spill = buf.begin_spill(7).unwrap();
+        let spill = buf.begin_spill(&AtomicU64::new(7)).unwrap();
         assert_eq!(budget.snapshot().in_flush, 84);
         // Still readable while in flight, and new blocks come after it.
         let mut r = budget.try_reserve(42).unwrap();
@@ -480,7 +519,7 @@ mod tests {
             &mut r,
         )
         .unwrap();
-        let spill = buf.begin_spill(1).unwrap();
+        let spill = buf.begin_spill(&AtomicU64::new(1)).unwrap();
         let tasks: Vec<i64> = spill
             .batch
             .blocks()
@@ -488,6 +527,58 @@ mod tests {
             .map(|b| b.task_attempt_id)
             .collect();
         assert_eq!(tasks, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn local_order_spill_keeps_arrival_order_for_readers() {
+        // A reducer mid-way through a partition must not skip blocks when the batch it reads
+        // is spilled (and sorted for the file) under its cursor.
+        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
+        let tier = MemoryTier::new(budget.clone());
+        let buf = tier.ensure(key("a", 0, 1), true);
+        let mut r = budget.try_reserve(3 * 42).unwrap();
+        buf.insert(
+            vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)],
+            &mut r,
+        )
+        .unwrap();
+        let first = MemoryReadRequest {
+            last_block_id: -1,
+            max_bytes: 1,
+            expected_tasks: None,
+        };
+        assert_eq!(buf.read(&first).segments[0].block_id, 1);
+        let _spill = buf.begin_spill(&AtomicU64::new(1)).unwrap();
+        let next = MemoryReadRequest {
+            last_block_id: 1,
+            max_bytes: 1000,
+            expected_tasks: None,
+        };
+        let ids: Vec<i64> = buf
+            .read(&next)
+            .segments
+            .iter()
+            .map(|s| s.block_id)
+            .collect();
+        assert_eq!(ids, vec![2, 3]);
+    }
+
+    #[test]
+    fn payloads_are_compacted_out_of_the_request_buffer() {
+        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
+        let tier = MemoryTier::new(budget.clone());
+        let buf = tier.ensure(key("a", 0, 1), false);
+        let request = Bytes::from(vec![9u8; 4096]);
+        let mut b = block(1, 1, 0);
+        b.data = request.slice(100..110);
+        let mut r = budget.try_reserve(42).unwrap();
+        buf.insert(vec![b], &mut r).unwrap();
+        let staged = buf.inner.lock().staging[0].data.clone();
+        assert_eq!(&staged[..], &[9u8; 10]);
+        assert!(
+            !std::ptr::eq(staged.as_ptr(), request[100..].as_ptr()),
+            "not a slice of the request"
+        );
     }
 
     #[test]
@@ -499,7 +590,7 @@ mod tests {
         let mut r = budget.try_reserve(84).unwrap();
         a.insert(vec![block(1, 1, 10)], &mut r).unwrap();
         b.insert(vec![block(1, 1, 10)], &mut r).unwrap();
-        let spill = a.begin_spill(1);
+        let spill = a.begin_spill(&AtomicU64::new(1));
         let mut r = budget.try_reserve(42).unwrap();
         a.insert(vec![block(2, 1, 10)], &mut r).unwrap();
         drop(r);

@@ -135,6 +135,8 @@ pub enum PurgeScope {
     App(AppId),
     /// Everything of one shuffle.
     Shuffle(ShuffleKey),
+    /// One partition range (the spiller's cleanup after a purge raced its write).
+    Partition(PartitionKey),
 }
 
 impl PurgeScope {
@@ -143,6 +145,7 @@ impl PurgeScope {
         match self {
             PurgeScope::App(app) => app,
             PurgeScope::Shuffle(key) => &key.app,
+            PurgeScope::Partition(key) => &key.app,
         }
     }
 
@@ -151,6 +154,7 @@ impl PurgeScope {
         match self {
             PurgeScope::App(app) => &part.app == app,
             PurgeScope::Shuffle(key) => part.app == key.app && part.shuffle == key.shuffle,
+            PurgeScope::Partition(key) => part == key,
         }
     }
 }

@@ -23,6 +23,10 @@ use tokio_util::task::TaskTracker;
 use crate::store::memory::{MemoryTier, PartitionBuffer, SpillBatch};
 use crate::store::Tier;
 
+/// How long one append may take before the spiller gives up on it and retries: far above a
+/// healthy write of a 256 MiB batch, short enough that a hung disk does not pin spill permits.
+pub const APPEND_TIMEOUT: Duration = Duration::from_secs(120);
+
 /// Spill policy knobs (from `[hybrid_store]`).
 #[derive(Clone, Debug)]
 pub struct SpillOptions {
@@ -32,6 +36,8 @@ pub struct SpillOptions {
     pub single_buffer_limit: u64,
     /// Longest pause between retries of a failing spill.
     pub max_backoff: Duration,
+    /// An append taking longer is abandoned and retried.
+    pub append_timeout: Duration,
 }
 
 struct Shared {
@@ -136,8 +142,7 @@ impl Spiller {
 
     /// Hands what `buffer` has staged to a spill task; false when nothing was staged.
     pub fn spill(&self, buffer: &Arc<PartitionBuffer>) -> bool {
-        let event = self.shared.next_event.fetch_add(1, Ordering::Relaxed);
-        let Some(batch) = buffer.begin_spill(event) else {
+        let Some(batch) = buffer.begin_spill(&self.shared.next_event) else {
             return false;
         };
         self.shared.pending.fetch_add(1, Ordering::AcqRel);
@@ -160,18 +165,38 @@ impl Spiller {
             if batch.buffer.is_purged() {
                 return; // dropping the batch frees its memory
             }
+            // The permit bounds concurrent writes; the timeout keeps one hung disk from
+            // holding permits forever (the tier finishes or rolls back an abandoned append
+            // before the partition is written again).
             let result = {
                 let _permit = self.shared.permits.acquire().await;
-                self.shared.target.append(&key, &batch.batch).await
+                match tokio::time::timeout(
+                    self.shared.opts.append_timeout,
+                    self.shared.target.append(&key, &batch.batch),
+                )
+                .await
+                {
+                    Ok(r) => r,
+                    Err(_) => Err(crate::error::Error::TierFailed {
+                        tier: self.shared.target.kind().as_str(),
+                        reason: format!(
+                            "append did not finish within {:?}",
+                            self.shared.opts.append_timeout
+                        ),
+                    }),
+                }
             };
             match result {
                 Ok(()) => {
                     if attempt > 0 {
                         tracing::info!(partition = %key, attempt, "spill succeeded after retries");
                     }
-                    if batch.buffer.is_purged() {
-                        // Purged while we wrote: remove what we just recreated.
-                        let scope = crate::store::PurgeScope::Shuffle(key.shuffle_key());
+                    if batch.buffer.is_purged() && self.shared.memory.get(&key).is_none() {
+                        // The partition was purged while we wrote, so our append may have
+                        // recreated its files: remove that partition only. If the shuffle was
+                        // registered again meanwhile, its new files are left alone (our stale
+                        // blocks then sit beside them; readers skip ids they do not expect).
+                        let scope = crate::store::PurgeScope::Partition(key.clone());
                         if let Err(e) = self.shared.target.purge(&scope).await {
                             tracing::warn!(partition = %key, error = %e, "cleanup after purge race failed");
                         }

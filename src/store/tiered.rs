@@ -90,6 +90,12 @@ impl TieredStore {
         self.spiller.spill_and_wait(&buffers).await;
     }
 
+    /// Spills every buffer of the server and waits until all of it is durable (shutdown).
+    pub async fn flush_all(&self) {
+        let buffers = self.hot.all_buffers();
+        self.spiller.spill_and_wait(&buffers).await;
+    }
+
     /// Removes `scope` from every tier; returns bytes freed on the file tier.
     pub async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
         self.hot.purge(scope);

@@ -419,8 +419,14 @@ impl Tier for LocalFileTier {
                 PurgeScope::Shuffle(key) => {
                     d.root.join(key.app.as_str()).join(key.shuffle.to_string())
                 }
+                PurgeScope::Partition(key) => d
+                    .root
+                    .join(key.app.as_str())
+                    .join(key.shuffle.to_string())
+                    .join(key.range.dir_name()),
             })
             .collect();
+        let prune_parents = matches!(scope, PurgeScope::Partition(_));
         // The guard travels with the deletion so an abandoned purge still excludes appends
         // until its directories are gone.
         let (mut guard, deleted) = tokio::task::spawn_blocking(move || {
@@ -429,6 +435,16 @@ impl Tier for LocalFileTier {
                 if let Err(e) = files::remove_tree(&dir) {
                     tracing::warn!(path = %dir.display(), error = %e, "purge could not delete a directory");
                     first_err.get_or_insert((dir, e));
+                } else if prune_parents {
+                    // Drop the shuffle and app directories too if this left them empty
+                    // (`remove_dir` refuses non-empty ones, which is the point).
+                    let mut parent = dir.parent();
+                    for _ in 0..2 {
+                        match parent {
+                            Some(p) if std::fs::remove_dir(p).is_ok() => parent = p.parent(),
+                            _ => break,
+                        }
+                    }
                 }
             }
             (guard, first_err)
