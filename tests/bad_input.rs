@@ -444,8 +444,8 @@ async fn huge_partition_hard_limit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overlapping_ranges_are_refused_and_identical_ones_are_idempotent() {
-    let mut s = start(1, |_| {}).await;
-    let mut reg = |start: i32, end: i32| {
+    let s = start(1, |_| {}).await;
+    let reg = |start: i32, end: i32| {
         let mut c = s.client.clone();
         async move {
             c.register_shuffle(proto::ShuffleRegisterRequest {
