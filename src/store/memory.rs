@@ -81,18 +81,35 @@ pub struct SpillBatch {
 impl SpillBatch {
     /// Called after the tier acknowledged the batch: drops it from memory and frees it.
     pub fn complete(self) {
-        self.buffer.inner.lock().in_flight.remove(&self.event_id);
+        {
+            let mut inner = self.buffer.inner.lock();
+            if let Some((_, batch)) = inner.in_flight.remove(&self.event_id) {
+                for b in batch.blocks() {
+                    inner.positions.remove(&b.block_id);
+                }
+            }
+        }
         drop(self.charge);
     }
 }
 
+/// Blocks carry a per-partition sequence number in arrival order. A spill always takes all of
+/// staging, so in-flight batches (by event id) followed by staging are exactly the blocks in
+/// sequence order, each run contiguous: a reader's cursor is one hash lookup plus a skip, not
+/// a scan.
 #[derive(Default)]
 struct BufferInner {
     staging: Vec<Block>,
+    /// Sequence number of `staging[0]`.
+    staging_first_seq: u64,
+    next_seq: u64,
     staged_charge: Option<Charge>,
     staged_bytes: u64,
-    /// Batches being spilled, by event id; read in id order before staging.
-    in_flight: BTreeMap<u64, BlockBatch>,
+    /// Batches being spilled, by event id, with the sequence number of their first block;
+    /// read in id order before staging.
+    in_flight: BTreeMap<u64, (u64, BlockBatch)>,
+    /// Block id → sequence number, for blocks still in memory.
+    positions: HashMap<i64, u64>,
     /// Every block id received for this partition, to drop resent duplicates.
     seen: RoaringTreemap,
 }
@@ -132,7 +149,7 @@ impl PartitionBuffer {
             + inner
                 .in_flight
                 .values()
-                .map(BlockBatch::charged_bytes)
+                .map(|(_, b)| b.charged_bytes())
                 .sum::<u64>()
     }
 
@@ -190,6 +207,14 @@ impl PartitionBuffer {
         };
         let payload: u64 = fresh.iter().map(|b| b.data.len() as u64).sum();
         out.blocks = fresh.len();
+        if inner.staging.is_empty() {
+            inner.staging_first_seq = inner.next_seq;
+        }
+        for b in &fresh {
+            let seq = inner.next_seq;
+            inner.positions.insert(b.block_id, seq);
+            inner.next_seq += 1;
+        }
         inner.staging.extend(fresh);
         inner.staged_bytes += out.bytes;
         match inner.staged_charge.as_mut() {
@@ -226,7 +251,9 @@ impl PartitionBuffer {
         } else {
             readable.clone()
         };
-        inner.in_flight.insert(event_id, readable);
+        let first_seq = inner.staging_first_seq;
+        inner.staging_first_seq = inner.next_seq;
+        inner.in_flight.insert(event_id, (first_seq, readable));
         drop(inner);
         Some(SpillBatch {
             buffer: Arc::clone(self),
@@ -243,23 +270,29 @@ impl PartitionBuffer {
         // Pick blocks under the lock (cheap `Bytes` clones), copy payloads outside it.
         let picked: Vec<Block> = {
             let inner = self.inner.lock();
-            let all = || {
-                inner
-                    .in_flight
-                    .values()
-                    .flat_map(|b| b.blocks().iter())
-                    .chain(inner.staging.iter())
-            };
-            let skip = if req.last_block_id == -1 {
+            let start = if req.last_block_id == -1 {
                 0
             } else {
-                all()
-                    .position(|b| b.block_id == req.last_block_id)
-                    .map_or(0, |i| i + 1)
+                inner
+                    .positions
+                    .get(&req.last_block_id)
+                    .map_or(0, |seq| seq + 1)
             };
+            let runs = inner
+                .in_flight
+                .values()
+                .map(|(first, batch)| (*first, batch.blocks()))
+                .chain(std::iter::once((
+                    inner.staging_first_seq,
+                    &inner.staging[..],
+                )));
+            let after_cursor = runs.flat_map(|(first, blocks)| {
+                let skip = (start.saturating_sub(first) as usize).min(blocks.len());
+                blocks[skip..].iter()
+            });
             let mut total = 0u64;
             let mut picked = Vec::new();
-            for b in all().skip(skip) {
+            for b in after_cursor {
                 if total >= req.max_bytes && !picked.is_empty() {
                     break;
                 }
@@ -301,6 +334,7 @@ impl PartitionBuffer {
         inner.staged_bytes = 0;
         inner.staged_charge = None;
         inner.in_flight.clear();
+        inner.positions = HashMap::new();
         inner.seen = RoaringTreemap::new();
     }
 }
@@ -561,6 +595,50 @@ mod tests {
             .map(|s| s.block_id)
             .collect();
         assert_eq!(ids, vec![2, 3]);
+    }
+
+    proptest::proptest! {
+        /// The indexed cursor answers exactly what a linear scan over the blocks still in
+        /// memory (arrival order) would, whatever the interleaving of inserts and spills.
+        #[test]
+        fn cursor_matches_a_linear_scan(ops in proptest::collection::vec((0u8..4, 1usize..5), 1..60)) {
+            let budget = MemoryBudget::new(1 << 30, 0.8, 0.2);
+            let tier = MemoryTier::new(budget.clone());
+            let buf = tier.ensure(key("a", 0, 1), false);
+            let events = AtomicU64::new(1);
+            let mut spills = std::collections::VecDeque::new();
+            let mut next_id = 0i64;
+            let mut model: Vec<i64> = Vec::new(); // ids in memory, arrival order
+            for (op, n) in ops {
+                match op {
+                    0 | 1 => {
+                        let blocks: Vec<Block> = (0..n).map(|i| block(next_id + i as i64, 1, 3)).collect();
+                        let mut r = budget.try_reserve(n as u64 * 35).unwrap();
+                        buf.insert(blocks, &mut r).unwrap();
+                        model.extend(next_id..next_id + n as i64);
+                        next_id += n as i64;
+                    }
+                    2 => {
+                        if let Some(s) = buf.begin_spill(&events) {
+                            spills.push_back(s);
+                        }
+                    }
+                    _ => {
+                        if let Some(s) = spills.pop_front() {
+                            let gone: Vec<i64> = s.batch.blocks().iter().map(|b| b.block_id).collect();
+                            s.complete();
+                            model.retain(|id| !gone.contains(id));
+                        }
+                    }
+                }
+                for cursor in [-1, n as i64, next_id - 1, next_id + 5] {
+                    let req = MemoryReadRequest { last_block_id: cursor, max_bytes: u64::MAX, expected_tasks: None };
+                    let got: Vec<i64> = buf.read(&req).segments.iter().map(|s| s.block_id).collect();
+                    let from = model.iter().position(|id| *id == cursor).map_or(0, |i| i + 1);
+                    proptest::prop_assert_eq!(&got, &model[from..].to_vec());
+                }
+            }
+        }
     }
 
     #[test]
