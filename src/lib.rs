@@ -12,3 +12,4 @@ pub mod proto;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod tasks;

@@ -301,14 +301,10 @@ impl AppRegistry {
         tracker: &TaskTracker,
     ) {
         let registry = Arc::clone(self);
-        tracker.spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tick.tick() => { registry.expire().await; }
-                }
+        crate::tasks::periodic(tracker, interval, cancel, move || {
+            let registry = Arc::clone(&registry);
+            async move {
+                registry.expire().await;
             }
         });
     }

@@ -133,20 +133,12 @@ impl Tickets {
         tracker: &TaskTracker,
     ) {
         let tickets = Arc::clone(self);
-        tracker.spawn(async move {
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = tick.tick() => {
-                        let n = tickets.sweep();
-                        if n > 0 {
-                            tracing::debug!(expired = n, "expired require-buffer tickets");
-                        }
-                    }
-                }
+        crate::tasks::periodic(tracker, interval, cancel, move || {
+            let n = tickets.sweep();
+            if n > 0 {
+                tracing::debug!(expired = n, "expired require-buffer tickets");
             }
+            std::future::ready(())
         });
     }
 }

@@ -184,16 +184,9 @@ impl LocalFileTier {
         tracker: &TaskTracker,
     ) {
         let tier = Arc::clone(self);
-        tracker.spawn(async move {
-            let start = tokio::time::Instant::now() + interval;
-            let mut ticker = tokio::time::interval_at(start, interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = ticker.tick() => tier.check_disks().await,
-                }
-            }
+        crate::tasks::periodic(tracker, interval, cancel, move || {
+            let tier = Arc::clone(&tier);
+            async move { tier.check_disks().await }
         });
     }
 
