@@ -184,7 +184,9 @@ impl AppRegistry {
         }
     }
 
-    /// Like [`AppRegistry::verify`], and marks the app as seen.
+    /// Like [`AppRegistry::verify`], and marks the app as seen. Every request of a live app
+    /// refreshes it (Java skips requireBuffer and commit; refreshing them too only keeps a
+    /// writing app alive longer, which is what a client in the middle of a stage wants).
     pub fn verify_and_touch(&self, app: &AppId) -> Result<Arc<App>> {
         let a = self.verify(app)?;
         a.touch();

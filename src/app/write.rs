@@ -30,7 +30,9 @@ impl AppRegistry {
         partition_sizes: &[i32],
         size: i32,
     ) -> Result<RequireOutcome> {
-        let verified = app.map(|id| self.verify(id).map(|a| (id, a))).transpose()?;
+        let verified = app
+            .map(|id| self.verify_and_touch(id).map(|a| (id, a)))
+            .transpose()?;
         if size < 0 {
             return Err(Error::bad_request(format!(
                 "requireSize {size} is negative"
@@ -189,7 +191,7 @@ impl AppRegistry {
 
     /// `commitShuffleTask`: counts a finished map task; returns the count.
     pub fn commit_task(&self, app_id: &AppId, shuffle: i32) -> Result<i32> {
-        let app = self.verify(app_id)?;
+        let app = self.verify_and_touch(app_id)?;
         Ok(Self::shuffle_of(&app, shuffle)?.commit())
     }
 
