@@ -1,4 +1,17 @@
-//! Spillway: a Uniffle-compatible shuffle server.
+//! Spillway: a drop-in replacement for the Apache Uniffle shuffle server.
+//!
+//! ```text
+//!  request ─▶ grpc ──────▶ app (AppRegistry) ──────▶ store::tiered ─▶ store::memory (hot)
+//!            convert +     apps, shuffles, ranges,     │                 │ store::spill
+//!            reply(status) tickets, block ids,         │                 ▼
+//!                          expiry, purge               └─ reads ──▶ store::localfile (warm)
+//!
+//!  memory: the write budget (sole owner of capacity), require-buffer tickets, the read cap
+//!  server: builds each part once, owns the shutdown order; tasks: periodic side tasks
+//!  config, error (the one status-code mapping), ids (validated ids), status (decommission)
+//!  codec::bitmap and store::index: the byte formats clients parse
+//! ```
+//! A later Netty data plane sits beside `grpc` and calls the same `app` API.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod app;
