@@ -2,7 +2,8 @@
 //! handle; [`Running::shutdown`] stops everything in order, each step time-bounded:
 //!
 //! 1. stop accepting gRPC and drain in-flight requests;
-//! 2. stop side tasks (ticket sweeper, app expiry, disk checks, decommission watcher);
+//! 2. stop side tasks (ticket sweeper, app expiry, disk checks, decommission watcher,
+//!    coordinator heartbeats);
 //! 3. spill memory to the file tier, bounded by `shutdown.spill_timeout`;
 //! 4. stop spill retries and wait for the remaining tasks.
 
@@ -183,6 +184,24 @@ pub async fn start(config: Config) -> Result<Running> {
                 .await
         })
     };
+    crate::tasks::heartbeat::spawn(
+        Arc::clone(&registry),
+        Arc::clone(&local),
+        crate::tasks::heartbeat::Identity {
+            server_id: server_id.clone(),
+            ip,
+            grpc_port: grpc_addr.port(),
+            netty_port: 0,
+            jetty_port: config.metrics.http_port,
+            transport_tags: vec![crate::tasks::heartbeat::TAG_GRPC.to_owned()],
+            tags: config.tags.clone(),
+            start_time_ms: crate::tasks::heartbeat::now_ms(),
+        },
+        config.coordinator_quorum.clone(),
+        config.heartbeat_interval,
+        tasks_stop.clone(),
+        &tracker,
+    );
     tracing::info!(%grpc_addr, server_id, "spillway listening");
     Ok(Running {
         grpc_addr,

@@ -1,6 +1,10 @@
 //! Side tasks that run beside the request path. `periodic` is the one loop shape they share:
 //! tick on tokio time (so tests can pause it), stop promptly on cancellation.
 
+/// Coordinator heartbeats. Not built on `periodic`: after a failure the next beat comes after
+/// a backoff, not a full interval.
+pub mod heartbeat;
+
 use std::future::Future;
 use std::time::Duration;
 
