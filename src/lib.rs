@@ -9,6 +9,7 @@
 //!  memory: the write budget (sole owner of capacity), require-buffer tickets, the read cap
 //!  server: builds each part once, owns the shutdown order; tasks: periodic side tasks
 //!  config, error (the one status-code mapping), ids (validated ids), status (decommission)
+//!  coordinator: the optional embedded Uniffle coordinator, on the same gRPC port
 //!  codec::bitmap and store::index: the byte formats clients parse
 //! ```
 //! A later Netty data plane sits beside `grpc` and calls the same `app` API.
@@ -17,6 +18,7 @@
 pub mod app;
 pub mod codec;
 pub mod config;
+pub mod coordinator;
 pub mod error;
 pub mod grpc;
 pub mod ids;

@@ -18,6 +18,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::app::{AppRegistry, RegistryOptions};
 use crate::config::{Config, StoreType};
+use crate::coordinator::{Coordinator, CoordinatorService};
 use crate::error::{Error, Result};
 use crate::grpc::{InternalService, ShuffleService};
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
@@ -36,6 +37,8 @@ pub struct Running {
     pub server_id: String,
     registry: Arc<AppRegistry>,
     local: Arc<LocalFileTier>,
+    /// The embedded coordinator, when `coordinator.enabled`.
+    coordinator: Option<Arc<Coordinator>>,
     config: Config,
     /// Stops accepting gRPC (step 1).
     grpc_stop: CancellationToken,
@@ -167,13 +170,25 @@ pub async fn start(config: Config) -> Result<Running> {
         &tracker,
     );
 
+    let coordinator = config.coordinator.enabled.then(|| {
+        let coordinator = Arc::new(Coordinator::new((&config.coordinator).into()));
+        coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
+        tracing::info!("embedded coordinator enabled on the gRPC port");
+        coordinator
+    });
+
     let grpc_stop = CancellationToken::new();
     let grpc_task = {
         let router = tonic::transport::Server::builder()
             .initial_stream_window_size(Some(4 << 20))
             .initial_connection_window_size(Some(16 << 20))
             .add_service(ShuffleService::new(Arc::clone(&registry)).into_server())
-            .add_service(InternalService::new(Arc::clone(&registry)).into_server());
+            .add_service(InternalService::new(Arc::clone(&registry)).into_server())
+            .add_optional_service(
+                coordinator
+                    .clone()
+                    .map(|c| CoordinatorService::new(c).into_server()),
+            );
         // Nagle plus delayed ACKs stall small replies by ~40 ms; the builder's own
         // `tcp_nodelay` does not apply to an incoming stream we bind ourselves.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
@@ -208,6 +223,7 @@ pub async fn start(config: Config) -> Result<Running> {
         server_id,
         registry,
         local,
+        coordinator,
         config,
         grpc_stop,
         grpc_task,
@@ -227,6 +243,11 @@ impl Running {
     /// The local-file tier (tests and, later, heartbeats read its disk reports).
     pub fn local_tier(&self) -> &Arc<LocalFileTier> {
         &self.local
+    }
+
+    /// The embedded coordinator (`coordinator.enabled`), e.g. for tests to read its servers.
+    pub fn coordinator(&self) -> Option<&Arc<Coordinator>> {
+        self.coordinator.as_ref()
     }
 
     /// Resolves when the server decided to stop by itself (decommissioned with no apps).

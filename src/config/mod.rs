@@ -12,6 +12,7 @@ mod error;
 mod tests;
 mod validate;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -102,6 +103,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Graceful-shutdown budgets. Default: see [`ShutdownConfig`].
     pub shutdown: ShutdownConfig,
+    /// The embedded Uniffle coordinator. Default: see [`CoordinatorConfig`].
+    pub coordinator: CoordinatorConfig,
 }
 
 impl Default for Config {
@@ -121,6 +124,7 @@ impl Default for Config {
             app: AppConfig::default(),
             metrics: MetricsConfig::default(),
             shutdown: ShutdownConfig::default(),
+            coordinator: CoordinatorConfig::default(),
         }
     }
 }
@@ -326,6 +330,52 @@ impl Default for ShutdownConfig {
         ShutdownConfig {
             drain_timeout: Duration::from_secs(30),
             spill_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `[coordinator]`: the embedded Uniffle coordinator, served on the gRPC port beside the
+/// shuffle server so one binary is a complete remote shuffle service: clients point
+/// `spark.rss.coordinator.quorum` at this server, and shuffle servers (this one included) send
+/// their heartbeats here.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CoordinatorConfig {
+    /// Whether the `CoordinatorServer` gRPC service is served. Default: false (the shipped
+    /// `config.toml.example` turns it on).
+    pub enabled: bool,
+    /// A shuffle server with no heartbeat for this long is no longer assigned and is dropped.
+    /// Must be > 0. Default: `30s` (Uniffle's `rss.coordinator.server.heartbeat.timeout`).
+    #[serde(with = "humantime_serde")]
+    pub server_heartbeat_timeout: Duration,
+    /// An app with no heartbeat, registration or assignment for this long is forgotten, and the
+    /// partitions it was assigned stop counting towards server load. Must be > 0.
+    /// Default: `60s` (Uniffle's `rss.coordinator.app.expired`).
+    #[serde(with = "humantime_serde")]
+    pub app_heartbeat_timeout: Duration,
+    /// Servers per shuffle when the client asks for -1/0 (`assignmentShuffleServerNumber`);
+    /// capped by the servers available. At least 1. Default: 9 (Uniffle's
+    /// `rss.coordinator.shuffle.nodes.max`).
+    pub shuffle_server_number: usize,
+    /// Remote storage path answered by `fetchRemoteStorage` (e.g. `hdfs://ns/rss`); `None`
+    /// answers an empty path. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_storage_path: Option<String>,
+    /// Client settings served by `fetchClientConf`/`fetchClientConfV2`. Clients apply a key
+    /// only if their own config lacks it, prefixing `spark.`/`mapreduce.` themselves, so
+    /// `rss.storage.type` reaches every engine. Default: empty.
+    pub client_conf: BTreeMap<String, String>,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            enabled: false,
+            server_heartbeat_timeout: Duration::from_secs(30),
+            app_heartbeat_timeout: Duration::from_secs(60),
+            shuffle_server_number: 9,
+            remote_storage_path: None,
+            client_conf: BTreeMap::new(),
         }
     }
 }

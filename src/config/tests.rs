@@ -1,6 +1,6 @@
 //! Tests for the config module: the shipped example, the operator shape, error keys, loading.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write;
 
 use proptest::prelude::*;
@@ -56,6 +56,10 @@ fn example_parses_validates_and_shows_the_defaults() {
         PathBuf::from("/tmp/spillway/data1"),
         PathBuf::from("/tmp/spillway/data2"),
     ];
+    // The example runs the embedded coordinator, serving the storage type clients need.
+    expected.coordinator.enabled = true;
+    expected.coordinator.client_conf =
+        BTreeMap::from([("rss.storage.type".into(), "MEMORY_LOCALFILE".into())]);
     assert_eq!(config, expected);
     assert!(config.coordinator_quorum.is_empty());
     assert_eq!(config.grpc_port, 19999);
@@ -91,6 +95,7 @@ fn example_documents_every_key() {
     };
     full.metrics.push_gateway_endpoint = Some("http://gateway:9091".into());
     full.hybrid_store.huge_partition_hard_limit = Some(ByteSize(ByteSize::GIB));
+    full.coordinator.remote_storage_path = Some("hdfs://ns/rss".into());
     let table = toml::Table::try_from(&full).unwrap();
     let mut all_keys = BTreeSet::new();
     for (key, value) in &table {
@@ -131,6 +136,10 @@ fn example_documents_every_key() {
     assert_eq!(
         config.hybrid_store.huge_partition_hard_limit,
         Some(ByteSize(100 * ByteSize::GIB))
+    );
+    assert_eq!(
+        config.coordinator.remote_storage_path.as_deref(),
+        Some("hdfs://namenode:8020/rss")
     );
 }
 
@@ -363,6 +372,41 @@ fn invalid_samples_name_the_key() {
             "[metrics]\npush_gateway_endpoint = \"gateway:9091\"",
             "metrics.push_gateway_endpoint",
         ),
+        // The embedded coordinator.
+        ("[coordinator]\nenabeld = true", "coordinator.enabeld"),
+        ("[coordinator]\nenabled = \"yes\"", "coordinator.enabled"),
+        (
+            "[coordinator]\nserver_heartbeat_timeout = \"0s\"",
+            "coordinator.server_heartbeat_timeout",
+        ),
+        (
+            "[coordinator]\napp_heartbeat_timeout = \"0s\"",
+            "coordinator.app_heartbeat_timeout",
+        ),
+        (
+            "[coordinator]\nshuffle_server_number = 0",
+            "coordinator.shuffle_server_number",
+        ),
+        (
+            "[coordinator]\nshuffle_server_number = -1",
+            "coordinator.shuffle_server_number",
+        ),
+        (
+            "[coordinator]\nremote_storage_path = \"\"",
+            "coordinator.remote_storage_path",
+        ),
+        (
+            "[coordinator]\nremote_storage_path = \"hdfs://a b\"",
+            "coordinator.remote_storage_path",
+        ),
+        (
+            "[coordinator]\nclient_conf = { \"\" = \"x\" }",
+            "coordinator.client_conf",
+        ),
+        (
+            "[coordinator]\nclient_conf = { \"rss.x\" = 1 }",
+            "coordinator.client_conf.rss.x",
+        ),
     ];
     for &(sample, key) in cases {
         let err = Config::from_toml_str(sample)
@@ -382,6 +426,8 @@ fn valid_edge_samples() {
         "[shutdown]\ndrain_timeout = \"0s\"\nspill_timeout = \"0s\"",
         "[memory_store]\ncapacity = 1073741824",
         "[metrics]\npush_gateway_endpoint = \"https://gateway:9091/\"",
+        "[coordinator]\nenabled = true\nserver_heartbeat_timeout = \"300ms\"",
+        "[coordinator.client_conf]\n\"rss.storage.type\" = \"MEMORY_LOCALFILE\"\n\"spark.rss.x\" = \"\"",
     ] {
         if let Err(err) = Config::from_toml_str(sample) {
             panic!("sample should be accepted:\n{sample}\nerror: {err}");
@@ -510,6 +556,13 @@ fn config() -> impl Strategy<Value = Config> {
             duration(),
         ),
         proptest::option::of("https?://[a-z]{1,8}:[0-9]{2,4}"),
+        (
+            any::<bool>(),
+            (duration(), duration()),
+            1usize..10_000,
+            proptest::option::of("hdfs://[a-z]{1,8}/[a-z/]{0,8}"),
+            proptest::collection::btree_map("[a-z][a-z.]{0,12}", "[ -~]{0,12}", 0..4),
+        ),
     );
     (top, sections).prop_map(
         |(
@@ -520,6 +573,13 @@ fn config() -> impl Strategy<Value = Config> {
                 ((mem_low, mem_high), single_buffer, spill_concurrency, huge_ratio),
                 (hard_limit, app_timeout, drain_timeout),
                 push_gateway_endpoint,
+                (
+                    enabled,
+                    (server_timeout, app_expiry),
+                    server_number,
+                    remote_storage_path,
+                    client_conf,
+                ),
             ),
         )| {
             let mut c = Config {
@@ -549,6 +609,14 @@ fn config() -> impl Strategy<Value = Config> {
             c.app.app_heartbeat_timeout = app_timeout;
             c.shutdown.drain_timeout = drain_timeout;
             c.metrics.push_gateway_endpoint = push_gateway_endpoint;
+            c.coordinator = CoordinatorConfig {
+                enabled,
+                server_heartbeat_timeout: server_timeout,
+                app_heartbeat_timeout: app_expiry,
+                shuffle_server_number: server_number,
+                remote_storage_path,
+                client_conf,
+            };
             if c.metrics.http_port == c.grpc_port {
                 c.metrics.http_port = 0;
             }

@@ -4,8 +4,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{
-    AppConfig, ByteSize, Config, ConfigError, HdfsStoreConfig, HybridStoreConfig,
-    LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig, ShutdownConfig, StoreType,
+    AppConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
+    HybridStoreConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig, ShutdownConfig,
+    StoreType,
 };
 
 impl Config {
@@ -20,7 +21,9 @@ impl Config {
     /// - the huge-partition ratio is in `(0, 1]`;
     /// - `grpc_port != metrics.http_port` unless both are 0;
     /// - tags are non-empty and comma-free, coordinators look like `host:port`, and the push
-    ///   gateway is an http(s) URL.
+    ///   gateway is an http(s) URL;
+    /// - the coordinator's timeouts are non-zero, its default server number is at least 1,
+    ///   client-conf keys are non-empty and the remote storage path has no spaces.
     ///
     /// Returns the first violation.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -40,6 +43,7 @@ impl Config {
             app,
             metrics,
             shutdown,
+            coordinator,
         } = self;
 
         if bind_ip.parse::<std::net::IpAddr>().is_err() {
@@ -76,7 +80,8 @@ impl Config {
         hybrid_store.check()?;
         app.check()?;
         metrics.check(*grpc_port)?;
-        shutdown.check()
+        shutdown.check()?;
+        coordinator.check()
     }
 }
 
@@ -265,6 +270,42 @@ impl ShutdownConfig {
             drain_timeout: _,
             spill_timeout: _,
         } = self;
+        Ok(())
+    }
+}
+
+impl CoordinatorConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let CoordinatorConfig {
+            enabled: _,
+            server_heartbeat_timeout,
+            app_heartbeat_timeout,
+            shuffle_server_number,
+            remote_storage_path,
+            client_conf,
+        } = self;
+        nonzero_duration(
+            "coordinator.server_heartbeat_timeout",
+            *server_heartbeat_timeout,
+        )?;
+        nonzero_duration("coordinator.app_heartbeat_timeout", *app_heartbeat_timeout)?;
+        at_least_one("coordinator.shuffle_server_number", *shuffle_server_number)?;
+        if let Some(path) = remote_storage_path {
+            if path.is_empty() || path.contains(char::is_whitespace) {
+                return Err(ConfigError::new(
+                    "coordinator.remote_storage_path",
+                    format!("{path:?}: expected a path or URI without spaces"),
+                ));
+            }
+        }
+        for key in client_conf.keys() {
+            if key.trim().is_empty() {
+                return Err(ConfigError::new(
+                    "coordinator.client_conf",
+                    "keys must be non-empty",
+                ));
+            }
+        }
         Ok(())
     }
 }

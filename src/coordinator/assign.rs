@@ -1,0 +1,487 @@
+//! The assignment rule behind `getShuffleAssignments`: which live servers get which partition
+//! ranges. A pure function of the servers, their current load and the request, so it is tested
+//! without a network and gives the same answer for the same inputs.
+//!
+//! The rule (a deterministic form of Uniffle's `PARTITION_BALANCE` + `ROUND`):
+//! 1. candidates are the live servers that are `ACTIVE`, not in `faultyServerIds`, and carry
+//!    every required tag;
+//! 2. servers used = the requested number (> 0) or the configured default, raised to
+//!    `dataReplica` and capped by the candidates;
+//! 3. candidates are ranked by `availableMemory / (assignedPartitions + average)`, highest
+//!    first, where `average = max(1, partitionNum × dataReplica / candidates)` keeps an idle
+//!    server from winning by memory alone; ties go to the less loaded server, then the lower id;
+//! 4. the top servers take the ranges round-robin: range `k`'s replicas are the `dataReplica`
+//!    servers after those of range `k − 1`, so replicas of a range are distinct and every
+//!    server gets the same number of ranges (±1).
+//!
+//! The caller adds the result to the app's load, so the next shuffle prefers other servers.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::proto::ServerStatus;
+
+use super::registry::ServerNode;
+
+/// Most ranges one request may produce: the partitions the default block-id layout can address
+/// (24 bits). Bounds the response a malformed request can make the coordinator build.
+pub const MAX_RANGES: i64 = 1 << 24;
+
+/// What `getShuffleAssignments` asks for, as sent (before any defaulting).
+#[derive(Debug, Clone, Copy)]
+pub struct AssignRequest<'a> {
+    /// Partitions of the shuffle (`partitionNum`).
+    pub partition_num: i32,
+    /// Partitions per range (`partitionNumPerRange`; Spark always sends 1).
+    pub partition_num_per_range: i32,
+    /// Distinct servers per range (`dataReplica`).
+    pub replica: i32,
+    /// Servers to spread over (`assignmentShuffleServerNumber`); ≤ 0 means the default.
+    pub server_number: i32,
+    /// Tags every assigned server must carry (`requireTags`).
+    pub require_tags: &'a [String],
+    /// Servers the client has seen fail (`faultyServerIds`).
+    pub faulty_server_ids: &'a [String],
+}
+
+/// Why no assignment could be made; answered as `INTERNAL_ERROR` with this text as `retMsg`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssignError {
+    /// The numbers in the request make no sense.
+    #[error("invalid assignment request: {0}")]
+    Invalid(String),
+    /// Fewer assignable servers than `dataReplica`. The text starts like the Java
+    /// coordinator's, which operators and client logs already know.
+    #[error(
+        "There isn't enough shuffle servers: dataReplica is {needed} but {found} of {live} live \
+         server(s) are ACTIVE, carry tags {require_tags:?} and are not in faultyServerIds"
+    )]
+    NotEnoughServers {
+        /// `dataReplica`.
+        needed: usize,
+        /// Assignable servers.
+        found: usize,
+        /// Live servers of any status and tags.
+        live: usize,
+        /// The tags asked for.
+        require_tags: Vec<String>,
+    },
+}
+
+/// One partition range and its replicas, in replica order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RangeAssignment<'a> {
+    /// First partition, inclusive.
+    pub start: i32,
+    /// Last partition, inclusive.
+    pub end: i32,
+    /// `dataReplica` distinct servers.
+    pub servers: Vec<&'a ServerNode>,
+}
+
+/// Applies the module's rule. `live` are the servers heard from within the timeout; `load` is
+/// the partitions already assigned per server id (missing = 0); `default_server_number` is
+/// `coordinator.shuffle_server_number`.
+///
+/// `partition_num == 0` is Ok with no ranges, whatever the servers.
+pub fn assign<'a>(
+    live: &'a [ServerNode],
+    load: &HashMap<String, u64>,
+    req: &AssignRequest<'_>,
+    default_server_number: usize,
+) -> Result<Vec<RangeAssignment<'a>>, AssignError> {
+    if req.partition_num < 0 {
+        return Err(AssignError::Invalid(format!(
+            "partitionNum is {}, expected 0 or more",
+            req.partition_num
+        )));
+    }
+    if req.partition_num_per_range < 1 {
+        return Err(AssignError::Invalid(format!(
+            "partitionNumPerRange is {}, expected 1 or more",
+            req.partition_num_per_range
+        )));
+    }
+    if req.replica < 1 {
+        return Err(AssignError::Invalid(format!(
+            "dataReplica is {}, expected 1 or more",
+            req.replica
+        )));
+    }
+    if req.partition_num == 0 {
+        return Ok(Vec::new());
+    }
+    let partitions = i64::from(req.partition_num);
+    let per_range = i64::from(req.partition_num_per_range);
+    let range_count = (partitions + per_range - 1) / per_range;
+    if range_count > MAX_RANGES {
+        return Err(AssignError::Invalid(format!(
+            "{range_count} partition ranges requested, at most {MAX_RANGES} are supported"
+        )));
+    }
+
+    let faulty: HashSet<&str> = req.faulty_server_ids.iter().map(String::as_str).collect();
+    let mut candidates: Vec<&ServerNode> = live
+        .iter()
+        .filter(|s| {
+            s.status == ServerStatus::Active
+                && !faulty.contains(s.id.as_str())
+                && s.has_tags(req.require_tags)
+        })
+        .collect();
+    // `replica >= 1` was checked above, so this also covers "no candidates".
+    let replica = usize::try_from(req.replica).unwrap_or(usize::MAX);
+    if candidates.len() < replica {
+        return Err(AssignError::NotEnoughServers {
+            needed: replica,
+            found: candidates.len(),
+            live: live.len(),
+            require_tags: req.require_tags.to_vec(),
+        });
+    }
+
+    let wanted = match usize::try_from(req.server_number) {
+        Ok(n) if n > 0 => n,
+        _ => default_server_number,
+    };
+    let used = wanted.max(replica).min(candidates.len());
+
+    let average = (partitions as u64 * replica as u64 / candidates.len() as u64).max(1);
+    let load_of = |s: &ServerNode| load.get(&s.id).copied().unwrap_or(0);
+    let score = |s: &ServerNode| s.available_memory.max(0) as f64 / (load_of(s) + average) as f64;
+    candidates.sort_by(|a, b| {
+        score(b)
+            .total_cmp(&score(a))
+            .then_with(|| load_of(a).cmp(&load_of(b)))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    candidates.truncate(used);
+
+    let mut ranges = Vec::with_capacity(range_count as usize);
+    let mut next = 0usize;
+    for k in 0..range_count {
+        let start = k * per_range;
+        let end = (start + per_range - 1).min(partitions - 1);
+        let servers = (0..replica)
+            .map(|r| candidates[(next + r) % used])
+            .collect();
+        next = (next + replica) % used;
+        // Both fit in i32: they lie in 0..partition_num.
+        ranges.push(RangeAssignment {
+            start: start as i32,
+            end: end as i32,
+            servers,
+        });
+    }
+    Ok(ranges)
+}
+
+/// Partitions each server received in `ranges` (a range of `n` partitions counts `n` for each of
+/// its replicas): the load to add for the app.
+pub fn partitions_per_server(ranges: &[RangeAssignment<'_>]) -> HashMap<String, u64> {
+    let mut counts = HashMap::new();
+    for range in ranges {
+        let size = (i64::from(range.end) - i64::from(range.start) + 1) as u64;
+        for server in &range.servers {
+            *counts.entry(server.id.clone()).or_insert(0) += size;
+        }
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    fn server(id: &str, memory: i64, tags: &[&str]) -> ServerNode {
+        ServerNode {
+            id: id.into(),
+            ip: "127.0.0.1".into(),
+            grpc_port: 1,
+            netty_port: 0,
+            jetty_port: 0,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            status: ServerStatus::Active,
+            available_memory: memory,
+            used_memory: 0,
+            last_seen: Instant::now(),
+        }
+    }
+
+    fn three() -> Vec<ServerNode> {
+        vec![
+            server("a", 1000, &["ss_v5", "GRPC"]),
+            server("b", 1000, &["ss_v5", "GRPC", "GRPC_NETTY"]),
+            server("c", 1000, &["ss_v5", "GRPC_NETTY"]),
+        ]
+    }
+
+    fn request(partition_num: i32, replica: i32) -> AssignRequest<'static> {
+        AssignRequest {
+            partition_num,
+            partition_num_per_range: 1,
+            replica,
+            server_number: -1,
+            require_tags: &[],
+            faulty_server_ids: &[],
+        }
+    }
+
+    fn ids(range: &RangeAssignment<'_>) -> Vec<String> {
+        range.servers.iter().map(|s| s.id.clone()).collect()
+    }
+
+    /// Checks the shape every answer must have and returns the ids used.
+    fn check_cover(
+        ranges: &[RangeAssignment<'_>],
+        req: &AssignRequest<'_>,
+    ) -> BTreeMap<String, u64> {
+        let mut expected_start = 0;
+        for range in ranges {
+            assert_eq!(range.start, expected_start, "ranges are contiguous");
+            assert!(range.end >= range.start);
+            assert!(range.end - range.start < req.partition_num_per_range);
+            expected_start = range.end + 1;
+            assert_eq!(range.servers.len(), req.replica as usize);
+            let distinct: HashSet<&str> = range.servers.iter().map(|s| s.id.as_str()).collect();
+            assert_eq!(distinct.len(), range.servers.len(), "replicas are distinct");
+        }
+        assert_eq!(
+            expected_start, req.partition_num,
+            "every partition is covered"
+        );
+        partitions_per_server(ranges).into_iter().collect()
+    }
+
+    #[test]
+    fn spreads_single_partition_ranges_evenly() {
+        let servers = three();
+        let req = request(10, 1);
+        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        assert_eq!(ranges.len(), 10);
+        let counts = check_cover(&ranges, &req);
+        assert_eq!(counts.values().copied().collect::<Vec<_>>(), [4, 3, 3]);
+        // Deterministic: equal servers are taken in id order.
+        assert_eq!(ids(&ranges[0]), ["a"]);
+        assert_eq!(ids(&ranges[1]), ["b"]);
+        assert_eq!(ids(&ranges[3]), ["a"]);
+    }
+
+    #[test]
+    fn replicas_are_distinct_and_every_partition_is_covered_per_replica() {
+        let servers = three();
+        let req = AssignRequest {
+            partition_num: 7,
+            partition_num_per_range: 3,
+            ..request(7, 2)
+        };
+        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        assert_eq!(
+            ranges.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(),
+            [(0, 2), (3, 5), (6, 6)]
+        );
+        let counts = check_cover(&ranges, &req);
+        assert_eq!(
+            counts.values().sum::<u64>(),
+            14,
+            "7 partitions × 2 replicas"
+        );
+    }
+
+    #[test]
+    fn required_tags_faulty_ids_and_status_filter_candidates() {
+        let mut servers = three();
+        let tags = ["GRPC".to_string()];
+        let req = AssignRequest {
+            require_tags: &tags,
+            ..request(4, 1)
+        };
+        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        let used: HashSet<String> = ranges.iter().flat_map(ids).collect();
+        assert_eq!(used, HashSet::from(["a".into(), "b".into()]));
+
+        let faulty = ["a".to_string()];
+        let req = AssignRequest {
+            faulty_server_ids: &faulty,
+            ..req
+        };
+        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        assert!(ranges.iter().all(|r| ids(r) == ["b"]));
+
+        servers[1].status = ServerStatus::Decommissioning;
+        let err = assign(&servers, &HashMap::new(), &req, 9).unwrap_err();
+        assert_eq!(
+            err,
+            AssignError::NotEnoughServers {
+                needed: 1,
+                found: 0,
+                live: 3,
+                require_tags: tags.to_vec()
+            }
+        );
+        assert!(err
+            .to_string()
+            .starts_with("There isn't enough shuffle servers"));
+        for status in [
+            ServerStatus::Unhealthy,
+            ServerStatus::Decommissioned,
+            ServerStatus::Lost,
+            ServerStatus::Excluded,
+        ] {
+            servers[1].status = status;
+            assert!(assign(&servers, &HashMap::new(), &req, 9).is_err());
+        }
+    }
+
+    #[test]
+    fn server_number_is_requested_or_default_raised_to_replica_and_capped() {
+        let servers = three();
+        let used = |server_number: i32, replica: i32, default: usize| {
+            let req = AssignRequest {
+                server_number,
+                ..request(30, replica)
+            };
+            let ranges = assign(&servers, &HashMap::new(), &req, default).unwrap();
+            check_cover(&ranges, &req).len()
+        };
+        assert_eq!(used(2, 1, 9), 2);
+        assert_eq!(used(1, 1, 9), 1);
+        assert_eq!(used(99, 1, 9), 3, "capped by candidates");
+        assert_eq!(used(-1, 1, 2), 2, "-1 takes the default");
+        assert_eq!(used(0, 1, 1), 1, "0 takes the default");
+        assert_eq!(used(-1, 1, 9999), 3);
+        assert_eq!(used(1, 2, 9), 2, "raised to dataReplica");
+    }
+
+    #[test]
+    fn prefers_memory_per_assigned_partition() {
+        let servers = vec![
+            server("a", 1000, &[]),
+            server("b", 5000, &[]),
+            server("c", 2000, &[]),
+        ];
+        let req = AssignRequest {
+            server_number: 1,
+            ..request(1, 1)
+        };
+        let pick = |load: &HashMap<String, u64>| {
+            ids(&assign(&servers, load, &req, 9).unwrap()[0])[0].clone()
+        };
+        assert_eq!(pick(&HashMap::new()), "b");
+        // b: 5000/(4+1) = 1000 < c: 2000/(0+1).
+        assert_eq!(pick(&HashMap::from([("b".into(), 4)])), "c");
+        // Negative memory reports count as none.
+        let servers = vec![server("a", -5, &[]), server("b", 0, &[])];
+        let ranges = assign(&servers, &HashMap::from([("a".into(), 1)]), &req, 9).unwrap();
+        assert_eq!(ids(&ranges[0]), ["b"], "equal scores: the less loaded wins");
+    }
+
+    #[test]
+    fn load_moves_the_next_shuffle_elsewhere() {
+        let servers = three();
+        let mut load = HashMap::new();
+        let req = AssignRequest {
+            server_number: 1,
+            ..request(1, 1)
+        };
+        let mut picked = Vec::new();
+        for _ in 0..3 {
+            let ranges = assign(&servers, &load, &req, 9).unwrap();
+            picked.push(ids(&ranges[0])[0].clone());
+            for (id, n) in partitions_per_server(&ranges) {
+                *load.entry(id).or_insert(0) += n;
+            }
+        }
+        picked.sort();
+        assert_eq!(picked, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn bad_requests_are_errors_and_zero_partitions_is_empty() {
+        let servers = three();
+        assert!(assign(&servers, &HashMap::new(), &request(0, 1), 9)
+            .unwrap()
+            .is_empty());
+        assert!(assign(&[], &HashMap::new(), &request(0, 1), 9)
+            .unwrap()
+            .is_empty());
+        for req in [
+            request(-1, 1),
+            request(4, 0),
+            request(4, -2),
+            AssignRequest {
+                partition_num_per_range: 0,
+                ..request(4, 1)
+            },
+            request(i32::MAX, 1),
+        ] {
+            assert!(
+                matches!(
+                    assign(&servers, &HashMap::new(), &req, 9),
+                    Err(AssignError::Invalid(_))
+                ),
+                "{req:?}"
+            );
+        }
+        assert!(matches!(
+            assign(&servers, &HashMap::new(), &request(4, 4), 9),
+            Err(AssignError::NotEnoughServers {
+                needed: 4,
+                found: 3,
+                ..
+            })
+        ));
+        assert!(matches!(
+            assign(&[], &HashMap::new(), &request(4, 1), 9),
+            Err(AssignError::NotEnoughServers { found: 0, .. })
+        ));
+        // Huge ranges need not be many.
+        let req = AssignRequest {
+            partition_num_per_range: i32::MAX,
+            ..request(i32::MAX, 1)
+        };
+        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        assert_eq!(ranges.len(), 1);
+        assert_eq!((ranges[0].start, ranges[0].end), (0, i32::MAX - 1));
+    }
+
+    proptest! {
+        #[test]
+        fn every_answer_covers_each_partition_once_per_replica(
+            memories in proptest::collection::vec(0i64..10_000, 1..8),
+            partition_num in 1i32..200,
+            per_range in 1i32..10,
+            replica in 1i32..4,
+            server_number in -1i32..10,
+        ) {
+            let servers: Vec<ServerNode> = memories
+                .iter()
+                .enumerate()
+                .map(|(i, m)| server(&format!("s{i}"), *m, &[]))
+                .collect();
+            let req = AssignRequest {
+                partition_num,
+                partition_num_per_range: per_range,
+                replica,
+                server_number,
+                require_tags: &[],
+                faulty_server_ids: &[],
+            };
+            match assign(&servers, &HashMap::new(), &req, 3) {
+                Ok(ranges) => {
+                    let counts = check_cover(&ranges, &req);
+                    let total: u64 = counts.values().sum();
+                    prop_assert_eq!(total, partition_num as u64 * replica as u64);
+                }
+                Err(AssignError::NotEnoughServers { .. }) => {
+                    prop_assert!(servers.len() < replica as usize);
+                }
+                Err(e) => prop_assert!(false, "unexpected {e}"),
+            }
+        }
+    }
+}
