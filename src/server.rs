@@ -212,7 +212,7 @@ pub async fn start(config: Config) -> Result<Running> {
             tags: config.tags.clone(),
             start_time_ms: crate::tasks::heartbeat::now_ms(),
         },
-        config.coordinator_quorum.clone(),
+        heartbeat_targets(&config, grpc_addr),
         config.heartbeat_interval,
         tasks_stop.clone(),
         &tracker,
@@ -306,6 +306,24 @@ impl Running {
         tracing::info!(?report, "spillway stopped");
         report
     }
+}
+
+/// The coordinators to heartbeat: the configured quorum, plus this server's own address when
+/// it runs the embedded coordinator (so a single binary is a complete service).
+fn heartbeat_targets(config: &Config, grpc_addr: SocketAddr) -> Vec<String> {
+    let mut targets = config.coordinator_quorum.clone();
+    if config.coordinator.enabled && config.coordinator.register_self {
+        let ip = if grpc_addr.ip().is_unspecified() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            grpc_addr.ip()
+        };
+        let own = SocketAddr::new(ip, grpc_addr.port()).to_string();
+        if !targets.contains(&own) {
+            targets.push(own);
+        }
+    }
+    targets
 }
 
 /// Runs `fut` with a deadline, logging how long the step took.

@@ -20,6 +20,8 @@ const GIB: i64 = 1 << 30;
 async fn start_coordinator(tweak: impl FnOnce(&mut Config)) -> (TestServer, Coord) {
     let server = common::start(1, |c| {
         c.coordinator.enabled = true;
+        // These tests register fake servers only; the self-registration has its own test.
+        c.coordinator.register_self = false;
         tweak(c);
     })
     .await;
@@ -649,5 +651,41 @@ async fn a_server_can_register_with_its_own_coordinator() {
     assert_eq!(format!("{}:{}", given.ip, given.port), addr.to_string());
 
     common::register(&mut server.client, "app_single", 0, 0..4, false).await;
+    server.running.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_embedded_coordinator_the_server_registers_itself() {
+    let (server, mut client) = start_coordinator(|c| {
+        c.coordinator.register_self = true;
+        c.heartbeat_interval = std::time::Duration::from_millis(100);
+    })
+    .await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let list = client
+            .get_shuffle_server_list(tonic::Request::new(()))
+            .await
+            .unwrap()
+            .into_inner();
+        if list
+            .servers
+            .iter()
+            .any(|s| s.id == server.running.server_id)
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "server never registered itself"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let req = request("app_self", 3, 1, &["ss_v5", "GRPC"]);
+    let resp = assign(&mut client, req.clone()).await;
+    assert_eq!(
+        ids(&check(&resp, &req)),
+        [server.running.server_id.as_str()]
+    );
     server.running.shutdown().await;
 }

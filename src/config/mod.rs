@@ -344,6 +344,11 @@ pub struct CoordinatorConfig {
     /// Whether the `CoordinatorServer` gRPC service is served. Default: false (the shipped
     /// `config.toml.example` turns it on).
     pub enabled: bool,
+    /// With `enabled`, this server heartbeats its own coordinator (in addition to
+    /// `coordinator_quorum`), so one binary is a complete service. Off only for a
+    /// coordinator-only node or tests that want a coordinator without its own server.
+    /// Default: true.
+    pub register_self: bool,
     /// A shuffle server with no heartbeat for this long is no longer assigned and is dropped.
     /// Must be > 0. Default: `30s` (Uniffle's `rss.coordinator.server.heartbeat.timeout`).
     #[serde(with = "humantime_serde")]
@@ -371,6 +376,7 @@ impl Default for CoordinatorConfig {
     fn default() -> Self {
         CoordinatorConfig {
             enabled: false,
+            register_self: true,
             server_heartbeat_timeout: Duration::from_secs(30),
             app_heartbeat_timeout: Duration::from_secs(60),
             shuffle_server_number: 9,

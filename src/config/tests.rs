@@ -611,6 +611,7 @@ fn config() -> impl Strategy<Value = Config> {
             c.metrics.push_gateway_endpoint = push_gateway_endpoint;
             c.coordinator = CoordinatorConfig {
                 enabled,
+                register_self: !enabled,
                 server_heartbeat_timeout: server_timeout,
                 app_heartbeat_timeout: app_expiry,
                 shuffle_server_number: server_number,

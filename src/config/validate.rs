@@ -278,6 +278,7 @@ impl CoordinatorConfig {
     fn check(&self) -> Result<(), ConfigError> {
         let CoordinatorConfig {
             enabled: _,
+            register_self: _,
             server_heartbeat_timeout,
             app_heartbeat_timeout,
             shuffle_server_number,
