@@ -261,8 +261,12 @@ start_server() {
       return 0
     fi
     if ! kill -0 "$pid" 2>/dev/null; then
-      echo "---- server $name exited during start-up; $dir/server.log:"
-      tail -n 20 "$dir/server.log"
+      echo "---- server $name exited during start-up; $dir/server.log says:"
+      grep -m 5 -E '^Error|panicked|ERROR' "$dir/server.log" || tail -n 20 "$dir/server.log"
+      if grep -q 'unknown field `coordinator`' "$dir/server.log"; then
+        echo "---- this spillway has no embedded coordinator yet (no [coordinator] config section);"
+        echo "     run.sh --stub-coordinator drives it through the harness's stub coordinator"
+      fi
       return 1
     fi
     if ((SECONDS > deadline)); then

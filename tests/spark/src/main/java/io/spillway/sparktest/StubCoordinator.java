@@ -11,7 +11,6 @@ import java.util.List;
 import java.util.Map;
 import org.apache.uniffle.proto.CoordinatorServerGrpc;
 import org.apache.uniffle.proto.RssProtos;
-import org.apache.uniffle.shaded.com.google.protobuf.Empty;
 
 /**
  * A minimal stand-in for the Uniffle coordinator, for run.sh --stub-coordinator: it lets the
@@ -22,8 +21,12 @@ import org.apache.uniffle.shaded.com.google.protobuf.Empty;
  * <p>Servers come from {@code --servers id@ip:port,...} and from shuffle-server heartbeats.
  * {@code getShuffleAssignments} gives each partition {@code dataReplica} servers, rotating the
  * first one by partition, in the order servers became known; it answers INTERNAL_ERROR when there
- * are fewer servers than replicas. Tags are logged, not enforced. Everything else answers
- * SUCCESS with empty content.
+ * are fewer servers than replicas. Tags are logged, not enforced. The other client calls answer
+ * SUCCESS with empty content. Methods taking {@code google.protobuf.Empty} ({@code fetchClientConf},
+ * {@code getShuffleServerList}, ...) are left UNIMPLEMENTED: the client jars relocate protobuf
+ * differently (0.9.0: org.apache.uniffle.com.google.protobuf, 0.9.2:
+ * org.apache.uniffle.shaded.com.google.protobuf), so naming Empty would tie this file to one
+ * version; the jobs run with spark.rss.dynamicClientConf.enabled=false.
  *
  * <pre>
  *   StubCoordinator --port P [--servers id@ip:port,...]
@@ -178,16 +181,6 @@ public final class StubCoordinator extends CoordinatorServerGrpc.CoordinatorServ
   }
 
   @Override
-  public void fetchClientConf(Empty req, StreamObserver<RssProtos.FetchClientConfResponse> obs) {
-    log("fetchClientConf");
-    reply(
-        obs,
-        RssProtos.FetchClientConfResponse.newBuilder()
-            .setStatus(RssProtos.StatusCode.SUCCESS)
-            .build());
-  }
-
-  @Override
   public void fetchRemoteStorage(
       RssProtos.FetchRemoteStorageRequest req,
       StreamObserver<RssProtos.FetchRemoteStorageResponse> obs) {
@@ -196,37 +189,6 @@ public final class StubCoordinator extends CoordinatorServerGrpc.CoordinatorServ
         obs,
         RssProtos.FetchRemoteStorageResponse.newBuilder()
             .setStatus(RssProtos.StatusCode.SUCCESS)
-            .build());
-  }
-
-  @Override
-  public void getShuffleServerList(
-      Empty req, StreamObserver<RssProtos.GetShuffleServerListResponse> obs) {
-    synchronized (servers) {
-      reply(
-          obs,
-          RssProtos.GetShuffleServerListResponse.newBuilder()
-              .addAllServers(servers.values())
-              .build());
-    }
-  }
-
-  @Override
-  public void getShuffleServerNum(
-      Empty req, StreamObserver<RssProtos.GetShuffleServerNumResponse> obs) {
-    synchronized (servers) {
-      reply(obs, RssProtos.GetShuffleServerNumResponse.newBuilder().setNum(servers.size()).build());
-    }
-  }
-
-  @Override
-  public void checkServiceAvailable(
-      Empty req, StreamObserver<RssProtos.CheckServiceAvailableResponse> obs) {
-    reply(
-        obs,
-        RssProtos.CheckServiceAvailableResponse.newBuilder()
-            .setStatus(RssProtos.StatusCode.SUCCESS)
-            .setAvailable(true)
             .build());
   }
 

@@ -2,6 +2,8 @@ package io.spillway.sparktest;
 
 import io.grpc.ManagedChannel;
 import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.TreeSet;
@@ -113,19 +115,30 @@ public final class WaitForServers {
     }
   }
 
+  /**
+   * getShuffleServerList, for diagnostics. Called by reflection: its google.protobuf.Empty
+   * argument is relocated differently in each client jar.
+   */
   static String serverList(ManagedChannel channel) {
     try {
-      RssProtos.GetShuffleServerListResponse r =
-          CoordinatorServerGrpc.newBlockingStub(channel)
-              .withDeadlineAfter(5, TimeUnit.SECONDS)
-              .getShuffleServerList(
-                  org.apache.uniffle.shaded.com.google.protobuf.Empty.getDefaultInstance());
-      List<String> ids = new ArrayList<>();
-      for (RssProtos.ShuffleServerId s : r.getServersList()) {
-        ids.add(s.getId());
+      Object stub =
+          CoordinatorServerGrpc.newBlockingStub(channel).withDeadlineAfter(5, TimeUnit.SECONDS);
+      for (Method m : stub.getClass().getMethods()) {
+        if (m.getName().equals("getShuffleServerList") && m.getParameterCount() == 1) {
+          Object empty = m.getParameterTypes()[0].getMethod("getDefaultInstance").invoke(null);
+          RssProtos.GetShuffleServerListResponse r =
+              (RssProtos.GetShuffleServerListResponse) m.invoke(stub, empty);
+          List<String> ids = new ArrayList<>();
+          for (RssProtos.ShuffleServerId s : r.getServersList()) {
+            ids.add(s.getId());
+          }
+          return ids.toString();
+        }
       }
-      return ids.toString();
-    } catch (RuntimeException e) {
+      return "not in this client jar";
+    } catch (InvocationTargetException e) {
+      return "failed: " + e.getCause();
+    } catch (ReflectiveOperationException | RuntimeException e) {
       return "failed: " + e;
     }
   }
