@@ -24,6 +24,10 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# From the repo root, so that cargo and rustup see rust-toolchain.toml; all paths are absolute.
+cd "$ROOT"
+# Spark binds and advertises loopback only.
+export SPARK_LOCAL_IP=127.0.0.1
 
 VERSIONS=${SPARK_E2E_VERSIONS:-"0.9.2 0.9.0"}
 JOBS=all
@@ -82,9 +86,10 @@ stop_pid() {
 
 cleanup() {
   local rc=$?
-  local pid
-  for pid in "${PIDS[@]}"; do
-    stop_pid "$pid"
+  local i
+  # Newest first: Spark before the servers it talks to.
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    stop_pid "${PIDS[$i]}"
   done
   if [[ $KEEP == 1 || $FAILED -gt 0 || $rc -ne 0 ]]; then
     echo "logs and configs kept in $WORK"
@@ -137,6 +142,38 @@ count_results() {
   fi
 }
 
+# Runs a command in the background and waits for it: bash runs traps only between commands, so a
+# foreground child would delay the cleanup on SIGTERM until it ends; `wait` is interrupted at once.
+# The child is registered for cleanup. Returns its exit code. Output goes to the file OUT (ERR:
+# same file, or "-" for the runner's own stderr); given here, not as redirections of the call,
+# which would also catch the trap's messages. OUT "-" keeps the runner's stdout and stderr.
+bg_wait() {
+  local out=$1 err=$2
+  shift 2
+  if [[ $out == - ]]; then
+    "$@" &
+  elif [[ $err == "$out" ]]; then
+    "$@" >"$out" 2>&1 &
+  else
+    "$@" >"$out" 2>"$err" &
+  fi
+  local pid=$!
+  PIDS+=("$pid")
+  local rc=0
+  wait "$pid" || rc=$?
+  forget_pid "$pid"
+  return $rc
+}
+
+# Drops a reaped pid from PIDS, so that cleanup never signals a recycled pid.
+forget_pid() {
+  local keep=() p
+  for p in "${PIDS[@]}"; do
+    [[ $p == "$1" ]] || keep+=("$p")
+  done
+  PIDS=("${keep[@]}")
+}
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
 }
@@ -159,12 +196,13 @@ build_client() {
   fi
   rm -rf "$out"
   local mvn=(mvn -B -q -f "$HERE/pom.xml" package -Duniffle.version="$ver" -Dbuild.dir="$out")
-  if timeout "$MVN_TIMEOUT" "${mvn[@]}" -o >"$WORK/mvn-$ver-offline.log" 2>&1; then
+  if bg_wait "$WORK/mvn-$ver-offline.log" "$WORK/mvn-$ver-offline.log" \
+    timeout "$MVN_TIMEOUT" "${mvn[@]}" -o; then
     log "client $ver: built offline from ~/.m2"
   else
     log "client $ver: offline build failed (artefacts not cached yet?), building online"
     rm -rf "$out"
-    if ! timeout "$MVN_TIMEOUT" "${mvn[@]}" >"$WORK/mvn-$ver.log" 2>&1; then
+    if ! bg_wait "$WORK/mvn-$ver.log" "$WORK/mvn-$ver.log" timeout "$MVN_TIMEOUT" "${mvn[@]}"; then
       tail -n 40 "$WORK/mvn-$ver.log"
       return 1
     fi
@@ -206,15 +244,13 @@ run_jobs() {
   shift 3
   local out="$WORK/$name.out" rc=0
   mkdir -p "$WORK/spark-local"
-  SPARK_LOCAL_IP=127.0.0.1 timeout -k 15 "$limit" java "${JAVA_OPTS[@]}" \
+  bg_wait "$out" "$WORK/$name.log" timeout -k 15 "$limit" java "${JAVA_OPTS[@]}" \
     -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
     io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" "$@" \
-    > >(tee "$out") 2>"$WORK/$name.log" || rc=$?
-  wait_tee
+    || rc=$?
+  cat "$out"
   count_results "$out" "$rc" "$name"
 }
-# Process substitution runs tee asynchronously; give it a moment to flush.
-wait_tee() { sleep 0.3; }
 
 # ---- Spillway ----------------------------------------------------------------------------------
 
@@ -300,7 +336,8 @@ start_stub() {
 # wait_coordinator VERSION HOST:PORT N: until the coordinator assigns N servers for our tags.
 wait_coordinator() {
   local ver=$1 coord=$2 n=$3
-  timeout -k 5 $((COORDINATOR_READY_TIMEOUT + 30)) java -cp "$(java_cp "$ver")" \
+  bg_wait - - \
+    timeout -k 5 $((COORDINATOR_READY_TIMEOUT + 30)) java -cp "$(java_cp "$ver")" \
     io.spillway.sparktest.WaitForServers --coordinator "$coord" --servers "$n" \
     --tags "ss_v5,$CLIENT_TYPE" --timeout-s "$COORDINATOR_READY_TIMEOUT"
 }
@@ -333,8 +370,8 @@ start_cluster() {
 }
 
 stop_cluster() {
-  local pid
-  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  local i
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
   PIDS=()
 }
 
@@ -365,8 +402,8 @@ if [[ $VANILLA_ONLY == 0 ]]; then
   phase "cargo build"
   if [[ -n ${SPILLWAY_BIN_PREBUILT:-} ]]; then
     log "using $SPILLWAY_BIN as is"
-  elif ! (cd "$ROOT" && timeout "$CARGO_TIMEOUT" cargo build --locked --bin spillway \
-      >"$WORK/cargo.log" 2>&1); then
+  elif ! bg_wait "$WORK/cargo.log" "$WORK/cargo.log" \
+      timeout "$CARGO_TIMEOUT" cargo build --locked --bin spillway; then
     tail -n 30 "$WORK/cargo.log"
     fail "cargo build"
   fi
@@ -408,7 +445,7 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       pause="$WORK/pause"
       mkdir -p "$pause" "$WORK/spark-local"
       rc=0
-      SPARK_LOCAL_IP=127.0.0.1 timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
+      timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
         -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
         io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
         --mode rss --coordinator "$COORD" --job replica --replica 2 \
@@ -425,12 +462,14 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
         log "reduce stage paused: SIGKILL server B (pid $r_1_PID, $r_1_ADDR)"
         kill -KILL "$r_1_PID" 2>/dev/null || true
         wait "$r_1_PID" 2>/dev/null || true
+        forget_pid "$r_1_PID"
         log "server B is gone; resuming the reduce stage"
       else
         log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
       fi
       touch "$pause/resume"
       wait "$jpid" || rc=$?
+      forget_pid "$jpid"
       cat "$WORK/$name.out"
       count_results "$WORK/$name.out" "$rc" "$name"
       if ! kill -0 "$r_0_PID" 2>/dev/null; then
