@@ -17,7 +17,7 @@
 # Phases: Maven build per client version (cached by a stamp; offline first, online if the
 # artefacts are missing) -> cargo build -> vanilla baseline -> per client version: one Spillway
 # server with the embedded coordinator + all jobs -> replica job: server A (coordinator) and
-# server B, replica 2, B is SIGKILLed while the reduce stage is paused before reading.
+# server B, replica 2, B is SIGKILLed mid-read (each reduce task pauses after its first record).
 # Every wait has a timeout; servers and Spark are killed on exit. The last line is
 # "N passed, M failed"; the exit code is non-zero when anything failed.
 set -euo pipefail
@@ -45,7 +45,7 @@ while [[ $# -gt 0 ]]; do
     --client-type) CLIENT_TYPE=$2; shift ;;
     --stub-coordinator) STUB=1 ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
