@@ -45,7 +45,7 @@ while [[ $# -gt 0 ]]; do
     --client-type) CLIENT_TYPE=$2; shift ;;
     --stub-coordinator) STUB=1 ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
