@@ -1,0 +1,499 @@
+#!/usr/bin/env bash
+# Spark end-to-end harness: real Spark 3.5 jobs in local mode, through the released Uniffle Spark 3
+# client, against Spillway; every job's result is compared with the same job on Spark's own
+# shuffle (the "vanilla baseline").
+#
+#   bash tests/spark/run.sh [options]
+#
+#   --vanilla-only        build the Maven project and run only the vanilla baseline (no server)
+#   --versions "A B"      Uniffle client versions (default "0.9.2 0.9.0"; env SPARK_E2E_VERSIONS)
+#   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
+#   --no-replica          skip the two-server replica job
+#   --client-type T       spark.rss.client.type: GRPC (default) or GRPC_NETTY
+#   --stub-coordinator    use the harness's StubCoordinator (Java, static server list) instead of
+#                         Spillway's embedded coordinator; for running before/without it
+#   --keep                keep the work dir (configs, server and Spark logs) even on success
+#
+# Phases: Maven build per client version (cached by a stamp; offline first, online if the
+# artefacts are missing) -> cargo build -> vanilla baseline -> per client version: one Spillway
+# server with the embedded coordinator + all jobs -> replica job: server A (coordinator) and
+# server B, replica 2, B is SIGKILLed mid-read (each reduce task pauses after its first record).
+# Every wait has a timeout; servers and Spark are killed on exit. The last line is
+# "N passed, M failed"; the exit code is non-zero when anything failed.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+# From the repo root, so that cargo and rustup see rust-toolchain.toml; all paths are absolute.
+cd "$ROOT"
+# Spark binds and advertises loopback only.
+export SPARK_LOCAL_IP=127.0.0.1
+
+VERSIONS=${SPARK_E2E_VERSIONS:-"0.9.2 0.9.0"}
+JOBS=all
+CLIENT_TYPE=GRPC
+VANILLA_ONLY=0
+REPLICA=1
+STUB=0
+KEEP=0
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --vanilla-only) VANILLA_ONLY=1 ;;
+    --versions) VERSIONS=$2; shift ;;
+    --jobs) JOBS=$2; shift ;;
+    --no-replica) REPLICA=0 ;;
+    --client-type) CLIENT_TYPE=$2; shift ;;
+    --stub-coordinator) STUB=1 ;;
+    --keep) KEEP=1 ;;
+    -h|--help) sed -n '2,22p' "$HERE/run.sh"; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+read -r -a VERSION_LIST <<<"$VERSIONS"
+[[ ${#VERSION_LIST[@]} -gt 0 ]] || { echo "run.sh: no client versions" >&2; exit 2; }
+
+# Time limits (seconds).
+MVN_TIMEOUT=${SPARK_E2E_MVN_TIMEOUT:-1500}
+CARGO_TIMEOUT=${SPARK_E2E_CARGO_TIMEOUT:-1800}
+SERVER_START_TIMEOUT=60
+COORDINATOR_READY_TIMEOUT=90
+SUITE_TIMEOUT=${SPARK_E2E_SUITE_TIMEOUT:-1500}
+REPLICA_TIMEOUT=900
+PAUSE_TIMEOUT=300
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/spillway-spark.XXXXXX")
+PIDS=()
+PASSED=0
+FAILED=0
+FAILURES=()
+TIMINGS=()
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# Stops one process we started: SIGTERM, up to 15 s, then SIGKILL.
+stop_pid() {
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 150; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$?
+  local i
+  # Newest first: Spark before the servers it talks to.
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
+    stop_pid "${PIDS[$i]}"
+  done
+  if [[ $KEEP == 1 || $FAILED -gt 0 || $rc -ne 0 ]]; then
+    echo "logs and configs kept in $WORK"
+  else
+    rm -rf "$WORK"
+  fi
+}
+trap cleanup EXIT
+trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM
+
+PHASE=""
+PHASE_T0=0
+phase() {
+  PHASE=$1
+  PHASE_T0=$(date +%s.%N)
+  log "== $PHASE"
+}
+phase_done() {
+  local t
+  t=$(awk -v a="$PHASE_T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  TIMINGS+=("$(printf '%-34s %7ss' "$PHASE" "$t")")
+  log "== $PHASE: ${t}s"
+}
+
+fail() {
+  FAILED=$((FAILED + 1))
+  FAILURES+=("$1")
+  echo "FAIL $1"
+}
+
+# Adds the PASS/FAIL lines of one SparkJobs run to the totals; a run that exited non-zero
+# without any FAIL line (crash, timeout) counts as one failure.
+count_results() {
+  local out=$1 rc=$2 what=$3 p f
+  p=$(grep -c '^PASS ' "$out" || true)
+  f=$(grep -c '^FAIL ' "$out" || true)
+  PASSED=$((PASSED + p))
+  FAILED=$((FAILED + f))
+  while IFS= read -r line; do FAILURES+=("${line#FAIL }"); done < <(grep '^FAIL ' "$out" || true)
+  if [[ $rc -ne 0 && $f -eq 0 ]]; then
+    if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+      fail "$what: timed out (exit $rc)"
+    else
+      fail "$what: exited $rc without a result line"
+    fi
+  fi
+  if [[ $rc -ne 0 || $f -gt 0 ]]; then
+    echo "---- last errors of $what (full log: ${out%.out}.log)"
+    grep -E 'ERROR|Exception|FAIL' "${out%.out}.log" 2>/dev/null | grep -v '^\s*at ' | tail -n 25 || true
+  fi
+}
+
+# Runs a command in the background and waits for it: bash runs traps only between commands, so a
+# foreground child would delay the cleanup on SIGTERM until it ends; `wait` is interrupted at once.
+# The child is registered for cleanup. Returns its exit code. Output goes to the file OUT (ERR:
+# same file, or "-" for the runner's own stderr); given here, not as redirections of the call,
+# which would also catch the trap's messages. OUT "-" keeps the runner's stdout and stderr.
+bg_wait() {
+  local out=$1 err=$2
+  shift 2
+  if [[ $out == - ]]; then
+    "$@" &
+  elif [[ $err == "$out" ]]; then
+    "$@" >"$out" 2>&1 &
+  else
+    "$@" >"$out" 2>"$err" &
+  fi
+  local pid=$!
+  PIDS+=("$pid")
+  local rc=0
+  wait "$pid" || rc=$?
+  forget_pid "$pid"
+  return $rc
+}
+
+# Drops a reaped pid from PIDS, so that cleanup never signals a recycled pid.
+forget_pid() {
+  local keep=() p
+  for p in "${PIDS[@]}"; do
+    [[ $p == "$1" ]] || keep+=("$p")
+  done
+  PIDS=("${keep[@]}")
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# ---- Maven -------------------------------------------------------------------------------------
+
+client_dir() { echo "$HERE/target/uniffle-$1"; }
+
+build_client() {
+  local ver=$1 out stamp
+  out=$(client_dir "$ver")
+  stamp=$({
+    cat "$HERE/pom.xml"
+    find "$HERE/src" -type f | LC_ALL=C sort | xargs cat
+    echo "$ver"
+  } | sha256sum | cut -c1-16)
+  if [[ -f $out/.stamp && $(cat "$out/.stamp") == "$stamp" && -d $out/classes && -d $out/deps ]]; then
+    log "client $ver: up to date ($out)"
+    return 0
+  fi
+  rm -rf "$out"
+  local mvn=(mvn -B -q -f "$HERE/pom.xml" package -Duniffle.version="$ver" -Dbuild.dir="$out")
+  if bg_wait "$WORK/mvn-$ver-offline.log" "$WORK/mvn-$ver-offline.log" \
+    timeout "$MVN_TIMEOUT" "${mvn[@]}" -o; then
+    log "client $ver: built offline from ~/.m2"
+  else
+    log "client $ver: offline build failed (artefacts not cached yet?), building online"
+    rm -rf "$out"
+    if ! bg_wait "$WORK/mvn-$ver.log" "$WORK/mvn-$ver.log" timeout "$MVN_TIMEOUT" "${mvn[@]}"; then
+      tail -n 40 "$WORK/mvn-$ver.log"
+      return 1
+    fi
+    log "client $ver: built online"
+  fi
+  echo "$stamp" >"$out/.stamp"
+}
+
+# ---- Java --------------------------------------------------------------------------------------
+
+JAVA_OPTS=(
+  -Xmx4g
+  -XX:+IgnoreUnrecognizedVMOptions
+  --add-opens=java.base/java.lang=ALL-UNNAMED
+  --add-opens=java.base/java.lang.invoke=ALL-UNNAMED
+  --add-opens=java.base/java.lang.reflect=ALL-UNNAMED
+  --add-opens=java.base/java.io=ALL-UNNAMED
+  --add-opens=java.base/java.net=ALL-UNNAMED
+  --add-opens=java.base/java.nio=ALL-UNNAMED
+  --add-opens=java.base/java.util=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED
+  --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED
+  --add-opens=java.base/jdk.internal.ref=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED
+  --add-opens=java.base/sun.nio.cs=ALL-UNNAMED
+  --add-opens=java.base/sun.security.action=ALL-UNNAMED
+  --add-opens=java.base/sun.util.calendar=ALL-UNNAMED
+  -Djdk.reflect.useDirectMethodHandle=false
+  -Dio.netty.tryReflectionSetAccessible=true
+  # apache/uniffle#2082: the 0.9.x client's shaded Netty fails reads on Java 17 without it.
+  -Dorg.apache.uniffle.shaded.io.netty.noUnsafe=true
+)
+
+java_cp() { local d; d=$(client_dir "$1"); echo "$d/classes:$d/deps/*"; }
+
+# run_jobs VERSION NAME TIMEOUT ARGS...: SparkJobs in the foreground, its result lines echoed.
+run_jobs() {
+  local ver=$1 name=$2 limit=$3
+  shift 3
+  local out="$WORK/$name.out" rc=0
+  mkdir -p "$WORK/spark-local"
+  bg_wait "$out" "$WORK/$name.log" timeout -k 15 "$limit" java "${JAVA_OPTS[@]}" \
+    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+    io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" "$@" \
+    || rc=$?
+  cat "$out"
+  count_results "$out" "$rc" "$name"
+}
+
+# ---- Spillway ----------------------------------------------------------------------------------
+
+SPILLWAY_BIN=${SPILLWAY_BIN:-"${CARGO_TARGET_DIR:-$ROOT/target}/debug/spillway"}
+
+# start_server NAME PORT COORDINATOR(0|1) QUORUM: sets NAME_PID and NAME_ADDR.
+start_server() {
+  local name=$1 port=$2 coord=$3 quorum=$4
+  local dir="$WORK/$name"
+  mkdir -p "$dir/d1" "$dir/d2"
+  {
+    echo 'store_type = "MEMORY_LOCALFILE"'
+    echo "grpc_port = $port"
+    echo 'bind_ip = "127.0.0.1"'
+    echo 'worker_ip = "127.0.0.1"'
+    echo "coordinator_quorum = [$quorum]"
+    echo 'heartbeat_interval = "2s"'
+    echo '[memory_store]'
+    echo '# Small on purpose: the large-record job (256 MiB) has to spill and back off.'
+    echo 'capacity = "256M"'
+    echo '[localfile_store]'
+    echo "data_paths = [\"$dir/d1\", \"$dir/d2\"]"
+    echo '[metrics]'
+    echo 'http_port = 0'
+    echo '[shutdown]'
+    echo 'drain_timeout = "5s"'
+    echo 'spill_timeout = "10s"'
+    if [[ $coord == 1 ]]; then
+      echo '[coordinator]'
+      echo 'enabled = true'
+    fi
+  } >"$dir/config.toml"
+  RUST_LOG=${SPILLWAY_LOG:-info} WORKER_IP=127.0.0.1 NO_COLOR=1 \
+    "$SPILLWAY_BIN" --config "$dir/config.toml" >"$dir/server.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  printf -v "${name}_PID" '%s' "$pid"
+  local deadline=$((SECONDS + SERVER_START_TIMEOUT)) line
+  while true; do
+    line=$(grep -m1 -o 'spillway listening grpc_addr=[^ ]*' "$dir/server.log" || true)
+    if [[ -n $line ]]; then
+      printf -v "${name}_ADDR" '%s' "${line##*grpc_addr=}"
+      log "server $name (pid $pid) listening on ${line##*grpc_addr=}; log $dir/server.log"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "---- server $name exited during start-up; $dir/server.log says:"
+      grep -m 5 -E '^Error|panicked|ERROR' "$dir/server.log" || tail -n 20 "$dir/server.log"
+      if grep -q 'unknown field `coordinator`' "$dir/server.log"; then
+        echo "---- this spillway has no embedded coordinator yet (no [coordinator] config section);"
+        echo "     run.sh --stub-coordinator drives it through the harness's stub coordinator"
+      fi
+      return 1
+    fi
+    if ((SECONDS > deadline)); then
+      echo "---- server $name: no 'spillway listening' line after ${SERVER_START_TIMEOUT}s"
+      tail -n 20 "$dir/server.log"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+STUB_PID=""
+# start_stub PORT SERVERS: the StubCoordinator (Java) on PORT with a static server list.
+start_stub() {
+  local port=$1 servers=$2 ver=${VERSION_LIST[0]}
+  java -cp "$(java_cp "$ver")" io.spillway.sparktest.StubCoordinator --port "$port" \
+    --servers "$servers" >"$WORK/stub-coordinator-$port.log" 2>&1 &
+  STUB_PID=$!
+  PIDS+=("$STUB_PID")
+  local deadline=$((SECONDS + 60))
+  until grep -q 'listening port=' "$WORK/stub-coordinator-$port.log" 2>/dev/null; do
+    if ! kill -0 "$STUB_PID" 2>/dev/null || ((SECONDS > deadline)); then
+      tail -n 20 "$WORK/stub-coordinator-$port.log"
+      return 1
+    fi
+    sleep 0.2
+  done
+  log "stub coordinator on 127.0.0.1:$port (log $WORK/stub-coordinator-$port.log)"
+}
+
+# wait_coordinator VERSION HOST:PORT N: until the coordinator assigns N servers for our tags.
+wait_coordinator() {
+  local ver=$1 coord=$2 n=$3
+  bg_wait - - \
+    timeout -k 5 $((COORDINATOR_READY_TIMEOUT + 30)) java -cp "$(java_cp "$ver")" \
+    io.spillway.sparktest.WaitForServers --coordinator "$coord" --servers "$n" \
+    --tags "ss_v5,$CLIENT_TYPE" --timeout-s "$COORDINATOR_READY_TIMEOUT"
+}
+
+# Sets up N servers (names SRV0..): server 0 hosts the coordinator (or the stub does), the others
+# heartbeat to it. Sets COORD. Returns non-zero with a message when anything is not ready.
+start_cluster() {
+  local ver=$1 n=$2 prefix=$3 i
+  local ports=()
+  for ((i = 0; i < n; i++)); do ports+=("$(free_port)"); done
+  if [[ $STUB == 1 ]]; then
+    local cport servers=""
+    cport=$(free_port)
+    for ((i = 0; i < n; i++)); do
+      servers+="${servers:+,}127.0.0.1-${ports[$i]}@127.0.0.1:${ports[$i]}"
+    done
+    start_stub "$cport" "$servers" || return 1
+    COORD="127.0.0.1:$cport"
+    for ((i = 0; i < n; i++)); do
+      start_server "${prefix}$i" "${ports[$i]}" 0 "\"$COORD\"" || return 1
+    done
+  else
+    COORD="127.0.0.1:${ports[0]}"
+    start_server "${prefix}0" "${ports[0]}" 1 "\"$COORD\"" || return 1
+    for ((i = 1; i < n; i++)); do
+      start_server "${prefix}$i" "${ports[$i]}" 0 "\"$COORD\"" || return 1
+    done
+  fi
+  wait_coordinator "$ver" "$COORD" "$n"
+}
+
+stop_cluster() {
+  local i
+  for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
+  PIDS=()
+}
+
+# ---- phases ------------------------------------------------------------------------------------
+
+log "work dir $WORK"
+log "client versions: ${VERSION_LIST[*]}; jobs: $JOBS; client type: $CLIENT_TYPE"
+
+BUILT=()
+phase "maven build"
+if [[ $VANILLA_ONLY == 1 ]]; then
+  NEED=("${VERSION_LIST[0]}")
+else
+  NEED=("${VERSION_LIST[@]}")
+fi
+for ver in "${NEED[@]}"; do
+  if build_client "$ver"; then
+    BUILT+=("$ver")
+  else
+    fail "maven build of the Uniffle $ver client project"
+  fi
+done
+phase_done
+[[ ${#BUILT[@]} -gt 0 ]] || { echo "$PASSED passed, $FAILED failed"; exit 1; }
+BASE_VER=${BUILT[0]}
+
+if [[ $VANILLA_ONLY == 0 ]]; then
+  phase "cargo build"
+  if [[ -n ${SPILLWAY_BIN_PREBUILT:-} ]]; then
+    log "using $SPILLWAY_BIN as is"
+  elif ! bg_wait "$WORK/cargo.log" "$WORK/cargo.log" \
+      timeout "$CARGO_TIMEOUT" cargo build --locked --bin spillway; then
+    tail -n 30 "$WORK/cargo.log"
+    fail "cargo build"
+  fi
+  phase_done
+fi
+
+BASELINE="$WORK/baseline.tsv"
+phase "vanilla baseline"
+BASE_JOBS=$JOBS
+if [[ $REPLICA == 1 ]]; then
+  BASE_JOBS="$JOBS,replica"
+fi
+run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" \
+  --baseline-out "$BASELINE"
+phase_done
+
+if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
+  for ver in "${BUILT[@]}"; do
+    phase "rss suite, client $ver"
+    if start_cluster "$ver" 1 "s${ver//./_}_"; then
+      run_jobs "$ver" "uniffle-$ver" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+        --job "$JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
+      name="s${ver//./_}_0_PID"
+      if ! kill -0 "${!name}" 2>/dev/null; then
+        fail "uniffle-$ver: the server died during the suite (log $WORK/s${ver//./_}_0/server.log)"
+      fi
+    else
+      fail "uniffle-$ver: cluster not ready (see above; coordinator $COORD)"
+    fi
+    stop_cluster
+    phase_done
+  done
+
+  if [[ $REPLICA == 1 ]]; then
+    ver=$BASE_VER
+    phase "replica job, client $ver"
+    if start_cluster "$ver" 2 "r_"; then
+      name="uniffle-$ver-replica"
+      pause="$WORK/pause"
+      mkdir -p "$pause" "$WORK/spark-local"
+      rc=0
+      timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
+        -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+        io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
+        --mode rss --coordinator "$COORD" --job replica --replica 2 \
+        --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
+        --rss-conf spark.rss.client.read.buffer.size=256k \
+        --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+      jpid=$!
+      PIDS+=("$jpid")
+      deadline=$((SECONDS + PAUSE_TIMEOUT))
+      while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
+        sleep 0.2
+      done
+      if [[ -e $pause/paused ]]; then
+        log "reduce stage paused: SIGKILL server B (pid $r_1_PID, $r_1_ADDR)"
+        kill -KILL "$r_1_PID" 2>/dev/null || true
+        wait "$r_1_PID" 2>/dev/null || true
+        forget_pid "$r_1_PID"
+        log "server B is gone; resuming the reduce stage"
+      else
+        log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
+      fi
+      touch "$pause/resume"
+      wait "$jpid" || rc=$?
+      forget_pid "$jpid"
+      cat "$WORK/$name.out"
+      count_results "$WORK/$name.out" "$rc" "$name"
+      if ! kill -0 "$r_0_PID" 2>/dev/null; then
+        fail "$name: server A died (log $WORK/r_0/server.log)"
+      fi
+    else
+      fail "uniffle-$ver-replica: cluster not ready (see above; coordinator $COORD)"
+    fi
+    stop_cluster
+    phase_done
+  fi
+elif [[ $VANILLA_ONLY == 0 ]]; then
+  fail "no spillway binary at $SPILLWAY_BIN: RSS suites not run"
+fi
+
+echo
+echo "== timings"
+printf '  %s\n' "${TIMINGS[@]}"
+if [[ ${#FAILURES[@]} -gt 0 ]]; then
+  echo "== failures"
+  printf '  %s\n' "${FAILURES[@]}"
+fi
+if [[ $PASSED -eq 0 && $FAILED -eq 0 ]]; then
+  fail "no job ran"
+fi
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
