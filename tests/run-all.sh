@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this script).
-# Needs only the Rust toolchain pinned in rust-toolchain.toml; protoc comes from a crate.
+# Needs the Rust toolchain pinned in rust-toolchain.toml (protoc comes from a crate), and for
+# the Spark harness Java 17 + Maven (installed here from Debian's packages when missing) and
+# python3; Maven artefacts are fetched from Maven Central and cached in ~/.m2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+  echo "== installing Java 17 and Maven"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven
+fi
 
 echo "== format"
 cargo fmt --all -- --check
@@ -10,3 +17,5 @@ echo "== lint"
 cargo clippy --locked --all-targets -- -D warnings
 echo "== tests (unit, integration, benches in test mode)"
 cargo test --locked --all-targets
+echo "== Spark end to end (real Spark 3.5 + released Uniffle clients 0.9.2 and 0.9.0)"
+bash tests/spark/run.sh

@@ -10,8 +10,6 @@
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
 #   --no-replica          skip the two-server replica job
 #   --client-type T       spark.rss.client.type: GRPC (default) or GRPC_NETTY
-#   --stub-coordinator    use the harness's StubCoordinator (Java, static server list) instead of
-#                         Spillway's embedded coordinator; for running before/without it
 #   --keep                keep the work dir (configs, server and Spark logs) even on success
 #
 # Phases: Maven build per client version (cached by a stamp; offline first, online if the
@@ -34,7 +32,6 @@ JOBS=all
 CLIENT_TYPE=GRPC
 VANILLA_ONLY=0
 REPLICA=1
-STUB=0
 KEEP=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -43,7 +40,6 @@ while [[ $# -gt 0 ]]; do
     --jobs) JOBS=$2; shift ;;
     --no-replica) REPLICA=0 ;;
     --client-type) CLIENT_TYPE=$2; shift ;;
-    --stub-coordinator) STUB=1 ;;
     --keep) KEEP=1 ;;
     -h|--help) sed -n '2,22p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -299,10 +295,6 @@ start_server() {
     if ! kill -0 "$pid" 2>/dev/null; then
       echo "---- server $name exited during start-up; $dir/server.log says:"
       grep -m 5 -E '^Error|panicked|ERROR' "$dir/server.log" || tail -n 20 "$dir/server.log"
-      if grep -q 'unknown field `coordinator`' "$dir/server.log"; then
-        echo "---- this spillway has no embedded coordinator yet (no [coordinator] config section);"
-        echo "     run.sh --stub-coordinator drives it through the harness's stub coordinator"
-      fi
       return 1
     fi
     if ((SECONDS > deadline)); then
@@ -314,25 +306,6 @@ start_server() {
   done
 }
 
-STUB_PID=""
-# start_stub PORT SERVERS: the StubCoordinator (Java) on PORT with a static server list.
-start_stub() {
-  local port=$1 servers=$2 ver=${VERSION_LIST[0]}
-  java -cp "$(java_cp "$ver")" io.spillway.sparktest.StubCoordinator --port "$port" \
-    --servers "$servers" >"$WORK/stub-coordinator-$port.log" 2>&1 &
-  STUB_PID=$!
-  PIDS+=("$STUB_PID")
-  local deadline=$((SECONDS + 60))
-  until grep -q 'listening port=' "$WORK/stub-coordinator-$port.log" 2>/dev/null; do
-    if ! kill -0 "$STUB_PID" 2>/dev/null || ((SECONDS > deadline)); then
-      tail -n 20 "$WORK/stub-coordinator-$port.log"
-      return 1
-    fi
-    sleep 0.2
-  done
-  log "stub coordinator on 127.0.0.1:$port (log $WORK/stub-coordinator-$port.log)"
-}
-
 # wait_coordinator VERSION HOST:PORT N: until the coordinator assigns N servers for our tags.
 wait_coordinator() {
   local ver=$1 coord=$2 n=$3
@@ -342,30 +315,17 @@ wait_coordinator() {
     --tags "ss_v5,$CLIENT_TYPE" --timeout-s "$COORDINATOR_READY_TIMEOUT"
 }
 
-# Sets up N servers (names SRV0..): server 0 hosts the coordinator (or the stub does), the others
+# Sets up N servers (names SRV0..): server 0 hosts the embedded coordinator, the others
 # heartbeat to it. Sets COORD. Returns non-zero with a message when anything is not ready.
 start_cluster() {
   local ver=$1 n=$2 prefix=$3 i
   local ports=()
   for ((i = 0; i < n; i++)); do ports+=("$(free_port)"); done
-  if [[ $STUB == 1 ]]; then
-    local cport servers=""
-    cport=$(free_port)
-    for ((i = 0; i < n; i++)); do
-      servers+="${servers:+,}127.0.0.1-${ports[$i]}@127.0.0.1:${ports[$i]}"
-    done
-    start_stub "$cport" "$servers" || return 1
-    COORD="127.0.0.1:$cport"
-    for ((i = 0; i < n; i++)); do
-      start_server "${prefix}$i" "${ports[$i]}" 0 "\"$COORD\"" || return 1
-    done
-  else
-    COORD="127.0.0.1:${ports[0]}"
-    start_server "${prefix}0" "${ports[0]}" 1 "\"$COORD\"" || return 1
-    for ((i = 1; i < n; i++)); do
-      start_server "${prefix}$i" "${ports[$i]}" 0 "\"$COORD\"" || return 1
-    done
-  fi
+  COORD="127.0.0.1:${ports[0]}"
+  start_server "${prefix}0" "${ports[0]}" 1 "\"$COORD\"" || return 1
+  for ((i = 1; i < n; i++)); do
+    start_server "${prefix}$i" "${ports[$i]}" 0 "\"$COORD\"" || return 1
+  done
   wait_coordinator "$ver" "$COORD" "$n"
 }
 
