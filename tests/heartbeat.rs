@@ -315,13 +315,15 @@ async fn heartbeat_reports_identity_memory_apps_disks_and_status() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hung_and_unreachable_coordinators_delay_neither_the_others_nor_the_server() {
+async fn hung_unreachable_and_garbage_coordinators_delay_neither_the_others_nor_the_server() {
     let hung = Coordinator::start("127.0.0.1:0".parse().unwrap(), true).await;
     let dead = dead_addr().await;
+    let (garbage, garbage_task) = garbage_coordinator().await;
     let mut good = Coordinator::start("127.0.0.1:0".parse().unwrap(), false).await;
     let quorum = vec![
         hung.addr.to_string(),
         dead.to_string(),
+        garbage.to_string(),
         good.addr.to_string(),
     ];
     let mut s = start(1, |c| {
@@ -363,7 +365,23 @@ async fn hung_and_unreachable_coordinators_delay_neither_the_others_nor_the_serv
     shutdown_within_patience(s.running).await;
     // The hung handler never returns, so a graceful stop would wait for it forever.
     hung.task.abort();
+    garbage_task.abort();
     good.stop().await;
+}
+
+/// A "coordinator" that answers every connection with bytes that are not HTTP/2, then hangs up.
+async fn garbage_coordinator() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let _ = socket
+                .write_all(b"HTTP/1.1 418 I'm a teapot\r\n\r\n\x00\xff\xfe garbage")
+                .await;
+        }
+    });
+    (addr, task)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
