@@ -108,7 +108,7 @@ impl Fixture {
             data: Bytes::from(vec![7u8; len]),
         };
         self.registry
-            .send(app, 0, t.ticket_id, vec![(partition, vec![block])])
+            .send(app, 0, t.ticket_id, vec![(partition, vec![block])], 0)
     }
 
     fn memory_ids(&self, app: &AppId, partition: i32) -> Vec<i64> {

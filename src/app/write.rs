@@ -108,12 +108,17 @@ impl AppRegistry {
     /// Partitions are applied in order; on the first failure the rest are skipped and the
     /// earlier ones stay cached (as Java; the client resends everything and duplicates are
     /// dropped by block id). The unused part of the reservation returns to the budget.
+    ///
+    /// `frame_overhead` is what the transport itself reserved on top of the blocks: the Netty
+    /// client adds its encoded message length to `requireSize` (SEMANTICS §3.4); that part is
+    /// given back as soon as the ticket is taken. gRPC passes 0.
     pub fn send(
         &self,
         app_id: &AppId,
         shuffle: i32,
         ticket_id: i64,
         parts: Vec<(i32, Vec<Block>)>,
+        frame_overhead: u64,
     ) -> Result<()> {
         let app = self
             .apps
@@ -129,6 +134,7 @@ impl AppRegistry {
             });
         }
         let mut reservation = self.tickets().take(ticket_id, app_id)?;
+        reservation.release(frame_overhead);
         app.touch();
         let need: u64 = parts
             .iter()

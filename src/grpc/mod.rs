@@ -122,7 +122,7 @@ impl ShuffleServer for ShuffleService {
             let app = convert::app_id(&app_raw)?;
             let parts = convert::blocks(req.shuffle_data)?;
             self.registry
-                .send(&app, req.shuffle_id, req.require_buffer_id, parts)
+                .send(&app, req.shuffle_id, req.require_buffer_id, parts, 0)
         })();
         reply(
             "sendShuffleData",
