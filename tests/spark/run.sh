@@ -9,7 +9,8 @@
 #   --versions "A B"      Uniffle client versions (default "0.9.2 0.9.0"; env SPARK_E2E_VERSIONS)
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
 #   --no-replica          skip the two-server replica job
-#   --client-type T       spark.rss.client.type: GRPC (default) or GRPC_NETTY
+#   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC";
+#                         env SPARK_E2E_CLIENT_TYPES); GRPC_NETTY uses Spillway's Netty plane
 #   --keep                keep the work dir (configs, server and Spark logs) even on success
 #
 # Phases: Maven build per client version (cached by a stamp; offline first, online if the
@@ -29,7 +30,7 @@ export SPARK_LOCAL_IP=127.0.0.1
 
 VERSIONS=${SPARK_E2E_VERSIONS:-"0.9.2 0.9.0"}
 JOBS=all
-CLIENT_TYPE=GRPC
+CLIENT_TYPES=${SPARK_E2E_CLIENT_TYPES:-"GRPC"}
 VANILLA_ONLY=0
 REPLICA=1
 KEEP=0
@@ -39,7 +40,7 @@ while [[ $# -gt 0 ]]; do
     --versions) VERSIONS=$2; shift ;;
     --jobs) JOBS=$2; shift ;;
     --no-replica) REPLICA=0 ;;
-    --client-type) CLIENT_TYPE=$2; shift ;;
+    --client-types) CLIENT_TYPES=$2; shift ;;
     --keep) KEEP=1 ;;
     -h|--help) sed -n '2,22p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -338,7 +339,8 @@ stop_cluster() {
 # ---- phases ------------------------------------------------------------------------------------
 
 log "work dir $WORK"
-log "client versions: ${VERSION_LIST[*]}; jobs: $JOBS; client type: $CLIENT_TYPE"
+read -r -a CLIENT_TYPE_LIST <<<"$CLIENT_TYPES"
+log "client versions: ${VERSION_LIST[*]}; jobs: $JOBS; client types: ${CLIENT_TYPE_LIST[*]}"
 
 BUILT=()
 phase "maven build"
@@ -381,66 +383,71 @@ run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" 
 phase_done
 
 if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
-  for ver in "${BUILT[@]}"; do
-    phase "rss suite, client $ver"
-    if start_cluster "$ver" 1 "s${ver//./_}_"; then
-      run_jobs "$ver" "uniffle-$ver" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
-        --job "$JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
-      name="s${ver//./_}_0_PID"
-      if ! kill -0 "${!name}" 2>/dev/null; then
-        fail "uniffle-$ver: the server died during the suite (log $WORK/s${ver//./_}_0/server.log)"
-      fi
-    else
-      fail "uniffle-$ver: cluster not ready (see above; coordinator $COORD)"
-    fi
-    stop_cluster
-    phase_done
-  done
-
-  if [[ $REPLICA == 1 ]]; then
-    ver=$BASE_VER
-    phase "replica job, client $ver"
-    if start_cluster "$ver" 2 "r_"; then
-      name="uniffle-$ver-replica"
-      pause="$WORK/pause"
-      mkdir -p "$pause" "$WORK/spark-local"
-      rc=0
-      timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
-        -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
-        io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
-        --mode rss --coordinator "$COORD" --job replica --replica 2 \
-        --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
-        --rss-conf spark.rss.client.read.buffer.size=256k \
-        --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
-      jpid=$!
-      PIDS+=("$jpid")
-      deadline=$((SECONDS + PAUSE_TIMEOUT))
-      while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
-        sleep 0.2
-      done
-      if [[ -e $pause/paused ]]; then
-        log "reduce stage paused: SIGKILL server B (pid $r_1_PID, $r_1_ADDR)"
-        kill -KILL "$r_1_PID" 2>/dev/null || true
-        wait "$r_1_PID" 2>/dev/null || true
-        forget_pid "$r_1_PID"
-        log "server B is gone; resuming the reduce stage"
+  for CLIENT_TYPE in "${CLIENT_TYPE_LIST[@]}"; do
+    for ver in "${BUILT[@]}"; do
+      phase "rss suite, client $ver, $CLIENT_TYPE"
+      if start_cluster "$ver" 1 "s${ver//./_}_${CLIENT_TYPE}_"; then
+        run_jobs "$ver" "uniffle-$ver-$CLIENT_TYPE" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+          --job "$JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
+        name="s${ver//./_}_${CLIENT_TYPE}_0_PID"
+        if ! kill -0 "${!name}" 2>/dev/null; then
+          fail "uniffle-$ver-$CLIENT_TYPE: the server died during the suite (log $WORK/s${ver//./_}_${CLIENT_TYPE}_0/server.log)"
+        fi
       else
-        log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
+        fail "uniffle-$ver-$CLIENT_TYPE: cluster not ready (see above; coordinator $COORD)"
       fi
-      touch "$pause/resume"
-      wait "$jpid" || rc=$?
-      forget_pid "$jpid"
-      cat "$WORK/$name.out"
-      count_results "$WORK/$name.out" "$rc" "$name"
-      if ! kill -0 "$r_0_PID" 2>/dev/null; then
-        fail "$name: server A died (log $WORK/r_0/server.log)"
+      stop_cluster
+      phase_done
+    done
+
+    if [[ $REPLICA == 1 ]]; then
+      ver=$BASE_VER
+      phase "replica job, client $ver, $CLIENT_TYPE"
+      if start_cluster "$ver" 2 "r_${CLIENT_TYPE}_"; then
+        name="uniffle-$ver-$CLIENT_TYPE-replica"
+        pause="$WORK/pause"
+        mkdir -p "$pause" "$WORK/spark-local"
+        rc=0
+        timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
+          -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+          io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
+          --mode rss --coordinator "$COORD" --job replica --replica 2 \
+          --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
+          --rss-conf spark.rss.client.read.buffer.size=256k \
+          --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+        jpid=$!
+        PIDS+=("$jpid")
+        deadline=$((SECONDS + PAUSE_TIMEOUT))
+        while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
+          sleep 0.2
+        done
+        if [[ -e $pause/paused ]]; then
+          b_pid_var="r_${CLIENT_TYPE}_1_PID" b_addr_var="r_${CLIENT_TYPE}_1_ADDR"
+          b_pid=${!b_pid_var}
+          log "reduce stage paused: SIGKILL server B (pid $b_pid, ${!b_addr_var})"
+          kill -KILL "$b_pid" 2>/dev/null || true
+          wait "$b_pid" 2>/dev/null || true
+          forget_pid "$b_pid"
+          log "server B is gone; resuming the reduce stage"
+        else
+          log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
+        fi
+        touch "$pause/resume"
+        wait "$jpid" || rc=$?
+        forget_pid "$jpid"
+        cat "$WORK/$name.out"
+        count_results "$WORK/$name.out" "$rc" "$name"
+        a_pid_var="r_${CLIENT_TYPE}_0_PID"
+        if ! kill -0 "${!a_pid_var}" 2>/dev/null; then
+          fail "$name: server A died (log $WORK/r_${CLIENT_TYPE}_0/server.log)"
+        fi
+      else
+        fail "uniffle-$ver-$CLIENT_TYPE-replica: cluster not ready (see above; coordinator $COORD)"
       fi
-    else
-      fail "uniffle-$ver-replica: cluster not ready (see above; coordinator $COORD)"
+      stop_cluster
+      phase_done
     fi
-    stop_cluster
-    phase_done
-  fi
+  done
 elif [[ $VANILLA_ONLY == 0 ]]; then
   fail "no spillway binary at $SPILLWAY_BIN: RSS suites not run"
 fi
