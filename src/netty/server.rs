@@ -48,9 +48,12 @@ impl Default for NettyOptions {
 }
 
 impl NettyOptions {
-    /// The effective frame limit: a frame must fit the receive budget as a whole.
+    /// The effective frame limit: a frame must fit the receive budget as a whole (and one
+    /// semaphore acquisition, which counts in `u32`).
     pub fn frame_limit(&self) -> usize {
-        self.max_frame.min(self.receive_budget)
+        self.max_frame
+            .min(self.receive_budget)
+            .min(u32::MAX as usize)
     }
 }
 
@@ -202,7 +205,7 @@ impl Handler {
                 return Err(FrameError::UnknownType(header.ty));
             }
             let payload = header.payload_len();
-            // Fits u32: the frame limit is at most the budget, which is a semaphore size.
+            // Fits u32: `frame_limit` caps it (see `NettyOptions::frame_limit`).
             let permit = Arc::clone(&self.receive_budget)
                 .acquire_many_owned(u32::try_from(payload).unwrap_or(u32::MAX))
                 .await
