@@ -260,7 +260,11 @@ async fn netty_is_advertised_and_can_be_turned_off() {
         s.running.server_id,
         format!("127.0.0.1-{}-{}", s.running.grpc_addr.port(), netty.port())
     );
-    s.running.shutdown().await;
+    // An idle connection does not hold shutdown up: it is closed between frames.
+    let idle = Conn::open(netty).await;
+    let report = s.running.shutdown().await;
+    assert!(!report.drain_timed_out, "{report:?}");
+    idle.expect_closed().await;
 
     let s = start(1, |c| c.netty_port = -1).await;
     assert_eq!(s.running.netty_addr, None);
