@@ -12,7 +12,7 @@
 //!  coordinator: the optional embedded Uniffle coordinator, on the same gRPC port
 //!  codec::bitmap and store::index: the byte formats clients parse
 //! ```
-//! A later Netty data plane sits beside `grpc` and calls the same `app` API.
+//! netty: Uniffle's Netty data plane (sends and reads), beside `grpc`, calling the same `app` API.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod app;
@@ -23,6 +23,7 @@ pub mod error;
 pub mod grpc;
 pub mod ids;
 pub mod memory;
+pub mod netty;
 pub mod proto;
 pub mod server;
 pub mod status;

@@ -1,7 +1,8 @@
 //! `start(Config)` builds every part once, binds the gRPC port and returns a [`Running`]
 //! handle; [`Running::shutdown`] stops everything in order, each step time-bounded:
 //!
-//! 1. stop accepting gRPC and drain in-flight requests;
+//! 1. stop accepting gRPC and Netty and drain in-flight requests (both under one drain
+//!    timeout); Netty connections finish the frame they are handling, then close;
 //! 2. stop side tasks (ticket sweeper, app expiry, disk checks, decommission watcher,
 //!    coordinator heartbeats);
 //! 3. spill memory to the file tier, bounded by `shutdown.spill_timeout`;
@@ -33,7 +34,10 @@ use crate::store::FileTier;
 pub struct Running {
     /// Where gRPC listens.
     pub grpc_addr: SocketAddr,
-    /// `<ip>-<grpcPort>`: the id reported to coordinators and used as the file-name prefix.
+    /// Where the Netty data plane listens; `None` when `netty_port = -1`.
+    pub netty_addr: Option<SocketAddr>,
+    /// `<ip>-<grpcPort>` (`<ip>-<grpcPort>-<nettyPort>` with Netty, as Java): the id reported
+    /// to coordinators and used as the file-name prefix.
     pub server_id: String,
     registry: Arc<AppRegistry>,
     local: Arc<LocalFileTier>,
@@ -43,6 +47,8 @@ pub struct Running {
     /// Stops accepting gRPC (step 1).
     grpc_stop: CancellationToken,
     grpc_task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
+    /// The Netty plane, stopped by `grpc_stop` too; aborting it closes its connections.
+    netty_task: Option<tokio::task::JoinHandle<()>>,
     /// Stops side tasks and the watermark loop (step 2).
     tasks_stop: CancellationToken,
     /// Stops spill retries (step 4).
@@ -84,8 +90,26 @@ pub async fn start(config: Config) -> Result<Running> {
     let grpc_addr = listener
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of {bind}: {e}")))?;
+    let netty_listener = match u16::try_from(config.netty_port) {
+        // -1: the plane is off.
+        Err(_) => None,
+        Ok(port) => {
+            let bind = SocketAddr::new(bind.ip(), port);
+            let listener = TcpListener::bind(bind)
+                .await
+                .map_err(|e| Error::Startup(format!("cannot bind Netty port {bind}: {e}")))?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| Error::Startup(format!("local address of {bind}: {e}")))?;
+            Some((listener, addr))
+        }
+    };
+    let netty_addr = netty_listener.as_ref().map(|(_, addr)| *addr);
     let ip = config.worker_ip.clone().unwrap_or_else(host_ip);
-    let server_id = format!("{ip}-{}", grpc_addr.port());
+    let server_id = match netty_addr {
+        Some(netty) => format!("{ip}-{}-{}", grpc_addr.port(), netty.port()),
+        None => format!("{ip}-{}", grpc_addr.port()),
+    };
 
     let tracker = TaskTracker::new();
     let tasks_stop = CancellationToken::new();
@@ -199,6 +223,18 @@ pub async fn start(config: Config) -> Result<Running> {
                 .await
         })
     };
+    let netty_task = netty_listener.map(|(listener, _)| {
+        tokio::spawn(crate::netty::serve(
+            listener,
+            Arc::clone(&registry),
+            crate::netty::NettyOptions::default(),
+            grpc_stop.clone(),
+        ))
+    });
+    let mut transport_tags = vec![crate::tasks::heartbeat::TAG_GRPC.to_owned()];
+    if netty_addr.is_some() {
+        transport_tags.push(crate::tasks::heartbeat::TAG_GRPC_NETTY.to_owned());
+    }
     crate::tasks::heartbeat::spawn(
         Arc::clone(&registry),
         Arc::clone(&local),
@@ -206,9 +242,9 @@ pub async fn start(config: Config) -> Result<Running> {
             server_id: server_id.clone(),
             ip,
             grpc_port: grpc_addr.port(),
-            netty_port: 0,
+            netty_port: netty_addr.map_or(0, |a| a.port()),
             jetty_port: config.metrics.http_port,
-            transport_tags: vec![crate::tasks::heartbeat::TAG_GRPC.to_owned()],
+            transport_tags,
             tags: config.tags.clone(),
             start_time_ms: crate::tasks::heartbeat::now_ms(),
         },
@@ -217,9 +253,10 @@ pub async fn start(config: Config) -> Result<Running> {
         tasks_stop.clone(),
         &tracker,
     );
-    tracing::info!(%grpc_addr, server_id, "spillway listening");
+    tracing::info!(%grpc_addr, ?netty_addr, server_id, "spillway listening");
     Ok(Running {
         grpc_addr,
+        netty_addr,
         server_id,
         registry,
         local,
@@ -227,6 +264,7 @@ pub async fn start(config: Config) -> Result<Running> {
         config,
         grpc_stop,
         grpc_task,
+        netty_task,
         tasks_stop,
         spill_stop,
         self_stop,
@@ -270,6 +308,7 @@ impl Running {
         let cfg = &self.config.shutdown;
 
         self.grpc_stop.cancel();
+        let drain_deadline = tokio::time::Instant::now() + cfg.drain_timeout;
         let mut grpc_task = self.grpc_task;
         match timed("drain gRPC", cfg.drain_timeout, &mut grpc_task).await {
             Some(Ok(Ok(()))) => {}
@@ -278,6 +317,17 @@ impl Running {
             None => {
                 report.drain_timed_out = true;
                 grpc_task.abort();
+            }
+        }
+        if let Some(mut netty_task) = self.netty_task {
+            let left = drain_deadline.saturating_duration_since(tokio::time::Instant::now());
+            match timed("drain Netty", left, &mut netty_task).await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => tracing::warn!(error = %e, "Netty task failed"),
+                None => {
+                    report.drain_timed_out = true;
+                    netty_task.abort();
+                }
             }
         }
 

@@ -33,6 +33,7 @@ async fn binary_serves_and_spills_on_sigterm() {
     // The example as shipped, with only the ports and disks moved out of the way.
     let config = example
         .replace("grpc_port = 19999", "grpc_port = 0")
+        .replace("netty_port = 17000", "netty_port = 0")
         .replace("bind_ip = \"0.0.0.0\"", "bind_ip = \"127.0.0.1\"")
         .replace("http_port = 19998", "http_port = 0")
         .replace(

@@ -238,11 +238,16 @@ async fn heartbeat_reports_identity_memory_apps_disks_and_status() {
     let first = coord.beat_where("anything", |_| true).await;
     let id = first.server_id.clone().expect("server id is set");
     assert_eq!(id.id, s.running.server_id);
-    assert_eq!(id.id, format!("127.0.0.1-{port}"));
+    // The test config runs the Netty plane on a free port: it is part of the identity.
+    let netty = s.running.netty_addr.expect("Netty plane is on").port();
+    assert_eq!(id.id, format!("127.0.0.1-{port}-{netty}"));
     assert_eq!(id.ip, "127.0.0.1");
     assert_eq!(id.port, i32::from(port));
-    assert_eq!(id.netty_port, 0);
-    assert_eq!(first.tags, ["ss_v5", "ss_v4", "GRPC", "blue", "green"]);
+    assert_eq!(id.netty_port, i32::from(netty));
+    assert_eq!(
+        first.tags,
+        ["ss_v5", "ss_v4", "GRPC", "GRPC_NETTY", "blue", "green"]
+    );
     assert_eq!(first.is_healthy, None, "isHealthy would override status");
     assert_eq!(first.status, Some(proto::ServerStatus::Active as i32));
     assert_eq!(first.storage_info.len(), 2);

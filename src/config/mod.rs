@@ -74,6 +74,11 @@ pub struct Config {
     /// gRPC listen port; 0 picks an ephemeral port (tests). Default: 19999 (Uniffle's
     /// `rss.rpc.server.port`).
     pub grpc_port: u16,
+    /// Netty data-plane port (Uniffle `rss.server.netty.port`): 0 picks a free port (tests),
+    /// -1 turns the plane off (gRPC only). When on, the server id becomes
+    /// `<ip>-<grpcPort>-<nettyPort>` and heartbeats carry both `GRPC` and `GRPC_NETTY` tags.
+    /// In -1..=65535 and distinct from the other ports. Default: 17000 (Uniffle 0.10).
+    pub netty_port: i32,
     /// Local address the listeners bind to; `127.0.0.1` keeps a server private to the host
     /// (tests). Default: `"0.0.0.0"`.
     pub bind_ip: String,
@@ -112,6 +117,7 @@ impl Default for Config {
         Config {
             store_type: StoreType::default(),
             grpc_port: 19999,
+            netty_port: 17000,
             bind_ip: "0.0.0.0".into(),
             coordinator_quorum: Vec::new(),
             tags: Vec::new(),

@@ -63,6 +63,7 @@ fn example_parses_validates_and_shows_the_defaults() {
     assert_eq!(config, expected);
     assert!(config.coordinator_quorum.is_empty());
     assert_eq!(config.grpc_port, 19999);
+    assert_eq!(config.netty_port, 17000);
     assert_eq!(config.metrics.http_port, 19998);
     assert_eq!(config.memory_store.capacity, ByteSize(ByteSize::GIB));
 }
@@ -220,6 +221,11 @@ fn invalid_samples_name_the_key() {
         // Wrong types and values serde rejects.
         ("grpc_port = \"19999\"", "grpc_port"),
         ("grpc_port = 70000", "grpc_port"),
+        ("netty_port = 70000", "netty_port"),
+        ("netty_port = -2", "netty_port"),
+        ("netty_port = \"17000\"", "netty_port"),
+        ("netty_port = 19999", "netty_port"),
+        ("[metrics]\nhttp_port = 17000", "netty_port"),
         ("tags = \"uniffle-worker\"", "tags"),
         ("tags = [\"a\", 1]", "tags"),
         ("memory_store = 5", "memory_store"),
@@ -535,7 +541,7 @@ fn config() -> impl Strategy<Value = Config> {
             Just(StoreType::MemoryHdfs),
             Just(StoreType::MemoryLocalfileHdfs),
         ],
-        1u16..=u16::MAX,
+        (1u16..=u16::MAX, -1i32..=65535),
         proptest::collection::vec("[a-z][a-z0-9.-]{0,8}:[1-9][0-9]{0,3}", 0..3),
         proptest::collection::vec("[a-zA-Z0-9_-]{1,12}", 0..3),
         duration(),
@@ -566,7 +572,14 @@ fn config() -> impl Strategy<Value = Config> {
     );
     (top, sections).prop_map(
         |(
-            (store_type, grpc_port, coordinator_quorum, tags, heartbeat_interval, worker_ip),
+            (
+                store_type,
+                (grpc_port, netty_port),
+                coordinator_quorum,
+                tags,
+                heartbeat_interval,
+                worker_ip,
+            ),
             (
                 (capacity, read_capacity, ticket_timeout),
                 (paths, (disk_low, disk_high), disk_concurrency, sync_on_write),
@@ -585,6 +598,7 @@ fn config() -> impl Strategy<Value = Config> {
             let mut c = Config {
                 store_type,
                 grpc_port,
+                netty_port,
                 coordinator_quorum,
                 tags,
                 heartbeat_interval,
@@ -620,6 +634,11 @@ fn config() -> impl Strategy<Value = Config> {
             };
             if c.metrics.http_port == c.grpc_port {
                 c.metrics.http_port = 0;
+            }
+            if c.netty_port == i32::from(c.grpc_port)
+                || c.netty_port == i32::from(c.metrics.http_port)
+            {
+                c.netty_port = -1;
             }
             c
         },

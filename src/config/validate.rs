@@ -20,6 +20,8 @@ impl Config {
     ///   `healthy_check_min_disks <= data_paths.len()`;
     /// - the huge-partition ratio is in `(0, 1]`;
     /// - `grpc_port != metrics.http_port` unless both are 0;
+    /// - `netty_port` is in `-1..=65535` and, when positive, differs from `grpc_port` and
+    ///   `metrics.http_port`;
     /// - tags are non-empty and comma-free, coordinators look like `host:port`, and the push
     ///   gateway is an http(s) URL;
     /// - the coordinator's timeouts are non-zero, its default server number is at least 1,
@@ -31,6 +33,7 @@ impl Config {
         let Config {
             store_type,
             grpc_port,
+            netty_port,
             bind_ip,
             coordinator_quorum,
             tags,
@@ -74,6 +77,7 @@ impl Config {
                 ));
             }
         }
+        check_netty_port(*netty_port, *grpc_port, metrics.http_port)?;
         memory_store.check()?;
         localfile_store.check(*store_type)?;
         hdfs_store.check()?;
@@ -83,6 +87,24 @@ impl Config {
         shutdown.check()?;
         coordinator.check()
     }
+}
+
+/// `netty_port`: -1 (off), 0 (any free port) or a port no other listener uses.
+fn check_netty_port(netty_port: i32, grpc_port: u16, http_port: u16) -> Result<(), ConfigError> {
+    if !(-1..=65535).contains(&netty_port) {
+        return Err(ConfigError::new(
+            "netty_port",
+            format!("{netty_port}: expected -1 (off), 0 (any free port) or 1..=65535"),
+        ));
+    }
+    if netty_port > 0 && (netty_port == i32::from(grpc_port) || netty_port == i32::from(http_port))
+    {
+        return Err(ConfigError::new(
+            "netty_port",
+            format!("{netty_port} is also grpc_port or metrics.http_port; each listener needs its own port"),
+        ));
+    }
+    Ok(())
 }
 
 impl MemoryStoreConfig {

@@ -1,8 +1,8 @@
 //! The tonic front end: `ShuffleServer` and `ShuffleServerInternal`. Every handler is
 //! convert → call the registry → `reply(result)`; no semantics live here.
 
-mod convert;
-mod reply;
+pub(crate) mod convert;
+pub(crate) mod reply;
 
 use std::sync::Arc;
 

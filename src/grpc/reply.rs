@@ -66,7 +66,7 @@ pub fn reply<R: Reply>(
     Ok(Response::new(body))
 }
 
-fn log(method: &'static str, app_id: &str, e: &Error) {
+pub(crate) fn log(method: &'static str, app_id: &str, e: &Error) {
     let status = e.status().as_str_name();
     match e {
         // Back-pressure is the normal state of a busy server.

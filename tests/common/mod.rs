@@ -25,10 +25,12 @@ pub struct TestServer {
     pub disks: Vec<TempDir>,
 }
 
-/// A config for tests: loopback, ephemeral ports, `disks` temporary data paths.
+/// A config for tests: loopback, ephemeral ports (gRPC, Netty, HTTP), `disks` temporary data
+/// paths.
 pub fn test_config(disks: &[TempDir]) -> Config {
     let mut c = Config {
         grpc_port: 0,
+        netty_port: 0,
         bind_ip: "127.0.0.1".into(),
         worker_ip: Some("127.0.0.1".into()),
         ..Config::default()

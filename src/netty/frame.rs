@@ -1,0 +1,278 @@
+//! Uniffle's Netty frame (NETTY.md §2): the 9-byte header, the length checks made before any
+//! body byte is allocated or read, and the big-endian primitives messages are built from.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// `msgLen` (i32) + `type` (i8) + `bodyLen` (i32).
+pub const HEADER_LEN: usize = 9;
+
+/// Why a connection is closed. Small and allocation-free on purpose: this is the hot path's
+/// error, converted to a log line at the connection's edge and never sent to the client
+/// (Java closes the connection on any decode failure, and so do we).
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// The peer closed the connection inside a frame.
+    #[error("connection closed inside a frame ({got} of {want} bytes received)")]
+    Eof {
+        /// Bytes buffered when the stream ended.
+        got: usize,
+        /// Bytes the frame needed.
+        want: usize,
+    },
+    /// `msgLen` or `bodyLen` is negative.
+    #[error("negative length in frame header (msgLen {msg_len}, bodyLen {body_len})")]
+    NegativeLength {
+        /// Declared message length.
+        msg_len: i32,
+        /// Declared body length.
+        body_len: i32,
+    },
+    /// The frame is larger than this server accepts (checked before reading it).
+    #[error("frame of {len} bytes exceeds the limit of {limit} bytes")]
+    TooLarge {
+        /// `msgLen + bodyLen`.
+        len: u64,
+        /// The limit.
+        limit: usize,
+    },
+    /// A type id this side has no decoder for.
+    #[error("unknown or unexpected message type {0}")]
+    UnknownType(i8),
+    /// A field extends past the end of the message.
+    #[error("field {field} overruns the message ({need} bytes needed, {left} left)")]
+    Overrun {
+        /// The field being read.
+        field: &'static str,
+        /// Bytes it needs.
+        need: usize,
+        /// Bytes left in the message.
+        left: usize,
+    },
+    /// A field's value cannot be decoded (negative count, bad UTF-8, …).
+    #[error("field {field}: {reason}")]
+    Invalid {
+        /// The field.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The socket failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A checked frame header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    /// Length of the message part.
+    pub msg_len: usize,
+    /// Message type id (NETTY.md §3).
+    pub ty: i8,
+    /// Length of the body part.
+    pub body_len: usize,
+}
+
+impl Header {
+    /// Parses the first [`HEADER_LEN`] bytes of `raw` and checks that both lengths are
+    /// non-negative and that `msgLen + bodyLen <= limit`, so nothing is allocated for a
+    /// hostile length. The caller guarantees `raw.len() >= HEADER_LEN`.
+    pub fn parse(raw: &[u8], limit: usize) -> Result<Header, FrameError> {
+        let mut raw = raw;
+        let msg_len = raw.get_i32();
+        let ty = raw.get_i8();
+        let body_len = raw.get_i32();
+        if msg_len < 0 || body_len < 0 {
+            return Err(FrameError::NegativeLength { msg_len, body_len });
+        }
+        let len = msg_len as u64 + body_len as u64;
+        if len > limit as u64 {
+            return Err(FrameError::TooLarge { len, limit });
+        }
+        Ok(Header {
+            msg_len: msg_len as usize,
+            ty,
+            body_len: body_len as usize,
+        })
+    }
+
+    /// `msgLen + bodyLen`: the bytes after the header.
+    pub fn payload_len(&self) -> usize {
+        self.msg_len + self.body_len
+    }
+}
+
+/// Builds a frame: header, then the message `write_msg` appends, with `msgLen` patched in
+/// afterwards. `body_len` is the length of the body the caller sends after it (not included).
+pub fn encode_frame(ty: i8, body_len: usize, write_msg: impl FnOnce(&mut BytesMut)) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(128);
+    buf.put_bytes(0, HEADER_LEN);
+    write_msg(&mut buf);
+    let msg_len = (buf.len() - HEADER_LEN) as i32;
+    buf[0..4].copy_from_slice(&msg_len.to_be_bytes());
+    buf[4] = ty as u8;
+    buf[5..9].copy_from_slice(&(body_len as i32).to_be_bytes());
+    buf
+}
+
+/// Appends a Java-encoded string: i32 byte length then UTF-8, `-1` for null.
+pub fn put_string(buf: &mut BytesMut, s: Option<&str>) {
+    match s {
+        None => buf.put_i32(-1),
+        Some(s) => {
+            buf.put_i32(s.len() as i32);
+            buf.put_slice(s.as_bytes());
+        }
+    }
+}
+
+/// Appends length-prefixed bytes, `-1` for none (the memory request's bitmap).
+pub fn put_opt_bytes(buf: &mut BytesMut, b: Option<&[u8]>) {
+    match b {
+        None => buf.put_i32(-1),
+        Some(b) => {
+            buf.put_i32(b.len() as i32);
+            buf.put_slice(b);
+        }
+    }
+}
+
+/// Reads fields from one message; every read checks that the field fits in what is left, so a
+/// lying length closes the connection instead of reading past the message.
+#[derive(Debug)]
+pub struct Cursor {
+    buf: Bytes,
+}
+
+impl Cursor {
+    /// A cursor over a message.
+    pub fn new(buf: Bytes) -> Self {
+        Cursor { buf }
+    }
+
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn need(&self, field: &'static str, need: usize) -> Result<(), FrameError> {
+        if self.buf.len() < need {
+            return Err(FrameError::Overrun {
+                field,
+                need,
+                left: self.buf.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// An int8.
+    pub fn i8(&mut self, field: &'static str) -> Result<i8, FrameError> {
+        self.need(field, 1)?;
+        Ok(self.buf.get_i8())
+    }
+
+    /// A big-endian int32.
+    pub fn i32(&mut self, field: &'static str) -> Result<i32, FrameError> {
+        self.need(field, 4)?;
+        Ok(self.buf.get_i32())
+    }
+
+    /// A big-endian int64.
+    pub fn i64(&mut self, field: &'static str) -> Result<i64, FrameError> {
+        self.need(field, 8)?;
+        Ok(self.buf.get_i64())
+    }
+
+    /// An int32 count that must be non-negative.
+    pub fn count(&mut self, field: &'static str) -> Result<usize, FrameError> {
+        let n = self.i32(field)?;
+        usize::try_from(n).map_err(|_| FrameError::Invalid {
+            field,
+            reason: "negative count",
+        })
+    }
+
+    /// `n` bytes, sliced out of the message without a copy.
+    pub fn bytes(&mut self, field: &'static str, n: usize) -> Result<Bytes, FrameError> {
+        self.need(field, n)?;
+        Ok(self.buf.split_to(n))
+    }
+
+    /// Length-prefixed bytes; `None` for length `-1`.
+    pub fn opt_bytes(&mut self, field: &'static str) -> Result<Option<Bytes>, FrameError> {
+        match self.i32(field)? {
+            -1 => Ok(None),
+            n if n < 0 => Err(FrameError::Invalid {
+                field,
+                reason: "negative length",
+            }),
+            n => self.bytes(field, n as usize).map(Some),
+        }
+    }
+
+    /// A Java string; `None` for null.
+    pub fn string(&mut self, field: &'static str) -> Result<Option<String>, FrameError> {
+        match self.opt_bytes(field)? {
+            None => Ok(None),
+            Some(b) => String::from_utf8(b.to_vec())
+                .map(Some)
+                .map_err(|_| FrameError::Invalid {
+                    field,
+                    reason: "not UTF-8",
+                }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_checks_lengths_before_anything_is_read() {
+        let h = |msg: i32, ty: i8, body: i32| {
+            let mut b = BytesMut::new();
+            b.put_i32(msg);
+            b.put_i8(ty);
+            b.put_i32(body);
+            Header::parse(&b, 1000)
+        };
+        assert_eq!(
+            h(31, 4, 0).unwrap(),
+            Header {
+                msg_len: 31,
+                ty: 4,
+                body_len: 0
+            }
+        );
+        assert!(matches!(
+            h(-1, 3, 0),
+            Err(FrameError::NegativeLength { .. })
+        ));
+        assert!(matches!(
+            h(1, 3, -5),
+            Err(FrameError::NegativeLength { .. })
+        ));
+        assert!(matches!(h(900, 3, 101), Err(FrameError::TooLarge { .. })));
+        assert!(matches!(
+            h(i32::MAX, 3, i32::MAX),
+            Err(FrameError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn cursor_refuses_overruns_and_bad_strings() {
+        let mut c = Cursor::new(Bytes::from_static(&[0, 0, 0, 9, b'a']));
+        assert!(matches!(c.string("s"), Err(FrameError::Overrun { .. })));
+        let mut c = Cursor::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]));
+        assert_eq!(c.string("s").unwrap(), None);
+        let mut c = Cursor::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xfe]));
+        assert!(matches!(c.string("s"), Err(FrameError::Invalid { .. })));
+        let mut c = Cursor::new(Bytes::from_static(&[0, 0, 0, 1, 0xff]));
+        assert!(matches!(c.string("s"), Err(FrameError::Invalid { .. })));
+        let mut c = Cursor::new(Bytes::from_static(&[0xff, 0xff, 0xff, 0xff]));
+        assert!(matches!(c.count("n"), Err(FrameError::Invalid { .. })));
+        let mut c = Cursor::new(Bytes::from_static(&[1, 2, 3]));
+        assert!(matches!(c.i64("x"), Err(FrameError::Overrun { .. })));
+    }
+}
