@@ -9,7 +9,7 @@
 #   --versions "A B"      Uniffle client versions (default "0.9.2 0.9.0"; env SPARK_E2E_VERSIONS)
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
 #   --no-replica          skip the two-server replica job
-#   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC";
+#   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC GRPC_NETTY";
 #                         env SPARK_E2E_CLIENT_TYPES); GRPC_NETTY uses Spillway's Netty plane
 #   --keep                keep the work dir (configs, server and Spark logs) even on success
 #
@@ -30,7 +30,7 @@ export SPARK_LOCAL_IP=127.0.0.1
 
 VERSIONS=${SPARK_E2E_VERSIONS:-"0.9.2 0.9.0"}
 JOBS=all
-CLIENT_TYPES=${SPARK_E2E_CLIENT_TYPES:-"GRPC"}
+CLIENT_TYPES=${SPARK_E2E_CLIENT_TYPES:-"GRPC GRPC_NETTY"}
 VANILLA_ONLY=0
 REPLICA=1
 KEEP=0
@@ -261,6 +261,7 @@ start_server() {
   {
     echo 'store_type = "MEMORY_LOCALFILE"'
     echo "grpc_port = $port"
+    echo 'netty_port = 0'
     echo 'bind_ip = "127.0.0.1"'
     echo 'worker_ip = "127.0.0.1"'
     echo "coordinator_quorum = [$quorum]"
