@@ -229,8 +229,11 @@ JAVA_OPTS=(
   --add-opens=java.base/sun.util.calendar=ALL-UNNAMED
   -Djdk.reflect.useDirectMethodHandle=false
   -Dio.netty.tryReflectionSetAccessible=true
-  # apache/uniffle#2082: the 0.9.x client's shaded Netty fails reads on Java 17 without it.
+  # apache/uniffle#2082: the 0.9.x client's shaded Netty fails reads on Java 17 ("duplicate or
+  # slice") without it. The shading prefix differs: 0.9.2 org.apache.uniffle.shaded.io.netty,
+  # 0.9.0 org.apache.uniffle.io.netty (the property name is relocated with the classes).
   -Dorg.apache.uniffle.shaded.io.netty.noUnsafe=true
+  -Dorg.apache.uniffle.io.netty.noUnsafe=true
 )
 
 java_cp() { local d; d=$(client_dir "$1"); echo "$d/classes:$d/deps/*"; }
@@ -406,7 +409,7 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       phase "replica job, client $ver, $CLIENT_TYPE"
       if start_cluster "$ver" 2 "r_${CLIENT_TYPE}_"; then
         name="uniffle-$ver-$CLIENT_TYPE-replica"
-        pause="$WORK/pause"
+        pause="$WORK/pause-$CLIENT_TYPE"; rm -rf "$pause"
         mkdir -p "$pause" "$WORK/spark-local"
         rc=0
         timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
