@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 
-/// Settings of the local-file tier. Validated by [`LocalFileTier::new`]; defaults live in the
+/// Settings of the local-file tier. Validated by [`LocalFileTier::new`](super::LocalFileTier::new); defaults live in the
 /// server config, not here.
 #[derive(Clone, Debug)]
 pub struct LocalFileOptions {
