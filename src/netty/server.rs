@@ -1,5 +1,5 @@
-//! The Netty listener and per-connection handler: a [`Listener`] accepts (capped by a
-//! semaphore, with backoff on accept errors) and a [`Handler`] serves one connection, one
+//! The Netty listener and per-connection handler: a `Listener` accepts (capped by a
+//! semaphore, with backoff on accept errors) and a `Handler` serves one connection, one
 //! request at a time: read a whole frame → call the registry → write the response.
 
 use std::net::SocketAddr;
