@@ -30,34 +30,49 @@ pub fn ranges(wire: &[proto::ShufflePartitionRange]) -> Result<Vec<PartitionRang
         .collect()
 }
 
-/// Blocks of a send, grouped by partition in request order. A block's `length` must equal its
-/// payload's length (Java trusts it and would write a corrupt index); ids must be
-/// non-negative.
+/// Blocks of a send, grouped by partition in request order (see [`partition`] and [`block`]).
 pub fn blocks(data: Vec<proto::ShuffleData>) -> Result<Vec<(i32, Vec<Block>)>> {
     data.into_iter()
         .map(|part| {
-            if part.partition_id < 0 {
-                return Err(Error::bad_request(format!(
-                    "partitionId {} is negative",
-                    part.partition_id
-                )));
-            }
+            let p = partition(part.partition_id)?;
             let blocks = part
                 .block
                 .into_iter()
-                .map(|b| block(part.partition_id, b))
+                .map(|b| {
+                    let declared = b.length;
+                    block(
+                        p,
+                        declared,
+                        Block {
+                            block_id: b.block_id,
+                            task_attempt_id: b.task_attempt_id,
+                            uncompress_length: b.uncompress_length,
+                            crc: b.crc,
+                            data: b.data,
+                        },
+                    )
+                })
                 .collect::<Result<Vec<_>>>()?;
-            Ok((part.partition_id, blocks))
+            Ok((p, blocks))
         })
         .collect()
 }
 
-fn block(partition: i32, b: proto::ShuffleBlock) -> Result<Block> {
-    if b.length < 0 || b.length as usize != b.data.len() {
+/// A partition id of a send: must not be negative.
+pub fn partition(id: i32) -> Result<i32> {
+    if id < 0 {
+        return Err(Error::bad_request(format!("partitionId {id} is negative")));
+    }
+    Ok(id)
+}
+
+/// Checks one sent block, for both planes. Its declared `length` must equal its payload's
+/// length (Java trusts it and would write a corrupt index) and its id must be non-negative.
+pub fn block(partition: i32, declared_length: i32, b: Block) -> Result<Block> {
+    if declared_length < 0 || declared_length as usize != b.data.len() {
         return Err(Error::bad_request(format!(
-            "block {} of partition {partition}: length {} does not match its {} data bytes",
+            "block {} of partition {partition}: length {declared_length} does not match its {} data bytes",
             b.block_id,
-            b.length,
             b.data.len()
         )));
     }
@@ -67,13 +82,7 @@ fn block(partition: i32, b: proto::ShuffleBlock) -> Result<Block> {
             b.block_id
         )));
     }
-    Ok(Block {
-        block_id: b.block_id,
-        task_attempt_id: b.task_attempt_id,
-        uncompress_length: b.uncompress_length,
-        crc: b.crc,
-        data: b.data,
-    })
+    Ok(b)
 }
 
 #[cfg(test)]

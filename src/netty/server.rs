@@ -18,7 +18,8 @@ use super::messages::{DataRequest, Request, Response, ResponseHead, SendRequest}
 use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs};
 use crate::error::{Error, Result};
 use crate::grpc::{convert, reply};
-use crate::proto::{self, StatusCode};
+use crate::proto::StatusCode;
+use crate::store::Block;
 
 /// Limits of the Netty plane. Not configurable: the defaults follow Java's and the gRPC
 /// plane's caps.
@@ -257,8 +258,9 @@ impl Handler {
         let request_id = request.request_id();
         match request {
             Request::Send(r) => {
-                let result = self.send(&r, msg_len);
-                Response::Rpc(head(request_id, "sendShuffleData", &r.app_id, &result))
+                let app_id = r.app_id.clone();
+                let result = self.send(r, msg_len);
+                Response::Rpc(head(request_id, "sendShuffleData", &app_id, &result))
             }
             Request::Index(r) => {
                 let args = ReadArgs {
@@ -331,27 +333,35 @@ impl Handler {
 
     /// Type 3: the same checks and registry call as gRPC, with the frame's `msgLen` as the
     /// overhead the client reserved on top of its blocks (SEMANTICS §3.4).
-    fn send(&self, r: &SendRequest, msg_len: usize) -> Result<()> {
+    /// Type 3: the same checks and registry call as gRPC's sendShuffleData; the block
+    /// payloads are moved out of the request (slices of the frame), nothing is copied.
+    fn send(&self, r: SendRequest, msg_len: usize) -> Result<()> {
         let app = convert::app_id(&r.app_id)?;
-        let data = r
+        let parts = r
             .partitions
-            .iter()
-            .map(|(partition, blocks)| proto::ShuffleData {
-                partition_id: *partition,
-                block: blocks
-                    .iter()
-                    .map(|b| proto::ShuffleBlock {
-                        block_id: b.block_id,
-                        length: b.length,
-                        uncompress_length: b.uncompress_length,
-                        crc: b.crc,
-                        data: b.data.clone(),
-                        task_attempt_id: b.task_attempt_id,
+            .into_iter()
+            .map(|(partition, blocks)| {
+                let p = convert::partition(partition)?;
+                let blocks = blocks
+                    .into_iter()
+                    .map(|b| {
+                        let declared = b.length;
+                        convert::block(
+                            p,
+                            declared,
+                            Block {
+                                block_id: b.block_id,
+                                task_attempt_id: b.task_attempt_id,
+                                uncompress_length: b.uncompress_length,
+                                crc: b.crc,
+                                data: b.data,
+                            },
+                        )
                     })
-                    .collect(),
+                    .collect::<Result<Vec<_>>>()?;
+                Ok((p, blocks))
             })
-            .collect();
-        let parts = convert::blocks(data)?;
+            .collect::<Result<Vec<_>>>()?;
         self.registry.send(
             &app,
             r.shuffle_id,
