@@ -18,14 +18,16 @@ use tokio_util::task::TaskTracker;
 use tonic::transport::server::TcpIncoming;
 
 use crate::app::{AppRegistry, RegistryOptions};
-use crate::config::{Config, StoreType};
+use crate::config::Config;
 use crate::coordinator::{Coordinator, CoordinatorService};
 use crate::error::{Error, Result};
 use crate::grpc::{InternalService, ShuffleService};
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
 use crate::status::ServerStatus;
+use crate::store::hdfs::{HdfsOptions, HdfsTier, Kerberos};
 use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 use crate::store::memory::MemoryTier;
+use crate::store::router::TierRouter;
 use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
 use crate::store::FileTier;
@@ -40,7 +42,10 @@ pub struct Running {
     /// to coordinators and used as the file-name prefix.
     pub server_id: String,
     registry: Arc<AppRegistry>,
-    local: Arc<LocalFileTier>,
+    /// Local disks (`MEMORY_LOCALFILE`, `MEMORY_LOCALFILE_HDFS`).
+    local: Option<Arc<LocalFileTier>>,
+    /// HDFS (`MEMORY_HDFS`, `MEMORY_LOCALFILE_HDFS`).
+    hdfs: Option<Arc<HdfsTier>>,
     /// The embedded coordinator, when `coordinator.enabled`.
     coordinator: Option<Arc<Coordinator>>,
     config: Config,
@@ -71,12 +76,6 @@ pub struct ShutdownReport {
 
 /// Builds the server from `config` and starts serving.
 pub async fn start(config: Config) -> Result<Running> {
-    if config.store_type != StoreType::MemoryLocalfile {
-        return Err(Error::Startup(format!(
-            "store_type {:?} needs the HDFS tier, which this build does not have yet; use MEMORY_LOCALFILE",
-            config.store_type
-        )));
-    }
     let bind: SocketAddr = SocketAddr::new(
         config
             .bind_ip
@@ -123,32 +122,81 @@ pub async fn start(config: Config) -> Result<Running> {
         hybrid.memory_spill_high_watermark,
         hybrid.memory_spill_low_watermark,
     );
-    let local = LocalFileTier::new(LocalFileOptions {
-        data_paths: lf.data_paths.clone(),
-        file_prefix: server_id.clone(),
-        high_watermark: lf.disk_high_watermark,
-        low_watermark: lf.disk_low_watermark,
-        min_healthy_disks: lf.healthy_check_min_disks,
-        max_concurrency_per_disk: lf.disk_max_concurrency,
-        sync_on_write: lf.sync_on_write,
-    })?;
-    local.spawn_health_checks(lf.disk_health_check_interval, tasks_stop.clone(), &tracker);
+    let local = if config.store_type.uses_localfile() {
+        let local = LocalFileTier::new(LocalFileOptions {
+            data_paths: lf.data_paths.clone(),
+            file_prefix: server_id.clone(),
+            high_watermark: lf.disk_high_watermark,
+            low_watermark: lf.disk_low_watermark,
+            min_healthy_disks: lf.healthy_check_min_disks,
+            max_concurrency_per_disk: lf.disk_max_concurrency,
+            sync_on_write: lf.sync_on_write,
+        })?;
+        local.spawn_health_checks(lf.disk_health_check_interval, tasks_stop.clone(), &tracker);
+        Some(local)
+    } else {
+        None
+    };
+    let hdfs = config.store_type.uses_hdfs().then(|| {
+        let h = &config.hdfs_store;
+        HdfsTier::new(HdfsOptions {
+            file_prefix: server_id.clone(),
+            max_concurrency: h.max_concurrency,
+            partition_write_max_concurrency: h.partition_write_max_concurrency,
+            write_timeout: h.write_timeout,
+            failure_cooldown: h.failure_cooldown,
+            kerberos: Kerberos {
+                principal: h.kerberos_principal.clone(),
+                keytab: h.kerberos_keytab.as_ref().map(|p| p.display().to_string()),
+            },
+        })
+    });
 
     let hot = Arc::new(MemoryTier::new(budget.clone()));
-    let warm: Arc<dyn FileTier> = local.clone();
-    let store = Arc::new(TieredStore::new(
-        hot,
-        warm,
-        SpillOptions {
-            concurrency: hybrid.spill_concurrency,
-            single_buffer_limit: hybrid.memory_single_buffer_max_spill_size.as_u64(),
-            max_backoff: hybrid.spill_retry_max_backoff,
-            append_timeout: crate::store::spill::APPEND_TIMEOUT,
-        },
-        tasks_stop.clone(),
-        spill_stop.clone(),
-        tracker.clone(),
-    ));
+    let spill = SpillOptions {
+        concurrency: hybrid.spill_concurrency,
+        single_buffer_limit: hybrid.memory_single_buffer_max_spill_size.as_u64(),
+        max_backoff: hybrid.spill_retry_max_backoff,
+        append_timeout: crate::store::spill::APPEND_TIMEOUT,
+    };
+    // Server-side file reads (getLocalShuffleIndex/Data) come from local disks; clients read
+    // HDFS directly, so a MEMORY_HDFS server answers them from HDFS only for completeness.
+    let warm: Arc<dyn FileTier> = match (&local, &hdfs) {
+        (Some(l), _) => l.clone(),
+        (None, Some(h)) => h.clone(),
+        (None, None) => {
+            return Err(Error::Startup(format!(
+                "store_type {:?} has no file tier",
+                config.store_type
+            )))
+        }
+    };
+    let store = Arc::new(if hdfs.is_some() {
+        let router = Arc::new(TierRouter::new(
+            local.clone(),
+            hdfs.clone(),
+            config.hdfs_store.cold_storage_threshold_size.as_u64(),
+        )?);
+        tracing::info!(store_type = ?config.store_type, "spills go through the HDFS router");
+        TieredStore::with_router(
+            hot,
+            warm,
+            router,
+            spill,
+            tasks_stop.clone(),
+            spill_stop.clone(),
+            tracker.clone(),
+        )
+    } else {
+        TieredStore::new(
+            hot,
+            warm,
+            spill,
+            tasks_stop.clone(),
+            spill_stop.clone(),
+            tracker.clone(),
+        )
+    });
 
     let tickets = Arc::new(Tickets::new(mem.buffer_ticket_timeout));
     tickets.spawn_sweeper(
@@ -184,7 +232,6 @@ pub async fn start(config: Config) -> Result<Running> {
     let self_stop = CancellationToken::new();
     spawn_status_watcher(
         Arc::clone(&registry),
-        Arc::clone(&local),
         config
             .app
             .expiry_check_interval
@@ -237,7 +284,7 @@ pub async fn start(config: Config) -> Result<Running> {
     }
     crate::tasks::heartbeat::spawn(
         Arc::clone(&registry),
-        Arc::clone(&local),
+        local.clone(),
         crate::tasks::heartbeat::Identity {
             server_id: server_id.clone(),
             ip,
@@ -260,6 +307,7 @@ pub async fn start(config: Config) -> Result<Running> {
         server_id,
         registry,
         local,
+        hdfs,
         coordinator,
         config,
         grpc_stop,
@@ -278,9 +326,14 @@ impl Running {
         &self.registry
     }
 
-    /// The local-file tier (tests and, later, heartbeats read its disk reports).
-    pub fn local_tier(&self) -> &Arc<LocalFileTier> {
-        &self.local
+    /// The local-file tier, when the store type has one (tests read its disk reports).
+    pub fn local_tier(&self) -> Option<&Arc<LocalFileTier>> {
+        self.local.as_ref()
+    }
+
+    /// The HDFS tier, when the store type has one.
+    pub fn hdfs_tier(&self) -> Option<&Arc<HdfsTier>> {
+        self.hdfs.as_ref()
     }
 
     /// The embedded coordinator (`coordinator.enabled`), e.g. for tests to read its servers.
@@ -387,12 +440,11 @@ async fn timed<F: std::future::Future>(step: &str, budget: Duration, fut: F) -> 
     out
 }
 
-/// Keeps the server status in step with reality: UNHEALTHY while the file tier cannot take
-/// writes, and DECOMMISSIONING → DECOMMISSIONED once no app is left, which then asks the server
+/// Keeps the server status in step with reality: UNHEALTHY while no file tier can take
+/// spills (local disks, HDFS failing), and DECOMMISSIONING → DECOMMISSIONED once no app is left, which then asks the server
 /// to stop.
 fn spawn_status_watcher(
     registry: Arc<AppRegistry>,
-    local: Arc<LocalFileTier>,
     interval: Duration,
     self_stop: CancellationToken,
     cancel: CancellationToken,
@@ -406,7 +458,7 @@ fn spawn_status_watcher(
                 _ = changes.changed() => {}
                 _ = tokio::time::sleep(interval) => {}
             }
-            let health = crate::store::Tier::health(local.as_ref());
+            let health = registry.store().health();
             if registry.status().set_storage_healthy(health.writable) {
                 if health.writable {
                     tracing::info!("storage healthy again: status ACTIVE");

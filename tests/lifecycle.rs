@@ -168,7 +168,7 @@ async fn too_few_healthy_disks_make_the_server_unhealthy_and_new_partitions_avoi
         registry.status().get() == proto::ServerStatus::Unhealthy
     })
     .await;
-    let reports = s.running.local_tier().disk_reports();
+    let reports = s.running.local_tier().expect("local tier").disk_reports();
     assert!(reports
         .iter()
         .any(|r| r.path == bad && r.status == spillway::store::localfile::DiskStatus::Unhealthy));

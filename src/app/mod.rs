@@ -161,6 +161,8 @@ impl AppRegistry {
                 .or_insert_with(|| Arc::new(App::new(reg.app.clone())));
             app.touch();
             app.set_registration(reg.user, reg.remote_storage, reg.properties);
+            self.store
+                .register_app(&reg.app, &app.user(), app.remote_storage().as_ref());
             app.shuffle_or_insert(reg.shuffle, reg.local_order)
         };
         for range in reg.ranges {
@@ -255,7 +257,7 @@ impl AppRegistry {
         let app = app.clone();
         let purging = Arc::clone(&self.purging);
         Some(async move {
-            match store.warm().purge(&scope).await {
+            match store.purge_files(&scope).await {
                 Ok(freed) => {
                     tracing::info!(app_id = %app, in_memory, freed, reason, "purged app")
                 }

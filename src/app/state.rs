@@ -12,14 +12,7 @@ use tokio::time::Instant;
 use crate::app::block_ids::ReportedBlockIds;
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 
-/// HDFS location an app registered (used by the HDFS tier of a later issue).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RemoteStorage {
-    /// Root path, e.g. `hdfs://ns/rss`.
-    pub path: String,
-    /// Hadoop conf items applied on top of the server's.
-    pub conf: Vec<(String, String)>,
-}
+pub use crate::store::RemoteStorage;
 
 /// One application.
 pub struct App {

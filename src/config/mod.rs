@@ -205,14 +205,39 @@ impl Default for LocalfileStoreConfig {
     }
 }
 
-/// `[hdfs_store]`: HDFS writer limits. Parsed and validated now; used once the HDFS tier lands.
+/// `[hdfs_store]`: the HDFS tier (`MEMORY_HDFS`, `MEMORY_LOCALFILE_HDFS`): writer limits, which
+/// spills go to HDFS, how failures are handled, and the Kerberos identity.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HdfsStoreConfig {
     /// Concurrent HDFS spills across the server. At least 1. Default: 10.
     pub max_concurrency: usize,
-    /// Concurrent writes to one partition's HDFS files. At least 1. Default: 20.
+    /// Concurrent writes to one partition's HDFS files; each concurrent writer has its own file
+    /// pair (`<serverId>_<writerIndex>_<failTimes>`; `<serverId>_<failTimes>` when 1). At least 1.
+    /// Default: 20.
     pub partition_write_max_concurrency: usize,
+    /// In `MEMORY_LOCALFILE_HDFS`, a spill batch at least this large goes to HDFS (so do all
+    /// spills of a huge partition); smaller ones go to local files. Uniffle's
+    /// `rss.server.flush.cold.storage.threshold.size`. Must be > 0. Default: `"64M"`.
+    pub cold_storage_threshold_size: ByteSize,
+    /// One HDFS append (data and index) taking longer is abandoned: its file pair is never
+    /// written again and the spill is retried or goes to local files. Must be > 0.
+    /// Default: `30s`.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+    /// After a failed append, HDFS takes no new spills for this long (they go to local files
+    /// when the store type has them, else wait); then one spill tries again. Must be > 0.
+    /// Default: `10s`.
+    #[serde(with = "humantime_serde")]
+    pub failure_cooldown: Duration,
+    /// Kerberos principal the server logs in as (`hadoop.security.authentication = kerberos` in
+    /// `HADOOP_CONF_DIR`). Unset: the default principal of the credential cache (`KRB5CCNAME`).
+    /// Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kerberos_principal: Option<String>,
+    /// Keytab for `kerberos_principal`; needs the principal. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kerberos_keytab: Option<PathBuf>,
 }
 
 impl Default for HdfsStoreConfig {
@@ -220,6 +245,11 @@ impl Default for HdfsStoreConfig {
         HdfsStoreConfig {
             max_concurrency: 10,
             partition_write_max_concurrency: 20,
+            cold_storage_threshold_size: ByteSize(64 << 20),
+            write_timeout: Duration::from_secs(30),
+            failure_cooldown: Duration::from_secs(10),
+            kerberos_principal: None,
+            kerberos_keytab: None,
         }
     }
 }

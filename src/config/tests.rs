@@ -97,6 +97,8 @@ fn example_documents_every_key() {
     full.metrics.push_gateway_endpoint = Some("http://gateway:9091".into());
     full.hybrid_store.huge_partition_hard_limit = Some(ByteSize(ByteSize::GIB));
     full.coordinator.remote_storage_path = Some("hdfs://ns/rss".into());
+    full.hdfs_store.kerberos_principal = Some("rss@EXAMPLE.COM".into());
+    full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
     let table = toml::Table::try_from(&full).unwrap();
     let mut all_keys = BTreeSet::new();
     for (key, value) in &table {
@@ -330,6 +332,26 @@ fn invalid_samples_name_the_key() {
         (
             "[hdfs_store]\npartition_write_max_concurrency = 0",
             "hdfs_store.partition_write_max_concurrency",
+        ),
+        (
+            "[hdfs_store]\ncold_storage_threshold_size = 0",
+            "hdfs_store.cold_storage_threshold_size",
+        ),
+        (
+            "[hdfs_store]\nwrite_timeout = \"0s\"",
+            "hdfs_store.write_timeout",
+        ),
+        (
+            "[hdfs_store]\nfailure_cooldown = \"0s\"",
+            "hdfs_store.failure_cooldown",
+        ),
+        (
+            "[hdfs_store]\nkerberos_keytab = \"/k\"",
+            "hdfs_store.kerberos_keytab",
+        ),
+        (
+            "[hdfs_store]\nkerberos_principal = \" \"",
+            "hdfs_store.kerberos_principal",
         ),
         (
             "[hybrid_store]\nspill_concurrency = 0",

@@ -188,12 +188,39 @@ impl HdfsStoreConfig {
         let HdfsStoreConfig {
             max_concurrency,
             partition_write_max_concurrency,
+            cold_storage_threshold_size,
+            write_timeout,
+            failure_cooldown,
+            kerberos_principal,
+            kerberos_keytab,
         } = self;
         at_least_one("hdfs_store.max_concurrency", *max_concurrency)?;
         at_least_one(
             "hdfs_store.partition_write_max_concurrency",
             *partition_write_max_concurrency,
-        )
+        )?;
+        nonzero_size(
+            "hdfs_store.cold_storage_threshold_size",
+            *cold_storage_threshold_size,
+        )?;
+        nonzero_duration("hdfs_store.write_timeout", *write_timeout)?;
+        nonzero_duration("hdfs_store.failure_cooldown", *failure_cooldown)?;
+        if kerberos_principal
+            .as_deref()
+            .is_some_and(|p| p.trim().is_empty())
+        {
+            return Err(ConfigError::new(
+                "hdfs_store.kerberos_principal",
+                "must not be empty",
+            ));
+        }
+        if kerberos_keytab.is_some() && kerberos_principal.is_none() {
+            return Err(ConfigError::new(
+                "hdfs_store.kerberos_keytab",
+                "needs hdfs_store.kerberos_principal",
+            ));
+        }
+        Ok(())
     }
 }
 

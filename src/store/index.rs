@@ -2,7 +2,9 @@
 //!
 //! Its own file because it is a wire format: clients parse these bytes directly.
 
-use bytes::{Buf, BufMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::store::Block;
 
 /// One index record: where a block lives in the data file, plus the metadata a reader checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +61,26 @@ impl IndexEntry {
         }
         out
     }
+}
+
+/// The index records of `blocks` placed contiguously from `data_offset` in the data file (both
+/// file tiers write exactly this after the blocks' payloads).
+pub fn encode_blocks(blocks: &[Block], data_offset: u64) -> Bytes {
+    let mut buf = BytesMut::with_capacity(blocks.len() * IndexEntry::SIZE);
+    let mut offset = data_offset;
+    for b in blocks {
+        IndexEntry {
+            offset: offset as i64,
+            length: b.len(),
+            uncompress_length: b.uncompress_length,
+            crc: b.crc,
+            block_id: b.block_id,
+            task_attempt_id: b.task_attempt_id,
+        }
+        .encode(&mut buf);
+        offset += b.data.len() as u64;
+    }
+    buf.freeze()
 }
 
 #[cfg(test)]

@@ -14,9 +14,11 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::ids::{AppId, PartitionKey, ShuffleKey};
 
+pub mod hdfs;
 pub mod index;
 pub mod localfile;
 pub mod memory;
+pub mod router;
 pub mod spill;
 pub mod tiered;
 
@@ -104,6 +106,16 @@ impl BlockBatch {
     pub fn is_empty(&self) -> bool {
         self.blocks.is_empty()
     }
+}
+
+/// The HDFS location an app registered (`registerShuffle.remoteStorage`), where the HDFS tier
+/// writes that app's files.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemoteStorage {
+    /// Root path, e.g. `hdfs://ns/rss`.
+    pub path: String,
+    /// Hadoop conf items applied on top of the server's.
+    pub conf: Vec<(String, String)>,
 }
 
 /// Which tier a value belongs to; also the label used in logs and metrics.

@@ -1,6 +1,7 @@
-//! `TieredStore`: memory in front of a file tier. Writes land in memory, the spiller moves
-//! them down; reads go to memory by block cursor and to the file tier by index and range;
-//! purges fan out to every tier.
+//! `TieredStore`: memory in front of the file tiers. Writes land in memory, the spiller moves
+//! them down (through the [`TierRouter`] when the store type has HDFS); reads go to memory by
+//! block cursor and to the server-read file tier by index and range (clients read HDFS
+//! directly); purges fan out to every tier.
 
 use std::sync::Arc;
 
@@ -9,16 +10,21 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::error::Result;
+use crate::ids::AppId;
 use crate::ids::PartitionKey;
 use crate::memory::Reservation;
 use crate::store::memory::{Inserted, MemoryRead, MemoryReadRequest, MemoryTier, PartitionBuffer};
+use crate::store::router::TierRouter;
 use crate::store::spill::{SpillOptions, Spiller};
-use crate::store::{Block, FileTier, IndexRead, PurgeScope};
+use crate::store::{Block, FileTier, IndexRead, PurgeScope, RemoteStorage, Tier};
 
 /// The store behind the app registry.
 pub struct TieredStore {
     hot: Arc<MemoryTier>,
     warm: Arc<dyn FileTier>,
+    /// Where spills go and purges fan out: `warm` itself, or the router over all file tiers.
+    target: Arc<dyn Tier>,
+    router: Option<Arc<TierRouter>>,
     spiller: Spiller,
 }
 
@@ -33,10 +39,79 @@ impl TieredStore {
         retry_stop: CancellationToken,
         tracker: TaskTracker,
     ) -> Self {
-        let target: Arc<dyn crate::store::Tier> = warm.clone();
-        let spiller = Spiller::new(Arc::clone(&hot), target, spill, retry_stop, tracker);
+        let target: Arc<dyn Tier> = warm.clone();
+        Self::build(
+            hot, warm, target, None, spill, loop_stop, retry_stop, tracker,
+        )
+    }
+
+    /// Like [`TieredStore::new`], with spills going through `router` (which picks local files
+    /// or HDFS per batch); `warm` serves the server-side file reads.
+    pub fn with_router(
+        hot: Arc<MemoryTier>,
+        warm: Arc<dyn FileTier>,
+        router: Arc<TierRouter>,
+        spill: SpillOptions,
+        loop_stop: CancellationToken,
+        retry_stop: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Self {
+        let target: Arc<dyn Tier> = router.clone();
+        Self::build(
+            hot,
+            warm,
+            target,
+            Some(router),
+            spill,
+            loop_stop,
+            retry_stop,
+            tracker,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        hot: Arc<MemoryTier>,
+        warm: Arc<dyn FileTier>,
+        target: Arc<dyn Tier>,
+        router: Option<Arc<TierRouter>>,
+        spill: SpillOptions,
+        loop_stop: CancellationToken,
+        retry_stop: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Self {
+        let spiller = Spiller::new(
+            Arc::clone(&hot),
+            Arc::clone(&target),
+            spill,
+            retry_stop,
+            tracker,
+        );
         spiller.spawn_watermark_loop(loop_stop);
-        TieredStore { hot, warm, spiller }
+        TieredStore {
+            hot,
+            warm,
+            target,
+            router,
+            spiller,
+        }
+    }
+
+    /// The spill router, when the store type has HDFS.
+    pub fn router(&self) -> Option<&Arc<TierRouter>> {
+        self.router.as_ref()
+    }
+
+    /// Remembers an app's Hadoop user and remote storage for the HDFS tier.
+    pub fn register_app(&self, app: &AppId, user: &str, remote: Option<&RemoteStorage>) {
+        if let Some(r) = &self.router {
+            r.register_app(app, user, remote);
+        }
+    }
+
+    /// Health of everything spills can go to.
+    pub fn health(&self) -> crate::store::Health {
+        self.target.health()
     }
 
     /// The memory tier.
@@ -64,6 +139,9 @@ impl TieredStore {
         huge_limit: Option<u64>,
     ) -> Result<Inserted> {
         let inserted = buffer.insert(blocks, reservation)?;
+        if let (Some(router), Some(_)) = (&self.router, huge_limit) {
+            router.mark_huge(buffer.key());
+        }
         self.spiller
             .after_insert(buffer, inserted.staged_bytes, huge_limit);
         Ok(inserted)
@@ -96,9 +174,14 @@ impl TieredStore {
         self.spiller.spill_and_wait(&buffers).await;
     }
 
-    /// Removes `scope` from every tier; returns bytes freed on the file tier.
+    /// Removes `scope` from every tier; returns bytes freed on the file tiers.
     pub async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
         self.hot.purge(scope);
-        self.warm.purge(scope).await
+        self.purge_files(scope).await
+    }
+
+    /// Removes `scope` from the file tiers only (memory was purged already).
+    pub async fn purge_files(&self, scope: &PurgeScope) -> Result<u64> {
+        self.target.purge(scope).await
     }
 }

@@ -211,7 +211,7 @@ fn storage_status(s: DiskStatus) -> StorageStatus {
 /// coordinator.
 pub fn spawn(
     registry: Arc<AppRegistry>,
-    local: Arc<LocalFileTier>,
+    local: Option<Arc<LocalFileTier>>,
     identity: Identity,
     quorum: Vec<String>,
     interval: Duration,
@@ -224,8 +224,8 @@ pub fn spawn(
     }
     // Media cannot change while we run; a few sysfs reads, once.
     let media = local
-        .disk_reports()
-        .into_iter()
+        .iter()
+        .flat_map(|l| l.disk_reports())
         .map(|d| {
             let m = detect_media(&d.path);
             (d.path, m)
@@ -250,7 +250,7 @@ pub fn spawn(
 /// Reads live state for [`build_request`]; shared by every coordinator loop.
 struct Reporter {
     registry: Arc<AppRegistry>,
-    local: Arc<LocalFileTier>,
+    local: Option<Arc<LocalFileTier>>,
     identity: Identity,
     media: HashMap<PathBuf, StorageMedia>,
 }
@@ -287,8 +287,8 @@ impl Reporter {
             status: self.registry.status().get(),
             disks: self
                 .local
-                .disk_reports()
-                .into_iter()
+                .iter()
+                .flat_map(|l| l.disk_reports())
                 .map(|d| {
                     let media = self
                         .media
@@ -297,9 +297,30 @@ impl Reporter {
                         .unwrap_or(StorageMedia::StorageTypeUnknown);
                     (d, media)
                 })
+                .chain(self.hdfs_report())
                 .collect(),
             apps,
         }
+    }
+
+    /// The HDFS tier as one storage entry (`hdfs`, media HDFS): UNHEALTHY while its appends
+    /// fail, so coordinators and operators see it.
+    fn hdfs_report(&self) -> Option<(DiskReport, StorageMedia)> {
+        let hdfs = self.registry.store().router()?.hdfs()?;
+        let healthy = crate::store::Tier::health(hdfs.as_ref()).writable;
+        let report = DiskReport {
+            index: -1,
+            path: PathBuf::from("hdfs"),
+            capacity_bytes: 0,
+            available_bytes: 0,
+            written_bytes: 0,
+            status: if healthy {
+                DiskStatus::Normal
+            } else {
+                DiskStatus::Unhealthy
+            },
+        };
+        Some((report, StorageMedia::Hdfs))
     }
 
     fn request(&self) -> proto::ShuffleServerHeartBeatRequest {

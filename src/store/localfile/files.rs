@@ -6,9 +6,8 @@ use std::io::{self, IoSlice, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
-use crate::store::index::IndexEntry;
 use crate::store::Block;
 
 /// Where one partition's files live: `<root>/<appId>/<shuffleId>/<start>-<end>/<prefix>.{data,index}`.
@@ -97,21 +96,7 @@ pub(crate) struct AppendFailure {
 
 /// Encodes the index records of `blocks` placed contiguously from `data_offset`.
 pub(crate) fn encode_index(blocks: &[Block], data_offset: u64) -> Bytes {
-    let mut buf = BytesMut::with_capacity(blocks.len() * IndexEntry::SIZE);
-    let mut offset = data_offset;
-    for b in blocks {
-        IndexEntry {
-            offset: offset as i64,
-            length: b.len(),
-            uncompress_length: b.uncompress_length,
-            crc: b.crc,
-            block_id: b.block_id,
-            task_attempt_id: b.task_attempt_id,
-        }
-        .encode(&mut buf);
-        offset += b.data.len() as u64;
-    }
-    buf.freeze()
+    crate::store::index::encode_blocks(blocks, data_offset)
 }
 
 /// Writes the blocks at `committed.data_len`, then their index records at

@@ -1,0 +1,152 @@
+//! A real HDFS for tests: starts `tests/hdfs` (`MiniHdfs`, a Hadoop `MiniDFSCluster` with one
+//! NameNode and one DataNode on 127.0.0.1) once per test binary, and talks to it over its
+//! stdin/stdout. Building the launcher is `tests/hdfs/install.sh` (idempotent, ~0 s when built).
+//!
+//! Self-contained (std only) because two kinds of test binaries include this file: the crate's
+//! unit tests as a module, and the integration tests through `#[path]`. Anything that keeps
+//! HDFS from starting panics: a test that needs HDFS fails, it never skips.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a cold start may take (a JVM plus a formatted NameNode and a DataNode; ~10 s on
+/// the 2-core CI machine).
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long one stop/start command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running MiniHdfs. It stops when this process exits (its stdin closes).
+pub struct MiniHdfs {
+    /// `hdfs://127.0.0.1:<port>`.
+    pub url: String,
+    /// How long start-up took.
+    pub started_in: Duration,
+    /// Where the launcher logs (its stderr), for failure messages.
+    pub log: PathBuf,
+    io: Mutex<(ChildStdin, mpsc::Receiver<String>)>,
+    _child: Mutex<Child>,
+}
+
+/// The cluster of this test binary, started on first use.
+pub fn shared() -> &'static MiniHdfs {
+    static CLUSTER: OnceLock<MiniHdfs> = OnceLock::new();
+    CLUSTER.get_or_init(start)
+}
+
+fn start() -> MiniHdfs {
+    let started = Instant::now();
+    let project = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/hdfs");
+    let status = Command::new("bash")
+        .arg(project.join("install.sh"))
+        .status()
+        .expect("run tests/hdfs/install.sh");
+    assert!(status.success(), "tests/hdfs/install.sh failed: {status}");
+    let base = std::env::temp_dir().join(format!(
+        "spillway-minihdfs-{}-{}",
+        std::process::id(),
+        started.elapsed().as_nanos()
+    ));
+    std::fs::create_dir_all(&base).expect("create MiniHdfs base dir");
+    let log = base.with_extension("log");
+    let stderr = std::fs::File::create(&log).expect("create MiniHdfs log");
+    let classpath = format!(
+        "{}:{}/*",
+        project.join("target/classes").display(),
+        project.join("target/deps").display()
+    );
+    let mut child = Command::new("java")
+        .args([
+            "-Xmx512m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+        ])
+        .arg(classpath)
+        .arg("io.spillway.hdfs.MiniHdfs")
+        .arg(&base)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("start java (MiniHdfs)");
+    let stdin = child.stdin.take().expect("piped stdin");
+    let lines = spawn_line_reader(child.stdout.take().expect("piped stdout"));
+    let deadline = Instant::now() + START_TIMEOUT;
+    let url = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(url) = line.strip_prefix("HDFS_URL=") {
+                    break url.to_owned();
+                }
+            }
+            Err(e) => {
+                let _ = child.kill();
+                panic!(
+                    "MiniHdfs did not start ({e}); its log: {}\n{}",
+                    log.display(),
+                    tail(&log)
+                );
+            }
+        }
+    };
+    MiniHdfs {
+        url,
+        started_in: started.elapsed(),
+        log,
+        io: Mutex::new((stdin, lines)),
+        _child: Mutex::new(child),
+    }
+}
+
+impl MiniHdfs {
+    /// Sends one command (`stop-datanode`, `start-datanode`, `stop-namenode`,
+    /// `start-namenode`) and waits for its `OK`. Blocking: call it from `spawn_blocking`.
+    pub fn command(&self, cmd: &str) {
+        let mut io = self.io.lock().unwrap_or_else(|e| e.into_inner());
+        writeln!(io.0, "{cmd}").expect("write to MiniHdfs");
+        io.0.flush().expect("flush MiniHdfs stdin");
+        let deadline = Instant::now() + COMMAND_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match io.1.recv_timeout(left) {
+                Ok(line) if line == format!("OK {cmd}") => return,
+                Ok(line) if line.starts_with(&format!("ERR {cmd}")) => {
+                    panic!("MiniHdfs {cmd}: {line}")
+                }
+                Ok(_) => {}
+                Err(e) => panic!(
+                    "MiniHdfs {cmd}: no answer ({e}); log {}",
+                    self.log.display()
+                ),
+            }
+        }
+    }
+}
+
+fn spawn_line_reader(stdout: ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(l).is_err() {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    });
+    rx
+}
+
+fn tail(log: &PathBuf) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}

@@ -1,0 +1,532 @@
+//! HdfsTier: the cold tier. Spills land in the HDFS path each app registered, in exactly the
+//! layout the Uniffle client reads **directly** from HDFS (DATA-FORMATS §4):
+//!
+//! ```text
+//! <root>/<appId>/<shuffleId>/<start>-<end>/<serverId>[_<writerIndex>]_<failTimes>.data
+//! <root>/<appId>/<shuffleId>/<start>-<end>/<serverId>[_<writerIndex>]_<failTimes>.index
+//! ```
+//!
+//! The client lists every `*.index` of the range directory whose name starts with the server
+//! id it got from the coordinator, and reads each pair on its own: whole 40-byte records, and
+//! only records that end inside the data file's length. So:
+//!
+//! - **one writer per file**: a partition has `partition_write_max_concurrency` writer slots,
+//!   each with its own file pair (`_<writerIndex>` is left out when there is one slot); an
+//!   append takes a free slot, so concurrent spills of one partition never share a file;
+//! - **data before index**: an append writes and closes the data file, then writes and closes
+//!   the index records, so a visible record never points at bytes that are not there;
+//! - **a failed or abandoned append retires its file pair** (`failTimes` + 1 for the next
+//!   append of that slot): HDFS cannot cut a file back, and a writer that died mid-write may
+//!   still hold the lease. What the client can see of a retired pair is harmless: data with no
+//!   record is never read, a torn last record is dropped (whole records only), and complete
+//!   records of a batch that is written again elsewhere are duplicates the client skips (it
+//!   reads each block id once).
+//!
+//! Each append opens its files in create/append mode and closes them (as Uniffle's
+//! `HadoopShuffleWriteHandler` does), so a batch is one create-or-append per file: the spiller
+//! and the router hand this tier large batches only.
+//!
+//! Concurrency: a per-app gate (appends shared, purges exclusive), a server-wide semaphore of
+//! `max_concurrency` appends, and the per-partition slots.
+
+mod client;
+mod read;
+
+#[cfg(any(test, feature = "test-util"))]
+pub mod minicluster;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use hdfs_native::{Client, HdfsError, WriteOptions};
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+pub use self::client::Kerberos;
+use self::client::{ClientCache, RemoteRoot, TIER};
+use crate::error::{Error, Result};
+use crate::ids::{AppId, PartitionKey, PartitionRange};
+use crate::store::{
+    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, Tier, TierKind,
+};
+
+/// Mode of the directories the tier creates (`rwxr-xr-x`); files are created `rw-r--r--`.
+const DIR_PERMISSION: u32 = 0o755;
+
+/// How the HDFS tier is set up (from `[hdfs_store]` and the server id).
+#[derive(Clone, Debug)]
+pub struct HdfsOptions {
+    /// The server id: the file-name prefix the client filters on.
+    pub file_prefix: String,
+    /// Appends in flight across the server.
+    pub max_concurrency: usize,
+    /// Writer slots (file pairs) per partition.
+    pub partition_write_max_concurrency: usize,
+    /// An append taking longer is abandoned and its file pair retired.
+    pub write_timeout: Duration,
+    /// After a failure, how long [`HdfsTier::may_try`] says no.
+    pub failure_cooldown: Duration,
+    /// Kerberos login, when the Hadoop conf turns Kerberos on.
+    pub kerberos: Kerberos,
+}
+
+/// The HDFS tier; see the module doc.
+pub struct HdfsTier {
+    opts: HdfsOptions,
+    clients: ClientCache,
+    permits: Arc<Semaphore>,
+    apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
+    health: parking_lot::Mutex<Failures>,
+}
+
+/// What the tier knows about one app.
+struct AppEntry {
+    /// Appends hold it shared, purges exclusively; `true` once an app purge retired the entry.
+    gate: Arc<tokio::sync::RwLock<bool>>,
+    target: parking_lot::Mutex<Target>,
+    partitions: parking_lot::Mutex<HashMap<(i32, PartitionRange), Arc<Slots>>>,
+}
+
+/// Where and as whom an app's files are written.
+#[derive(Clone, Debug)]
+struct Target {
+    remote: RemoteStorage,
+    root: RemoteRoot,
+    user: String,
+}
+
+/// A partition's writer slots.
+struct Slots {
+    free: Arc<Semaphore>,
+    slots: Vec<Arc<tokio::sync::Mutex<Slot>>>,
+}
+
+/// One writer's file pair.
+#[derive(Debug, Default)]
+struct Slot {
+    index: usize,
+    /// Bumped when an append of this slot failed or was abandoned: the next append starts a
+    /// new file pair.
+    fail_times: u32,
+    /// An append is (or was, if it never finished) writing this pair.
+    dirty: bool,
+    /// The pair exists (appends open it in append mode).
+    created: bool,
+    /// Bytes in the data file, where the next batch starts.
+    data_len: u64,
+}
+
+/// Recent append failures, for [`Tier::health`] and [`HdfsTier::may_try`].
+#[derive(Debug, Default)]
+struct Failures {
+    consecutive: u64,
+    last: Option<Instant>,
+    last_error: String,
+}
+
+impl HdfsTier {
+    /// A tier with no app yet. Connects nothing: clients are built when an app first spills.
+    pub fn new(opts: HdfsOptions) -> Arc<Self> {
+        Arc::new(HdfsTier {
+            permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
+            clients: ClientCache::new(opts.kerberos.clone()),
+            opts,
+            apps: parking_lot::Mutex::new(HashMap::new()),
+            health: parking_lot::Mutex::new(Failures::default()),
+        })
+    }
+
+    /// Records where `app` writes (`registerShuffle`): its remote storage and Hadoop user. An
+    /// empty path means the app has none, and this tier cannot take its data. Re-registering
+    /// with another path moves only future file pairs (Uniffle pins an app to one path, so
+    /// clients do not do that).
+    pub fn register_app(&self, app: &AppId, user: &str, remote: &RemoteStorage) -> Result<()> {
+        if remote.path.is_empty() {
+            return Ok(());
+        }
+        let root = RemoteRoot::parse(&remote.path)?;
+        let target = Target {
+            remote: remote.clone(),
+            root,
+            user: user.to_owned(),
+        };
+        let mut apps = self.apps.lock();
+        let entry = apps.entry(app.clone()).or_insert_with(|| {
+            Arc::new(AppEntry {
+                gate: Arc::new(tokio::sync::RwLock::new(false)),
+                target: parking_lot::Mutex::new(target.clone()),
+                partitions: parking_lot::Mutex::new(HashMap::new()),
+            })
+        });
+        *entry.target.lock() = target;
+        Ok(())
+    }
+
+    /// Whether `app` registered a remote storage this tier can write to.
+    pub fn serves(&self, app: &AppId) -> bool {
+        self.apps.lock().contains_key(app)
+    }
+
+    /// Whether a spill should be tried here now: false during `failure_cooldown` after a
+    /// failed append, so the router sends spills elsewhere instead of waiting on a broken HDFS.
+    pub fn may_try(&self) -> bool {
+        let f = self.health.lock();
+        match f.last {
+            Some(t) if f.consecutive > 0 => t.elapsed() >= self.opts.failure_cooldown,
+            _ => true,
+        }
+    }
+
+    /// The file-name prefix of one slot's current pair.
+    fn pair_name(&self, slots: usize, slot: &Slot) -> String {
+        if slots == 1 {
+            format!("{}_{}", self.opts.file_prefix, slot.fail_times)
+        } else {
+            format!(
+                "{}_{}_{}",
+                self.opts.file_prefix, slot.index, slot.fail_times
+            )
+        }
+    }
+
+    fn entry(&self, app: &AppId) -> Option<Arc<AppEntry>> {
+        self.apps.lock().get(app).cloned()
+    }
+
+    fn client(&self, target: &Target) -> Result<Client> {
+        self.clients.get(&target.root, &target.user, &target.remote)
+    }
+
+    fn record_failure(&self, e: &Error) {
+        let mut f = self.health.lock();
+        f.consecutive += 1;
+        f.last = Some(Instant::now());
+        f.last_error = e.to_string();
+    }
+
+    fn record_success(&self) {
+        let mut f = self.health.lock();
+        if f.consecutive > 0 {
+            tracing::info!(failures = f.consecutive, "HDFS appends succeed again");
+        }
+        f.consecutive = 0;
+    }
+
+    /// Takes a free writer slot of the partition (waiting when all are busy).
+    async fn take_slot(
+        slots: &Arc<Slots>,
+    ) -> Result<(OwnedSemaphorePermit, OwnedMutexGuard<Slot>)> {
+        let permit =
+            Arc::clone(&slots.free)
+                .acquire_owned()
+                .await
+                .map_err(|_| Error::Internal {
+                    reason: "HDFS slot permits closed".to_owned(),
+                })?;
+        // The permit guarantees a free slot; lowest index first, so sequential appends keep
+        // going to the same pair.
+        for slot in &slots.slots {
+            if let Ok(guard) = Arc::clone(slot).try_lock_owned() {
+                return Ok((permit, guard));
+            }
+        }
+        Err(Error::Internal {
+            reason: "no free HDFS writer slot despite a permit".to_owned(),
+        })
+    }
+}
+
+/// `<root>/<app>/<shuffle>` or `<root>/<app>/<shuffle>/<start>-<end>` as an HDFS path.
+fn dir_of(
+    root: &RemoteRoot,
+    app: &AppId,
+    shuffle: Option<i32>,
+    range: Option<PartitionRange>,
+) -> String {
+    let mut dir = format!("{}/{}", root.root, app);
+    if let Some(s) = shuffle {
+        dir.push_str(&format!("/{s}"));
+    }
+    if let Some(r) = range {
+        dir.push('/');
+        dir.push_str(&r.dir_name());
+    }
+    dir
+}
+
+fn hdfs_err(what: &str, path: &str, e: HdfsError) -> Error {
+    Error::TierFailed {
+        tier: TIER,
+        reason: format!("{what} {path}: {e}"),
+    }
+}
+
+/// Writes one batch to the slot's current pair: data (create or append, write, close), then
+/// index records likewise. Leaves `dirty` set unless everything succeeded, so a failed or
+/// dropped (timed-out) append retires the pair.
+async fn write_pair(
+    client: &Client,
+    dir: &str,
+    name_of: impl Fn(&Slot) -> String,
+    slot: &mut Slot,
+    batch: &BlockBatch,
+) -> Result<()> {
+    if slot.dirty {
+        slot.fail_times += 1;
+        slot.created = false;
+        slot.data_len = 0;
+        slot.dirty = false;
+    }
+    if !slot.created {
+        // Explicitly 755 (what Hadoop's mkdirs gives with the default umask 022): parents
+        // made implicitly by a create would be 777, writable by every user.
+        client
+            .mkdirs(dir, DIR_PERMISSION, true)
+            .await
+            .map_err(|e| hdfs_err("mkdirs", dir, e))?;
+    }
+    // A pair left by an earlier run of this server (same id) is never appended to: its
+    // lengths are unknown. Skip to the next free name.
+    let mut attempts = 0;
+    loop {
+        slot.dirty = true;
+        let name = name_of(slot);
+        let data_path = format!("{dir}/{name}.data");
+        let index_path = format!("{dir}/{name}.index");
+        let opened = if slot.created {
+            client.append(&data_path).await
+        } else {
+            client.create(&data_path, WriteOptions::default()).await
+        };
+        let mut data = match opened {
+            Ok(w) => w,
+            Err(HdfsError::AlreadyExists(_)) if attempts < 16 => {
+                attempts += 1;
+                slot.fail_times += 1;
+                continue;
+            }
+            Err(e) => return Err(hdfs_err("open", &data_path, e)),
+        };
+        for b in batch.blocks() {
+            if !b.data.is_empty() {
+                data.write_bytes(b.data.clone())
+                    .await
+                    .map_err(|e| hdfs_err("write", &data_path, e))?;
+            }
+        }
+        data.close()
+            .await
+            .map_err(|e| hdfs_err("close", &data_path, e))?;
+
+        let records = crate::store::index::encode_blocks(batch.blocks(), slot.data_len);
+        let mut index = if slot.created {
+            client.append(&index_path).await
+        } else {
+            client.create(&index_path, WriteOptions::default()).await
+        }
+        .map_err(|e| hdfs_err("open", &index_path, e))?;
+        index
+            .write_bytes(records)
+            .await
+            .map_err(|e| hdfs_err("write", &index_path, e))?;
+        index
+            .close()
+            .await
+            .map_err(|e| hdfs_err("close", &index_path, e))?;
+        slot.created = true;
+        slot.data_len += batch.data_bytes();
+        slot.dirty = false;
+        return Ok(());
+    }
+}
+
+#[async_trait]
+impl Tier for HdfsTier {
+    fn kind(&self) -> TierKind {
+        TierKind::Hdfs
+    }
+
+    /// Writes the batch to a free slot's file pair under the app's remote storage, within
+    /// `write_timeout`. Errors are the retryable `Error::TierFailed` (the app has no remote
+    /// storage, HDFS refused or timed out); the slot's pair is then retired, so the retry
+    /// starts a new pair and readers never see a batch half-appended to a pair that goes on.
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let no_storage = || Error::TierFailed {
+            tier: TIER,
+            reason: format!("app {} registered no remote storage", part.app),
+        };
+        let entry = self.entry(&part.app).ok_or_else(no_storage)?;
+        let gate = Arc::clone(&entry.gate).read_owned().await;
+        if *gate {
+            return Err(no_storage());
+        }
+        let target = entry.target.lock().clone();
+        let n = self.opts.partition_write_max_concurrency.max(1);
+        let slots = Arc::clone(
+            entry
+                .partitions
+                .lock()
+                .entry((part.shuffle, part.range))
+                .or_insert_with(|| {
+                    Arc::new(Slots {
+                        free: Arc::new(Semaphore::new(n)),
+                        slots: (0..n)
+                            .map(|index| {
+                                Arc::new(tokio::sync::Mutex::new(Slot {
+                                    index,
+                                    ..Slot::default()
+                                }))
+                            })
+                            .collect(),
+                    })
+                }),
+        );
+        let outcome = async {
+            let client = self.client(&target)?;
+            let _permit = Arc::clone(&self.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| Error::Internal {
+                    reason: "HDFS permits closed".to_owned(),
+                })?;
+            let (_slot_permit, mut slot) = Self::take_slot(&slots).await?;
+            let dir = dir_of(
+                &target.root,
+                &part.app,
+                Some(part.shuffle),
+                Some(part.range),
+            );
+            let slot_count = slots.slots.len();
+            match tokio::time::timeout(
+                self.opts.write_timeout,
+                write_pair(
+                    &client,
+                    &dir,
+                    |s| self.pair_name(slot_count, s),
+                    &mut slot,
+                    batch,
+                ),
+            )
+            .await
+            {
+                Ok(r) => r,
+                Err(_) => Err(Error::TierFailed {
+                    tier: TIER,
+                    reason: format!(
+                        "append to {dir} did not finish within {:?}",
+                        self.opts.write_timeout
+                    ),
+                }),
+            }
+        }
+        .await;
+        drop(gate);
+        match outcome {
+            Ok(()) => {
+                self.record_success();
+                Ok(())
+            }
+            Err(e) => {
+                self.record_failure(&e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Deletes this server's files (names starting with `<serverId>_`) in the scope, then the
+    /// directories the scope leaves empty. Directories are removed with non-recursive deletes,
+    /// which the NameNode refuses for a directory that is not empty: files of other servers,
+    /// or of an append racing in, are never removed. An app purge also forgets the app.
+    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        let app = scope.app().clone();
+        let Some(entry) = self.entry(&app) else {
+            return Ok(0);
+        };
+        let mut gate = Arc::clone(&entry.gate).write_owned().await;
+        let target = entry.target.lock().clone();
+        let (shuffle, range) = match scope {
+            PurgeScope::App(_) => (None, None),
+            PurgeScope::Shuffle(k) => (Some(k.shuffle), None),
+            PurgeScope::Partition(k) => (Some(k.shuffle), Some(k.range)),
+        };
+        let result = async {
+            let client = self.client(&target)?;
+            let dir = dir_of(&target.root, &app, shuffle, range);
+            let app_dir = dir_of(&target.root, &app, None, None);
+            read::delete_own_files(&client, &dir, &app_dir, &self.opts.file_prefix).await
+        }
+        .await;
+        entry
+            .partitions
+            .lock()
+            .retain(|(s, r), _| !scope.covers(&PartitionKey::new(app.clone(), *s, *r)));
+        if matches!(scope, PurgeScope::App(_)) && result.is_ok() {
+            *gate = true;
+            let mut apps = self.apps.lock();
+            if apps.get(&app).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+                apps.remove(&app);
+            }
+        }
+        drop(gate);
+        result
+    }
+
+    /// Writable unless the last append failed (a success clears it). Used for the server's
+    /// status and the heartbeat's storage info; the router uses [`HdfsTier::may_try`].
+    fn health(&self) -> Health {
+        let f = self.health.lock();
+        if f.consecutive == 0 {
+            Health::ok()
+        } else {
+            Health {
+                writable: false,
+                detail: format!(
+                    "hdfs: {} failed appends in a row, last: {}",
+                    f.consecutive, f.last_error
+                ),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl FileTier for HdfsTier {
+    /// The server-side view of a partition (clients read HDFS directly; this is for tests and
+    /// checks): every pair of this server, in name order, as one logical file. Each pair
+    /// contributes the records a client would use (whole, contiguous, inside its data
+    /// length); offsets are rebased onto the concatenation.
+    async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
+        let layout = self.layout(part).await?;
+        Ok(layout.index())
+    }
+
+    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
+        let layout = self.layout(part).await?;
+        layout.read(offset, len).await
+    }
+}
+
+impl HdfsTier {
+    async fn layout(&self, part: &PartitionKey) -> Result<read::Layout> {
+        let Some(entry) = self.entry(&part.app) else {
+            return Ok(read::Layout::default());
+        };
+        let target = entry.target.lock().clone();
+        let client = self.client(&target)?;
+        let dir = dir_of(
+            &target.root,
+            &part.app,
+            Some(part.shuffle),
+            Some(part.range),
+        );
+        read::Layout::load(client, &dir, &self.opts.file_prefix).await
+    }
+}

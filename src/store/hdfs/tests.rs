@@ -1,0 +1,425 @@
+//! Tests of the HDFS tier against a real HDFS (the MiniHdfs launcher, one per test binary):
+//! the shared conformance suites, then what only this tier does — Uniffle's file names, the
+//! owner of the files, a retired pair after a failed append, torn index records, and purges
+//! that leave other servers' files alone. They fail (never skip) when HDFS cannot start.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::{BufMut, Bytes, BytesMut};
+use hdfs_native::{Client, ClientBuilder, WriteOptions};
+
+use super::*;
+use crate::store::conformance::{self, assert_blocks_eq, part, payload, read_back, test_block};
+use crate::store::index::IndexEntry;
+use crate::store::Block;
+
+const SERVER_ID: &str = "127.0.0.1-19999";
+
+/// A root no other test (or earlier run) uses.
+fn fresh_root(name: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("/{name}-{nanos}-{}", N.fetch_add(1, Ordering::Relaxed))
+}
+
+fn options(slots: usize) -> HdfsOptions {
+    HdfsOptions {
+        file_prefix: SERVER_ID.to_owned(),
+        max_concurrency: 4,
+        partition_write_max_concurrency: slots,
+        write_timeout: Duration::from_secs(60),
+        failure_cooldown: Duration::from_secs(1),
+        kerberos: Kerberos::default(),
+    }
+}
+
+async fn cluster_url() -> String {
+    tokio::task::spawn_blocking(|| minicluster::shared().url.clone())
+        .await
+        .expect("MiniHdfs start task")
+}
+
+/// A client of the test's own, as the superuser (the OS user running the cluster).
+fn admin(url: &str) -> Client {
+    ClientBuilder::new()
+        .with_url(url)
+        .build()
+        .expect("admin client")
+}
+
+/// The conformance suites pick their own app ids; this wrapper registers each app with the
+/// test's remote storage on first use, as `registerShuffle` would.
+struct Registering {
+    tier: Arc<HdfsTier>,
+    remote: RemoteStorage,
+    user: String,
+}
+
+impl Registering {
+    fn ensure(&self, app: &AppId) {
+        if !self.tier.serves(app) {
+            self.tier
+                .register_app(app, &self.user, &self.remote)
+                .expect("register");
+        }
+    }
+}
+
+#[async_trait]
+impl Tier for Registering {
+    fn kind(&self) -> TierKind {
+        self.tier.kind()
+    }
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
+        self.ensure(&part.app);
+        self.tier.append(part, batch).await
+    }
+    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        self.ensure(scope.app());
+        self.tier.purge(scope).await
+    }
+    fn health(&self) -> Health {
+        self.tier.health()
+    }
+}
+
+#[async_trait]
+impl FileTier for Registering {
+    async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
+        self.ensure(&part.app);
+        self.tier.read_index(part).await
+    }
+    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
+        self.ensure(&part.app);
+        self.tier.read_data(part, offset, len).await
+    }
+}
+
+async fn registering(slots: usize, name: &str) -> Registering {
+    let url = cluster_url().await;
+    Registering {
+        tier: HdfsTier::new(options(slots)),
+        remote: RemoteStorage {
+            path: format!("{url}{}", fresh_root(name)),
+            conf: vec![("dfs.client.socket-timeout".into(), "30000".into())],
+        },
+        user: "alice".into(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_one_writer_per_partition() {
+    let t = registering(1, "conformance-1").await;
+    conformance::run_all(&t).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_pooled_writers() {
+    let t = registering(4, "conformance-4").await;
+    conformance::run_all(&t).await;
+}
+
+/// The Uniffle layout, names and identity: `<root>/<app>/<shuffle>/<s>-<e>/<id>_<fail>.{data,index}`
+/// with one slot, `<id>_<slot>_<fail>` with several; owned by the registered user, mode 644,
+/// directories 755; the data file is the blocks back to back and the index their records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_follow_uniffle_naming_and_belong_to_the_user() {
+    let url = cluster_url().await;
+    let admin = admin(&url);
+    for (slots, name) in [
+        (1, format!("{SERVER_ID}_0")),
+        (3, format!("{SERVER_ID}_0_0")),
+    ] {
+        let root = fresh_root("naming");
+        let tier = HdfsTier::new(options(slots));
+        let app = AppId::parse("app-naming_1").unwrap();
+        let remote = RemoteStorage {
+            path: format!("{url}{root}/"),
+            conf: Vec::new(),
+        };
+        tier.register_app(&app, "alice", &remote).unwrap();
+        let p = PartitionKey::new(
+            app.clone(),
+            7,
+            crate::ids::PartitionRange::new(2, 3).unwrap(),
+        );
+        let b1 = BlockBatch::new(vec![
+            test_block(1, 0, payload(1, 300)),
+            test_block(2, 0, payload(2, 5)),
+        ]);
+        let b2 = BlockBatch::new(vec![test_block(3, 1, payload(3, 70))]);
+        tier.append(&p, &b1).await.expect("append 1");
+        tier.append(&p, &b2).await.expect("append 2");
+
+        let dir = format!("{root}/app-naming_1/7/2-3");
+        let mut names: Vec<String> = admin
+            .list_status(&dir, false)
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|s| s.path.rsplit('/').next().unwrap().to_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![format!("{name}.data"), format!("{name}.index")],
+            "{slots} slots"
+        );
+
+        let data = admin
+            .get_file_info(&format!("{dir}/{name}.data"))
+            .await
+            .unwrap();
+        assert_eq!(data.owner, "alice");
+        assert_eq!(data.permission, 0o644);
+        assert_eq!(data.length, 375);
+        let d = admin.get_file_info(&dir).await.unwrap();
+        assert_eq!((d.owner.as_str(), d.permission), ("alice", 0o755));
+
+        let index = read_file(&admin, &format!("{dir}/{name}.index")).await;
+        let want: Vec<Block> = b1.blocks().iter().chain(b2.blocks()).cloned().collect();
+        assert_eq!(index, crate::store::index::encode_blocks(&want, 0));
+        let data_bytes = read_file(&admin, &format!("{dir}/{name}.data")).await;
+        let concat: Vec<u8> = want.iter().flat_map(|b| b.data.to_vec()).collect();
+        assert_eq!(data_bytes, Bytes::from(concat));
+        tier.purge(&PurgeScope::App(app)).await.unwrap();
+    }
+}
+
+async fn read_file(client: &Client, path: &str) -> Bytes {
+    let r = client.read(path).await.expect("open");
+    r.read_range(0, r.file_length()).await.expect("read")
+}
+
+/// An append that fails half-way (the index cannot be created: a directory sits at its name)
+/// retires the pair: the next append of that slot writes `_1`, the data orphaned in `_0` is
+/// never read, and the blocks of the retried batch are read once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_append_moves_to_the_next_pair() {
+    let url = cluster_url().await;
+    let admin = admin(&url);
+    let root = fresh_root("failtimes");
+    let tier = HdfsTier::new(options(1));
+    let app = AppId::parse("app-fail").unwrap();
+    tier.register_app(
+        &app,
+        "",
+        &RemoteStorage {
+            path: format!("{url}{root}"),
+            conf: Vec::new(),
+        },
+    )
+    .unwrap();
+    let p = part(&app, 0, 0);
+    let dir = format!("{root}/app-fail/0/0-0");
+    admin
+        .mkdirs(&format!("{dir}/{SERVER_ID}_0.index"), 0o755, true)
+        .await
+        .unwrap();
+    let b1 = BlockBatch::new(vec![test_block(1, 0, payload(1, 1000))]);
+    let err = tier
+        .append(&p, &b1)
+        .await
+        .expect_err("index cannot be created");
+    assert!(
+        matches!(err, Error::TierFailed { tier: "hdfs", .. }),
+        "{err}"
+    );
+    assert!(!tier.health().writable, "a failed append shows in health");
+    assert!(
+        read_back(tier.as_ref(), &p).await.is_empty(),
+        "nothing of the failed batch is readable"
+    );
+
+    tier.append(&p, &b1).await.expect("retry");
+    let b2 = BlockBatch::new(vec![test_block(2, 0, payload(2, 10))]);
+    tier.append(&p, &b2).await.expect("next");
+    assert!(tier.health().writable, "a success clears the failure");
+    let got = read_back(tier.as_ref(), &p).await;
+    let want: Vec<Block> = b1.blocks().iter().chain(b2.blocks()).cloned().collect();
+    assert_blocks_eq(&got, &want);
+    let orphan = admin
+        .get_file_info(&format!("{dir}/{SERVER_ID}_0.data"))
+        .await
+        .unwrap();
+    assert_eq!(orphan.length, 1000, "the orphaned data stays, unindexed");
+    assert!(admin
+        .get_file_info(&format!("{dir}/{SERVER_ID}_1.index"))
+        .await
+        .is_ok());
+    tier.purge(&PurgeScope::App(app)).await.unwrap();
+}
+
+/// What a reader does with a torn pair (a writer that died mid-index): whole records only,
+/// and none that ends past the data file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn torn_index_records_are_not_read() {
+    let url = cluster_url().await;
+    let admin = admin(&url);
+    let root = fresh_root("torn");
+    let tier = HdfsTier::new(options(1));
+    let app = AppId::parse("app-torn").unwrap();
+    tier.register_app(
+        &app,
+        "",
+        &RemoteStorage {
+            path: format!("{url}{root}"),
+            conf: Vec::new(),
+        },
+    )
+    .unwrap();
+    let p = part(&app, 0, 0);
+    let good = BlockBatch::new(vec![test_block(1, 0, payload(1, 100))]);
+    tier.append(&p, &good).await.unwrap();
+
+    // A pair as a dead writer leaves it: two blocks of data but only the first complete,
+    // three records of which the second points past the data and the third is cut.
+    let dir = format!("{root}/app-torn/0/0-0");
+    let blocks = [
+        test_block(10, 3, payload(10, 50)),
+        test_block(11, 3, payload(11, 60)),
+    ];
+    let mut data = admin
+        .create(
+            &format!("{dir}/{SERVER_ID}_5.data"),
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    data.write_bytes(blocks[0].data.clone()).await.unwrap();
+    data.write_bytes(blocks[1].data.slice(0..20)).await.unwrap();
+    data.close().await.unwrap();
+    let mut idx = BytesMut::from(&crate::store::index::encode_blocks(&blocks, 0)[..]);
+    idx.put_slice(&crate::store::index::encode_blocks(&blocks[..1], 110)[..17]);
+    let mut index = admin
+        .create(
+            &format!("{dir}/{SERVER_ID}_5.index"),
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    index.write_bytes(idx.freeze()).await.unwrap();
+    index.close().await.unwrap();
+
+    let got = read_back(tier.as_ref(), &p).await;
+    let want: Vec<Block> = good.blocks().iter().chain(&blocks[..1]).cloned().collect();
+    assert_blocks_eq(&got, &want);
+    let idx = tier.read_index(&p).await.unwrap();
+    assert_eq!(IndexEntry::decode_all(&idx.index).len(), 2);
+    tier.purge(&PurgeScope::App(app)).await.unwrap();
+}
+
+/// Purges delete this server's files only; directories go only when nothing else is left
+/// in them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_keeps_other_servers_files() {
+    let url = cluster_url().await;
+    let admin = admin(&url);
+    let root = fresh_root("purge");
+    let tier = HdfsTier::new(options(2));
+    let app = AppId::parse("app-purge").unwrap();
+    tier.register_app(
+        &app,
+        "",
+        &RemoteStorage {
+            path: format!("{url}{root}"),
+            conf: Vec::new(),
+        },
+    )
+    .unwrap();
+    let shared = part(&app, 1, 0);
+    let alone = part(&app, 1, 1);
+    let other_shuffle = part(&app, 2, 0);
+    for p in [&shared, &alone, &other_shuffle] {
+        tier.append(p, &BlockBatch::new(vec![test_block(1, 0, payload(1, 64))]))
+            .await
+            .unwrap();
+    }
+    // Another server (whose id extends ours) wrote into the same range directory.
+    let foreign = format!("{root}/app-purge/1/0-0/{SERVER_ID}0_0_0.index");
+    admin
+        .create(&foreign, WriteOptions::default())
+        .await
+        .unwrap()
+        .close()
+        .await
+        .unwrap();
+
+    let freed = tier
+        .purge(&PurgeScope::Shuffle(crate::ids::ShuffleKey {
+            app: app.clone(),
+            shuffle: 1,
+        }))
+        .await
+        .unwrap();
+    assert!(freed >= 128, "freed {freed}");
+    assert!(
+        admin.get_file_info(&foreign).await.is_ok(),
+        "foreign file kept"
+    );
+    assert!(
+        admin
+            .get_file_info(&format!("{root}/app-purge/1/1-1"))
+            .await
+            .is_err(),
+        "a directory left empty is removed"
+    );
+    assert!(read_back(tier.as_ref(), &shared).await.is_empty());
+    assert_eq!(
+        read_back(tier.as_ref(), &other_shuffle).await.len(),
+        1,
+        "other shuffle kept"
+    );
+
+    tier.purge(&PurgeScope::App(app.clone())).await.unwrap();
+    assert!(!tier.serves(&app), "an app purge forgets the app");
+    assert!(admin
+        .get_file_info(&format!("{root}/app-purge/2"))
+        .await
+        .is_err());
+    assert!(
+        admin.get_file_info(&foreign).await.is_ok(),
+        "foreign file survives the app purge"
+    );
+    let apps = admin
+        .list_status(&format!("{root}/app-purge"), true)
+        .await
+        .unwrap();
+    assert!(
+        apps.iter().all(|s| s.isdir || s.path == foreign),
+        "{apps:?}"
+    );
+}
+
+/// An app without remote storage, or with one this tier cannot write, is refused with a
+/// retryable error; nothing panics.
+#[tokio::test]
+async fn apps_without_usable_remote_storage_are_refused() {
+    let tier = HdfsTier::new(options(1));
+    let app = AppId::parse("app-none").unwrap();
+    tier.register_app(&app, "", &RemoteStorage::default())
+        .unwrap();
+    assert!(!tier.serves(&app));
+    let batch = BlockBatch::new(vec![test_block(1, 0, payload(1, 8))]);
+    assert!(matches!(
+        tier.append(&part(&app, 0, 0), &batch).await,
+        Err(Error::TierFailed { .. })
+    ));
+    assert!(tier
+        .register_app(
+            &app,
+            "",
+            &RemoteStorage {
+                path: "s3a://bucket/x".into(),
+                conf: Vec::new()
+            }
+        )
+        .is_err());
+    assert_eq!(tier.purge(&PurgeScope::App(app)).await.unwrap(), 0);
+}

@@ -1,0 +1,209 @@
+//! `TierRouter`: the spiller's target. It picks the file tier for each spill batch by the
+//! store type, and falls back to the other tier when the chosen one is failing:
+//!
+//! ```text
+//!   MEMORY_LOCALFILE        → local files
+//!   MEMORY_HDFS             → HDFS
+//!   MEMORY_LOCALFILE_HDFS   → HDFS when batch ≥ cold_storage_threshold_size or the partition
+//!                             is huge, else local files;
+//!                             either way the other one when the first is unhealthy or fails
+//! ```
+//!
+//! A batch lands whole in one tier (local files keep a partition on one disk; HDFS gives each
+//! concurrent writer its own file pair), and a client reads all of them: memory, the server's
+//! local files, then HDFS directly, skipping block ids it already has. So a partition's
+//! batches may be spread over both tiers in any order. Going back is automatic: the local
+//! tier is picked again as soon as its disks are writable, HDFS once its failure cooldown is
+//! over and an append succeeds.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::{Error, Result};
+use crate::ids::{AppId, PartitionKey};
+use crate::store::hdfs::HdfsTier;
+use crate::store::localfile::LocalFileTier;
+use crate::store::{BlockBatch, Health, PurgeScope, RemoteStorage, Tier, TierKind};
+
+/// See the module doc.
+pub struct TierRouter {
+    local: Option<Arc<LocalFileTier>>,
+    hdfs: Option<Arc<HdfsTier>>,
+    /// Batches at least this large prefer HDFS (when both tiers exist).
+    cold_threshold: u64,
+    /// Partitions found huge; all their spills prefer HDFS.
+    huge: parking_lot::Mutex<HashSet<PartitionKey>>,
+}
+
+impl TierRouter {
+    /// A router over the tiers the store type has (at least one).
+    pub fn new(
+        local: Option<Arc<LocalFileTier>>,
+        hdfs: Option<Arc<HdfsTier>>,
+        cold_threshold: u64,
+    ) -> Result<Self> {
+        if local.is_none() && hdfs.is_none() {
+            return Err(Error::Startup("no file tier to spill to".to_owned()));
+        }
+        Ok(TierRouter {
+            local,
+            hdfs,
+            cold_threshold,
+            huge: parking_lot::Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The local-file tier, if the store type has one.
+    pub fn local(&self) -> Option<&Arc<LocalFileTier>> {
+        self.local.as_ref()
+    }
+
+    /// The HDFS tier, if the store type has one.
+    pub fn hdfs(&self) -> Option<&Arc<HdfsTier>> {
+        self.hdfs.as_ref()
+    }
+
+    /// Passes an app's registration on to the HDFS tier.
+    pub fn register_app(&self, app: &AppId, user: &str, remote: Option<&RemoteStorage>) {
+        if let (Some(hdfs), Some(remote)) = (&self.hdfs, remote) {
+            if let Err(e) = hdfs.register_app(app, user, remote) {
+                tracing::warn!(app_id = %app, error = %e, "remote storage unusable; spills of this app stay off HDFS");
+            }
+        }
+    }
+
+    /// Marks a partition huge: its spills go to HDFS from now on (when there is one).
+    pub fn mark_huge(&self, part: &PartitionKey) {
+        if self.hdfs.is_some() && self.local.is_some() {
+            let mut huge = self.huge.lock();
+            if !huge.contains(part) {
+                huge.insert(part.clone());
+            }
+        }
+    }
+
+    /// The tiers to try for one batch, preferred first.
+    fn order(&self, part: &PartitionKey, batch: &BlockBatch) -> Vec<Arc<dyn Tier>> {
+        let hdfs = self
+            .hdfs
+            .as_ref()
+            .filter(|h| h.serves(&part.app))
+            .map(|h| Arc::clone(h) as Arc<dyn Tier>);
+        let local = self.local.as_ref().map(|l| Arc::clone(l) as Arc<dyn Tier>);
+        let cold = batch.data_bytes() >= self.cold_threshold || self.huge.lock().contains(part);
+        let (first, second) = match (local, hdfs) {
+            (Some(l), Some(h)) if cold => (Some(h), Some(l)),
+            (Some(l), Some(h)) => (Some(l), Some(h)),
+            (Some(l), None) => (Some(l), None),
+            (None, h) => (h, None),
+        };
+        first.into_iter().chain(second).collect()
+    }
+
+    /// Whether a tier should be tried now (HDFS: outside its failure cooldown).
+    fn usable(&self, tier: &Arc<dyn Tier>) -> bool {
+        match tier.kind() {
+            TierKind::Hdfs => self.hdfs.as_ref().is_some_and(|h| h.may_try()),
+            _ => tier.health().writable,
+        }
+    }
+}
+
+#[async_trait]
+impl Tier for TierRouter {
+    fn kind(&self) -> TierKind {
+        match (&self.local, &self.hdfs) {
+            (None, Some(_)) => TierKind::Hdfs,
+            _ => TierKind::LocalFile,
+        }
+    }
+
+    /// Tries the usable tiers in preference order and returns at the first success. When no
+    /// tier is usable the preferred one is tried anyway (its error is the real reason, and the
+    /// spiller's retry needs an attempt to find out it recovered). With no tier for the app
+    /// at all (`MEMORY_HDFS` and the app registered no remote storage) the error is retried
+    /// like any other: the blocks stay in memory.
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
+        let order = self.order(part, batch);
+        let Some(preferred) = order.first().cloned() else {
+            return Err(Error::TierFailed {
+                tier: "hdfs",
+                reason: format!(
+                    "app {} registered no remote storage and this server has no local disks",
+                    part.app
+                ),
+            });
+        };
+        let mut tried = 0;
+        let mut last_err = None;
+        for tier in order.iter().filter(|t| self.usable(t)) {
+            tried += 1;
+            match tier.append(part, batch).await {
+                Ok(()) => {
+                    if tried > 1 || !Arc::ptr_eq(tier, &preferred) {
+                        tracing::info!(partition = %part, tier = tier.kind().as_str(), bytes = batch.data_bytes(), "spill went to the fallback tier");
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %part, tier = tier.kind().as_str(), error = %e, "spill to tier failed");
+                    last_err = Some(e);
+                }
+            }
+        }
+        if tried == 0 {
+            return preferred.append(part, batch).await;
+        }
+        Err(last_err.unwrap_or_else(|| Error::Internal {
+            reason: "no tier tried".to_owned(),
+        }))
+    }
+
+    /// Purges every tier (a partition's batches may be in both).
+    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        let mut freed = 0;
+        let mut first_err = None;
+        if let Some(l) = &self.local {
+            match l.purge(scope).await {
+                Ok(n) => freed += n,
+                Err(e) => first_err = Some(e),
+            }
+        }
+        if let Some(h) = &self.hdfs {
+            match h.purge(scope).await {
+                Ok(n) => freed += n,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if !matches!(scope, PurgeScope::Partition(_)) {
+            self.huge.lock().retain(|p| !scope.covers(p));
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(freed),
+        }
+    }
+
+    /// Writable while any tier can take spills; `detail` names the tiers that cannot.
+    fn health(&self) -> Health {
+        let parts: Vec<Health> = self
+            .local
+            .iter()
+            .map(|l| l.health())
+            .chain(self.hdfs.iter().map(|h| h.health()))
+            .collect();
+        let detail: Vec<&str> = parts
+            .iter()
+            .filter(|h| !h.detail.is_empty())
+            .map(|h| h.detail.as_str())
+            .collect();
+        Health {
+            writable: parts.iter().any(|h| h.writable),
+            detail: detail.join("; "),
+        }
+    }
+}
