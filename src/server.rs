@@ -159,18 +159,9 @@ pub async fn start(config: Config) -> Result<Running> {
         max_backoff: hybrid.spill_retry_max_backoff,
         append_timeout: crate::store::spill::APPEND_TIMEOUT,
     };
-    // Server-side file reads (getLocalShuffleIndex/Data) come from local disks; clients read
-    // HDFS directly, so a MEMORY_HDFS server answers them from HDFS only for completeness.
-    let warm: Arc<dyn FileTier> = match (&local, &hdfs) {
-        (Some(l), _) => l.clone(),
-        (None, Some(h)) => h.clone(),
-        (None, None) => {
-            return Err(Error::Startup(format!(
-                "store_type {:?} has no file tier",
-                config.store_type
-            )))
-        }
-    };
+    // Server-side file reads (getLocalShuffleIndex/Data) come from local disks only; clients
+    // read HDFS directly.
+    let warm: Option<Arc<dyn FileTier>> = local.clone().map(|l| l as Arc<dyn FileTier>);
     let store = Arc::new(if hdfs.is_some() {
         let router = Arc::new(TierRouter::new(
             local.clone(),
@@ -188,6 +179,12 @@ pub async fn start(config: Config) -> Result<Running> {
             tracker.clone(),
         )
     } else {
+        let warm = warm.ok_or_else(|| {
+            Error::Startup(format!(
+                "store_type {:?} has no file tier",
+                config.store_type
+            ))
+        })?;
         TieredStore::new(
             hot,
             warm,

@@ -21,7 +21,9 @@ use crate::store::{Block, FileTier, IndexRead, PurgeScope, RemoteStorage, Tier};
 /// The store behind the app registry.
 pub struct TieredStore {
     hot: Arc<MemoryTier>,
-    warm: Arc<dyn FileTier>,
+    /// The tier behind `getLocalShuffleIndex/Data`; `None` in `MEMORY_HDFS` (no local files:
+    /// clients read HDFS directly and never ask).
+    warm: Option<Arc<dyn FileTier>>,
     /// Where spills go and purges fan out: `warm` itself, or the router over all file tiers.
     target: Arc<dyn Tier>,
     router: Option<Arc<TierRouter>>,
@@ -41,15 +43,22 @@ impl TieredStore {
     ) -> Self {
         let target: Arc<dyn Tier> = warm.clone();
         Self::build(
-            hot, warm, target, None, spill, loop_stop, retry_stop, tracker,
+            hot,
+            Some(warm),
+            target,
+            None,
+            spill,
+            loop_stop,
+            retry_stop,
+            tracker,
         )
     }
 
     /// Like [`TieredStore::new`], with spills going through `router` (which picks local files
-    /// or HDFS per batch); `warm` serves the server-side file reads.
+    /// or HDFS per batch); `warm` serves the server-side file reads (local files), if any.
     pub fn with_router(
         hot: Arc<MemoryTier>,
-        warm: Arc<dyn FileTier>,
+        warm: Option<Arc<dyn FileTier>>,
         router: Arc<TierRouter>,
         spill: SpillOptions,
         loop_stop: CancellationToken,
@@ -72,7 +81,7 @@ impl TieredStore {
     #[allow(clippy::too_many_arguments)]
     fn build(
         hot: Arc<MemoryTier>,
-        warm: Arc<dyn FileTier>,
+        warm: Option<Arc<dyn FileTier>>,
         target: Arc<dyn Tier>,
         router: Option<Arc<TierRouter>>,
         spill: SpillOptions,
@@ -120,8 +129,8 @@ impl TieredStore {
     }
 
     /// The file tier spills go to.
-    pub fn warm(&self) -> &Arc<dyn FileTier> {
-        &self.warm
+    pub fn warm(&self) -> Option<&Arc<dyn FileTier>> {
+        self.warm.as_ref()
     }
 
     /// The spiller.
@@ -154,12 +163,20 @@ impl TieredStore {
 
     /// The file tier's index of a partition.
     pub async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
-        self.warm.read_index(part).await
+        match &self.warm {
+            Some(w) => w.read_index(part).await,
+            None => Ok(IndexRead::default()),
+        }
     }
 
     /// A byte range of the file tier's data file.
     pub async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
-        self.warm.read_data(part, offset, len).await
+        match &self.warm {
+            Some(w) => w.read_data(part, offset, len).await,
+            None => Err(crate::error::Error::bad_request(format!(
+                "no local file for partition {part}: this server spills to HDFS only"
+            ))),
+        }
     }
 
     /// Spills every buffer in `scope` and waits until all of it is durable.

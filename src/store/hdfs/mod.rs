@@ -266,6 +266,42 @@ fn hdfs_err(what: &str, path: &str, e: HdfsError) -> Error {
     }
 }
 
+/// Moves a slot to a new pair (`failTimes` + 1); the old pair is never written again.
+fn retire(slot: &mut Slot) {
+    slot.fail_times += 1;
+    slot.created = false;
+    slot.data_len = 0;
+    slot.dirty = false;
+}
+
+/// How long lease recovery of a retired pair is retried (it completes once the DataNodes
+/// holding its last block are reachable).
+const RECOVERY_PATIENCE: Duration = Duration::from_secs(30 * 60);
+
+/// Asks the NameNode to recover the leases of `paths` until it reports them closed, so the
+/// committed length of a pair whose append failed is visible to readers again.
+fn recover_leases(client: Client, paths: Vec<String>) {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut wait = Duration::from_millis(200);
+        for path in paths {
+            loop {
+                match client.recover_lease(&path).await {
+                    Ok(true) | Err(HdfsError::FileNotFound(_)) => break,
+                    Ok(false) | Err(_) if started.elapsed() < RECOVERY_PATIENCE => {
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                    }
+                    outcome => {
+                        tracing::warn!(path, ?outcome, "gave up recovering the lease of a retired HDFS file; the NameNode recovers it at its lease hard limit");
+                        break;
+                    }
+                }
+            }
+        }
+    });
+}
+
 /// Writes one batch to the slot's current pair: data (create or append, write, close), then
 /// index records likewise. Leaves `dirty` set unless everything succeeded, so a failed or
 /// dropped (timed-out) append retires the pair.
@@ -277,10 +313,7 @@ async fn write_pair(
     batch: &BlockBatch,
 ) -> Result<()> {
     if slot.dirty {
-        slot.fail_times += 1;
-        slot.created = false;
-        slot.data_len = 0;
-        slot.dirty = false;
+        retire(slot);
     }
     if !slot.created {
         // Explicitly 755 (what Hadoop's mkdirs gives with the default umask 022): parents
@@ -417,14 +450,31 @@ impl Tier for HdfsTier {
             )
             .await
             {
-                Ok(r) => r,
-                Err(_) => Err(Error::TierFailed {
-                    tier: TIER,
-                    reason: format!(
-                        "append to {dir} did not finish within {:?}",
-                        self.opts.write_timeout
-                    ),
-                }),
+                Ok(Ok(())) => Ok(()),
+                failed => {
+                    if slot.dirty && slot.created {
+                        // The failed append reopened a pair that holds committed batches:
+                        // until the NameNode recovers its lease, readers may see a shorter
+                        // file. Recover it now (in the background: it needs the DataNodes
+                        // back) and never write to it again.
+                        let name = self.pair_name(slot_count, &slot);
+                        recover_leases(
+                            client.clone(),
+                            vec![format!("{dir}/{name}.data"), format!("{dir}/{name}.index")],
+                        );
+                        retire(&mut slot);
+                    }
+                    match failed {
+                        Ok(Err(e)) => Err(e),
+                        _ => Err(Error::TierFailed {
+                            tier: TIER,
+                            reason: format!(
+                                "append to {dir} did not finish within {:?}",
+                                self.opts.write_timeout
+                            ),
+                        }),
+                    }
+                }
             }
         }
         .await;

@@ -26,6 +26,9 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  *       port, same metadata).
  * </ul>
  *
+ * <p>Commands are idempotent (stopping what is stopped does nothing), so a test can bring the
+ * cluster back to health whatever an earlier test left.
+ *
  * <p>End of stdin (the test process exited or closed the pipe) shuts the cluster down, so a
  * crashed test never leaves an HDFS behind. The root directory is made world-writable with the
  * sticky bit (like /tmp), so jobs writing as any user can create their shuffle directories.
@@ -62,6 +65,7 @@ public final class MiniHdfs {
     System.out.flush();
 
     MiniDFSCluster.DataNodeProperties stopped = null;
+    boolean nameNodeDown = false;
     BufferedReader in =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     String line;
@@ -85,10 +89,16 @@ public final class MiniHdfs {
             }
             break;
           case "stop-namenode":
-            cluster.shutdownNameNode(0);
+            if (!nameNodeDown) {
+              cluster.shutdownNameNode(0);
+              nameNodeDown = true;
+            }
             break;
           case "start-namenode":
-            cluster.restartNameNode(0, true);
+            if (nameNodeDown) {
+              cluster.restartNameNode(0, true);
+              nameNodeDown = false;
+            }
             break;
           default:
             throw new IllegalArgumentException("unknown command");

@@ -1,0 +1,455 @@
+//! The HDFS store types through the real gRPC interface, against a real HDFS (MiniHdfs, one per
+//! this test binary; the tests fail when it cannot start). Reads of HDFS data go straight to
+//! HDFS the way the Uniffle client does (list `<serverId>*.index`, whole records inside the
+//! data length), never through the server.
+//!
+//! The fault tests stop and restart the NameNode or the DataNode of the shared cluster, so
+//! every test here holds one lock.
+
+mod common;
+#[path = "../src/store/hdfs/minicluster.rs"]
+#[allow(dead_code)]
+mod minicluster;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use hdfs_native::{Client as Hdfs, ClientBuilder};
+use spillway::config::{ByteSize, StoreType};
+use spillway::proto;
+use spillway::proto::StatusCode;
+use spillway::store::index::IndexEntry;
+
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn cluster() -> &'static minicluster::MiniHdfs {
+    tokio::task::spawn_blocking(minicluster::shared)
+        .await
+        .expect("MiniHdfs start task")
+}
+
+/// Takes the one-test-at-a-time lock and brings back whatever a failed test left stopped.
+async fn healthy_cluster() -> tokio::sync::MutexGuard<'static, ()> {
+    let guard = ONE_AT_A_TIME.lock().await;
+    cluster().await;
+    hdfs_command("start-namenode").await;
+    hdfs_command("start-datanode").await;
+    guard
+}
+
+async fn hdfs_command(cmd: &'static str) {
+    tokio::task::spawn_blocking(move || minicluster::shared().command(cmd))
+        .await
+        .expect("MiniHdfs command task");
+}
+
+fn admin(url: &str) -> Hdfs {
+    ClientBuilder::new().with_url(url).build().expect("client")
+}
+
+fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{nanos}")
+}
+
+async fn register_remote(
+    client: &mut Client,
+    app: &str,
+    shuffle: i32,
+    partitions: std::ops::Range<i32>,
+    path: &str,
+    user: &str,
+) {
+    let resp = client
+        .register_shuffle(proto::ShuffleRegisterRequest {
+            app_id: app.into(),
+            shuffle_id: shuffle,
+            partition_ranges: partitions
+                .map(|p| proto::ShufflePartitionRange { start: p, end: p })
+                .collect(),
+            remote_storage: Some(proto::RemoteStorage {
+                path: path.into(),
+                remote_storage_conf: vec![proto::RemoteStorageConfItem {
+                    key: "dfs.client.socket-timeout".into(),
+                    value: "20000".into(),
+                }],
+            }),
+            user: user.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status_of(resp.status),
+        StatusCode::Success,
+        "{}",
+        resp.ret_msg
+    );
+}
+
+async fn finish(client: &mut Client, app: &str, shuffle: i32) {
+    let r = client
+        .finish_shuffle(proto::FinishShuffleRequest {
+            app_id: app.into(),
+            shuffle_id: shuffle,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+}
+
+/// One partition's blocks as the Uniffle client reads them from HDFS: every `*.index` in the
+/// range directory whose name starts with the server id; per pair, whole records, stopping at
+/// the first that ends past the data file's length; blocks CRC-checked; each id once.
+async fn read_hdfs(
+    hdfs: &Hdfs,
+    root: &str,
+    app: &str,
+    shuffle: i32,
+    partition: i32,
+    server_id: &str,
+) -> BTreeMap<i64, Bytes> {
+    let dir = format!("{root}/{app}/{shuffle}/{partition}-{partition}");
+    let mut out = BTreeMap::new();
+    let Ok(listing) = hdfs.list_status(&dir, false).await else {
+        return out;
+    };
+    for s in listing {
+        let name = s.path.rsplit('/').next().unwrap().to_owned();
+        if !(name.starts_with(server_id) && name.ends_with(".index")) {
+            continue;
+        }
+        let index = read_all(hdfs, &s.path).await;
+        let data_path = format!("{}.data", s.path.trim_end_matches(".index"));
+        let data = read_all(hdfs, &data_path).await;
+        let mut sum = 0u64;
+        for e in IndexEntry::decode_all(&index) {
+            sum += e.length as u64;
+            if sum > data.len() as u64 {
+                break;
+            }
+            let block = data.slice(e.offset as usize..e.offset as usize + e.length as usize);
+            assert_eq!(
+                crc32fast::hash(&block) as i64,
+                e.crc,
+                "crc of {}",
+                e.block_id
+            );
+            out.entry(e.block_id).or_insert(block);
+        }
+    }
+    out
+}
+
+async fn read_all(hdfs: &Hdfs, path: &str) -> Bytes {
+    let r = hdfs.read(path).await.expect("open");
+    r.read_range(0, r.file_length()).await.expect("read")
+}
+
+/// Everything a client can read of a partition: memory and local files through the server,
+/// then HDFS directly.
+async fn read_everything(
+    client: &mut Client,
+    hdfs: &Hdfs,
+    root: &str,
+    app: &str,
+    shuffle: i32,
+    partition: i32,
+    server_id: &str,
+) -> (BTreeMap<i64, Bytes>, usize, usize, usize) {
+    let served = read_partition(client, app, shuffle, partition).await;
+    let from_hdfs = read_hdfs(hdfs, root, app, shuffle, partition, server_id).await;
+    let mut all = served.blocks.clone();
+    let hdfs_only = from_hdfs.len();
+    for (id, b) in from_hdfs {
+        if let Some(prev) = all.insert(id, b.clone()) {
+            assert_eq!(prev, b, "block {id} differs between tiers");
+        }
+    }
+    (all, served.from_memory, served.from_files, hdfs_only)
+}
+
+/// `MEMORY_HDFS`: a shuffle spilled by finishShuffle lands in the app's remote storage in
+/// Uniffle's layout, as the job's user, and reads back byte-identical straight from HDFS;
+/// unregistering the app deletes the files and the directories.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_hdfs_round_trip_as_the_job_user() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let hdfs = admin(&url);
+    let mut s = start(0, |c| {
+        c.store_type = StoreType::MemoryHdfs;
+        c.hdfs_store.partition_write_max_concurrency = 2;
+    })
+    .await;
+    let root = format!("/{}", unique("rss"));
+    let app = "application_1_0001_17";
+    register_remote(
+        &mut s.client,
+        app,
+        0,
+        0..4,
+        &format!("{url}{root}"),
+        "alice",
+    )
+    .await;
+    let expected = write_shuffle(&mut s.client, app, 0, 3, 4, 5, 10_000).await;
+    finish(&mut s.client, app, 0).await;
+    let store = s.running.registry().store();
+    assert_eq!(store.memory().budget().snapshot().used, 0, "all spilled");
+
+    let id = s.running.server_id.clone();
+    for (p, want) in &expected {
+        let (got, mem, files, from_hdfs) =
+            read_everything(&mut s.client, &hdfs, &root, app, 0, *p, &id).await;
+        assert_same(&got, want, &format!("partition {p}"));
+        assert_eq!(
+            (mem, files, from_hdfs),
+            (0, 0, want.len()),
+            "partition {p} from HDFS only"
+        );
+    }
+    let dir = format!("{root}/{app}/0/1-1");
+    let files = hdfs.list_status(&dir, false).await.unwrap();
+    assert!(!files.is_empty());
+    for f in &files {
+        let name = f.path.rsplit('/').next().unwrap();
+        assert!(name.starts_with(&format!("{id}_")), "{name}");
+        assert_eq!((f.owner.as_str(), f.permission), ("alice", 0o644), "{name}");
+    }
+
+    let r = s
+        .client
+        .unregister_shuffle_by_app_id(proto::ShuffleUnregisterByAppIdRequest { app_id: app.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+    let registry = s.running.registry().clone();
+    eventually("app purge", || registry.purges_running() == 0).await;
+    assert!(
+        hdfs.get_file_info(&format!("{root}/{app}")).await.is_err(),
+        "the app directory is gone"
+    );
+    s.running.shutdown().await;
+}
+
+/// `MEMORY_LOCALFILE_HDFS`: small spills go to local files, spills over the cold threshold to
+/// HDFS; with the DataNode down the large spill falls back to local files, and HDFS is used
+/// again once it is back. Nothing is lost on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn localfile_hdfs_routes_by_size_and_falls_back() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let hdfs = admin(&url);
+    let mut s = start(1, |c| {
+        c.store_type = StoreType::MemoryLocalfileHdfs;
+        c.hdfs_store.cold_storage_threshold_size = ByteSize(256 << 10);
+        c.hdfs_store.write_timeout = Duration::from_secs(5);
+        c.hdfs_store.failure_cooldown = Duration::from_millis(500);
+        c.hybrid_store.spill_retry_max_backoff = Duration::from_millis(200);
+    })
+    .await;
+    let root = format!("/{}", unique("hybrid"));
+    let app = "app-hybrid";
+    let id = s.running.server_id.clone();
+    register_remote(&mut s.client, app, 0, 0..2, &format!("{url}{root}"), "bob").await;
+    // Partition 0 gets 20 × 1 KiB (small spill), partition 1 gets 8 × 64 KiB (cold spill).
+    let mut expected: BTreeMap<i32, BTreeMap<i64, Bytes>> = BTreeMap::new();
+    let mut send_round = |round: i64| {
+        let mut batch = Vec::new();
+        for (p, n, len) in [(0, 20, 1 << 10), (1, 8, 64 << 10)] {
+            let blocks: Vec<proto::ShuffleBlock> = (0..n)
+                .map(|i| make_block(round * 100 + i, p, 1, len))
+                .collect();
+            for b in &blocks {
+                expected
+                    .entry(p)
+                    .or_default()
+                    .insert(b.block_id, b.data.clone());
+            }
+            batch.push((p, blocks));
+        }
+        batch
+    };
+    let first = send_round(0);
+    send(&mut s.client, app, 0, first).await;
+    finish(&mut s.client, app, 0).await;
+    let small = read_everything(&mut s.client, &hdfs, &root, app, 0, 0, &id).await;
+    assert_eq!((small.2, small.3), (20, 0), "small spill → local files");
+    let big = read_everything(&mut s.client, &hdfs, &root, app, 0, 1, &id).await;
+    assert_eq!((big.2, big.3), (0, 8), "cold spill → HDFS");
+
+    hdfs_command("stop-datanode").await;
+    let second = send_round(1);
+    send(&mut s.client, app, 0, second).await;
+    finish(&mut s.client, app, 0).await;
+    // HDFS cannot be read either now: what the server serves is the fallback.
+    let served = read_partition(&mut s.client, app, 0, 1).await;
+    assert_eq!(
+        (served.from_memory, served.from_files),
+        (0, 8),
+        "with the DataNode down the cold spill fell back to local files"
+    );
+    let hdfs_tier = s.running.hdfs_tier().expect("hdfs tier").clone();
+    assert!(
+        !spillway::store::Tier::health(hdfs_tier.as_ref()).writable,
+        "HDFS health shows the failure"
+    );
+    assert!(
+        s.running.registry().store().health().writable,
+        "the server stays writable through its local disks"
+    );
+    hdfs_command("start-datanode").await;
+
+    // Back to HDFS once it works again (the first tries may still meet the old DataNode state).
+    let mut round = 2;
+    loop {
+        let batch = send_round(round);
+        send(&mut s.client, app, 0, batch).await;
+        finish(&mut s.client, app, 0).await;
+        let big = read_everything(&mut s.client, &hdfs, &root, app, 0, 1, &id).await;
+        if big.3 > 8 {
+            break;
+        }
+        round += 1;
+        assert!(round < 30, "HDFS never taken again");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(spillway::store::Tier::health(hdfs_tier.as_ref()).writable);
+    // The pair whose append failed while the DataNode was gone held the first cold spill; its
+    // lease is recovered in the background, after which its committed length is readable.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (got, ..) = read_everything(&mut s.client, &hdfs, &root, app, 0, 1, &id).await;
+        if got.len() == expected[&1].len() || tokio::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    for (p, want) in &expected {
+        let (got, ..) = read_everything(&mut s.client, &hdfs, &root, app, 0, *p, &id).await;
+        assert_same(&got, want, &format!("partition {p}: nothing lost"));
+    }
+    s.running.shutdown().await;
+}
+
+/// Equal maps; on a difference names the block ids instead of dumping megabytes.
+fn assert_same(got: &BTreeMap<i64, Bytes>, want: &BTreeMap<i64, Bytes>, what: &str) {
+    let missing: Vec<&i64> = want.keys().filter(|k| !got.contains_key(k)).collect();
+    let extra: Vec<&i64> = got.keys().filter(|k| !want.contains_key(k)).collect();
+    let differ: Vec<&i64> = want
+        .iter()
+        .filter(|(k, v)| got.get(k).is_some_and(|g| g != *v))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty() && differ.is_empty(),
+        "{what}: missing {missing:?}, unexpected {extra:?}, different {differ:?}"
+    );
+}
+
+/// `MEMORY_HDFS` with the NameNode down: spills fail and are retried, the blocks stay in
+/// memory and readable, memory stays within its capacity (clients get NO_BUFFER), the server
+/// reports UNHEALTHY; when the NameNode is back the spill lands and the server is ACTIVE.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namenode_down_keeps_blocks_in_memory_until_it_returns() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let hdfs = admin(&url);
+    let capacity = 4u64 << 20;
+    let mut s = start(0, |c| {
+        c.store_type = StoreType::MemoryHdfs;
+        c.memory_store.capacity = ByteSize(capacity);
+        c.hybrid_store.memory_spill_high_watermark = 0.5;
+        c.hybrid_store.memory_spill_low_watermark = 0.1;
+        c.hdfs_store.write_timeout = Duration::from_secs(5);
+        c.hdfs_store.failure_cooldown = Duration::from_millis(300);
+        c.hybrid_store.spill_retry_max_backoff = Duration::from_millis(300);
+        c.app.expiry_check_interval = Duration::from_millis(100);
+        c.localfile_store.disk_health_check_interval = Duration::from_millis(100);
+    })
+    .await;
+    let root = format!("/{}", unique("nn-down"));
+    let app = "app-nn-down";
+    let id = s.running.server_id.clone();
+    register_remote(
+        &mut s.client,
+        app,
+        0,
+        0..2,
+        &format!("{url}{root}"),
+        "carol",
+    )
+    .await;
+    hdfs_command("stop-namenode").await;
+
+    // 3 MiB of blocks: over the 2 MiB high watermark, so the spiller tries (and fails).
+    let mut expected: BTreeMap<i32, BTreeMap<i64, Bytes>> = BTreeMap::new();
+    for seq in 0..24 {
+        let p = (seq % 2) as i32;
+        let b = make_block(seq, p, 3, 128 << 10);
+        expected
+            .entry(p)
+            .or_default()
+            .insert(b.block_id, b.data.clone());
+        send(&mut s.client, app, 0, vec![(p, vec![b])]).await;
+    }
+    let registry = s.running.registry().clone();
+    let spiller = registry.store().spiller().clone();
+    eventually("failed spills", || spiller.failures() >= 2).await;
+    eventually("UNHEALTHY", || {
+        registry.status().get() == proto::ServerStatus::Unhealthy
+    })
+    .await;
+
+    // Memory is bounded: another 2 MiB does not fit next to the 3 MiB held.
+    let r = s
+        .client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: 2 << 20,
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::NoBuffer);
+    assert!(registry.store().memory().budget().snapshot().used <= capacity);
+    for (p, want) in &expected {
+        let got = read_partition(&mut s.client, app, 0, *p).await;
+        assert_eq!(
+            &got.blocks, want,
+            "partition {p} served from memory meanwhile"
+        );
+    }
+
+    let mut finishing = s.client.clone();
+    let finish_task = tokio::spawn(async move { finish(&mut finishing, app, 0).await });
+    hdfs_command("start-namenode").await;
+    tokio::time::timeout(Duration::from_secs(120), finish_task)
+        .await
+        .expect("finishShuffle returns once HDFS is back")
+        .expect("finish task");
+    assert_eq!(registry.store().memory().budget().snapshot().used, 0);
+    eventually("ACTIVE again", || {
+        registry.status().get() == proto::ServerStatus::Active
+    })
+    .await;
+    for (p, want) in &expected {
+        let (got, mem, _, from_hdfs) =
+            read_everything(&mut s.client, &hdfs, &root, app, 0, *p, &id).await;
+        assert_same(&got, want, &format!("partition {p}: nothing lost"));
+        assert_eq!((mem, from_hdfs), (0, want.len()));
+    }
+    s.running.shutdown().await;
+}
