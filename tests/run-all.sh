@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (.ci/run calls exactly this script).
 # Needs the Rust toolchain pinned in rust-toolchain.toml (protoc comes from a crate), and for
-# the Spark harness Java 17 + Maven (installed here from Debian's packages when missing) and
-# python3; Maven artefacts are fetched from Maven Central and cached in ~/.m2.
+# the Spark harness and the HDFS tests Java 17 + Maven (installed here from Debian's packages when
+# missing) and python3; Maven artefacts are fetched from Maven Central and cached in ~/.m2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,8 @@ echo "== format"
 cargo fmt --all -- --check
 echo "== lint"
 cargo clippy --locked --all-targets -- -D warnings
+echo "== HDFS test cluster (tests/hdfs: MiniHdfs launcher, built once, cached by a stamp)"
+bash tests/hdfs/install.sh
 echo "== tests (unit, integration, benches in test mode)"
 cargo test --locked --all-targets
 echo "== Spark end to end (real Spark 3.5 + released Uniffle clients 0.9.2 and 0.9.0)"

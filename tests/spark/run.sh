@@ -12,11 +12,19 @@
 #   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC GRPC_NETTY";
 #                         env SPARK_E2E_CLIENT_TYPES); GRPC_NETTY uses Spillway's Netty plane
 #   --keep                keep the work dir (configs, server and Spark logs) even on success
+#   --no-hdfs             skip the HDFS suites (MEMORY_HDFS, MEMORY_LOCALFILE_HDFS)
+#   --hdfs-jobs a,b       jobs of the HDFS suites (default reduce_by_key,sort,large_records,empty_partitions;
+#                         env SPARK_E2E_HDFS_JOBS)
 #
 # Phases: Maven build per client version (cached by a stamp; offline first, online if the
 # artefacts are missing) -> cargo build -> vanilla baseline -> per client version: one Spillway
 # server with the embedded coordinator + all jobs -> replica job: server A (coordinator) and
-# server B, replica 2, B is SIGKILLed mid-read (each reduce task pauses after its first record).
+# server B, replica 2, B is SIGKILLed mid-read (each reduce task pauses after its first record) -> HDFS suites:
+# a MiniHdfs (tests/hdfs) on loopback, one server per store type MEMORY_HDFS and
+# MEMORY_LOCALFILE_HDFS (cold threshold 1 MiB), client 0.9.2 over GRPC with
+# spark.rss.remote.storage.path on that HDFS: the client reads the spilled shuffle straight from
+# HDFS; the server log must show HDFS files deleted at unregister (proof they were written) and
+# the Spark log the client's HadoopClientReadHandler finding this server's index files.
 # Every wait has a timeout; servers and Spark are killed on exit. The last line is
 # "N passed, M failed"; the exit code is non-zero when anything failed.
 set -euo pipefail
@@ -34,6 +42,8 @@ CLIENT_TYPES=${SPARK_E2E_CLIENT_TYPES:-"GRPC GRPC_NETTY"}
 VANILLA_ONLY=0
 REPLICA=1
 KEEP=0
+HDFS=1
+HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --vanilla-only) VANILLA_ONLY=1 ;;
@@ -42,7 +52,9 @@ while [[ $# -gt 0 ]]; do
     --no-replica) REPLICA=0 ;;
     --client-types) CLIENT_TYPES=$2; shift ;;
     --keep) KEEP=1 ;;
-    -h|--help) sed -n '2,22p' "$HERE/run.sh"; exit 0 ;;
+    --no-hdfs) HDFS=0 ;;
+    --hdfs-jobs) HDFS_JOBS=$2; shift ;;
+    -h|--help) sed -n '2,30p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -88,6 +100,7 @@ cleanup() {
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
     stop_pid "${PIDS[$i]}"
   done
+  stop_hdfs
   if [[ $KEEP == 1 || $FAILED -gt 0 || $rc -ne 0 ]]; then
     echo "logs and configs kept in $WORK"
   else
@@ -262,7 +275,7 @@ start_server() {
   local dir="$WORK/$name"
   mkdir -p "$dir/d1" "$dir/d2"
   {
-    echo 'store_type = "MEMORY_LOCALFILE"'
+    echo "store_type = \"${STORE_TYPE:-MEMORY_LOCALFILE}\""
     echo "grpc_port = $port"
     echo 'netty_port = 0'
     echo 'bind_ip = "127.0.0.1"'
@@ -283,6 +296,8 @@ start_server() {
       echo '[coordinator]'
       echo 'enabled = true'
     fi
+    # Whole extra sections (e.g. [hdfs_store]) for the HDFS suites.
+    [[ -z ${SERVER_EXTRA_TOML:-} ]] || printf '%s\n' "$SERVER_EXTRA_TOML"
   } >"$dir/config.toml"
   RUST_LOG=${SPILLWAY_LOG:-info} WORKER_IP=127.0.0.1 NO_COLOR=1 \
     "$SPILLWAY_BIN" --config "$dir/config.toml" >"$dir/server.log" 2>&1 &
@@ -338,6 +353,59 @@ stop_cluster() {
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
   PIDS=()
+}
+
+# ---- HDFS --------------------------------------------------------------------------------------
+
+HDFS_PID=""
+HDFS_FD=""
+HDFS_START_TIMEOUT=180
+
+# start_hdfs: builds (idempotent) and starts MiniHdfs; sets HDFS_URL. The launcher stops when
+# its stdin closes: we hold the write end of a FIFO and close it in stop_hdfs (or by exiting).
+start_hdfs() {
+  if ! bash "$ROOT/tests/hdfs/install.sh" >"$WORK/hdfs-install.log" 2>&1; then
+    tail -n 30 "$WORK/hdfs-install.log"
+    return 1
+  fi
+  local base="$WORK/hdfs" cp="$ROOT/tests/hdfs/target/classes:$ROOT/tests/hdfs/target/deps/*"
+  mkdir -p "$base"
+  mkfifo "$base.in"
+  java -Xmx512m -XX:+UseSerialGC -cp "$cp" io.spillway.hdfs.MiniHdfs "$base/data" \
+    <"$base.in" >"$base.out" 2>"$base.log" &
+  HDFS_PID=$!
+  exec {HDFS_FD}>"$base.in"
+  local deadline=$((SECONDS + HDFS_START_TIMEOUT)) line
+  while true; do
+    line=$(grep -m1 '^HDFS_URL=' "$base.out" || true)
+    if [[ -n $line ]]; then
+      HDFS_URL=${line#HDFS_URL=}
+      log "MiniHdfs (pid $HDFS_PID) at $HDFS_URL; log $base.log"
+      return 0
+    fi
+    if ! kill -0 "$HDFS_PID" 2>/dev/null || ((SECONDS > deadline)); then
+      echo "---- MiniHdfs did not start; $base.log says:"
+      tail -n 30 "$base.log"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+stop_hdfs() {
+  if [[ -n $HDFS_FD ]]; then
+    exec {HDFS_FD}>&-
+    HDFS_FD=""
+  fi
+  if [[ -n $HDFS_PID ]]; then
+    local i
+    for ((i = 0; i < 150; i++)); do
+      kill -0 "$HDFS_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    stop_pid "$HDFS_PID"
+    HDFS_PID=""
+  fi
 }
 
 # ---- phases ------------------------------------------------------------------------------------
@@ -454,6 +522,51 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
   done
 elif [[ $VANILLA_ONLY == 0 ]]; then
   fail "no spillway binary at $SPILLWAY_BIN: RSS suites not run"
+fi
+
+if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
+  phase "MiniHdfs start"
+  if start_hdfs; then
+    phase_done
+    ver=$BASE_VER
+    CLIENT_TYPE=GRPC
+    for STORE_TYPE in MEMORY_HDFS MEMORY_LOCALFILE_HDFS; do
+      phase "hdfs suite $STORE_TYPE, client $ver"
+      prefix="h_${STORE_TYPE}_"
+      # MEMORY_LOCALFILE_HDFS: spills of 1 MiB and more go to HDFS, smaller ones to local files.
+      SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"'
+      export STORE_TYPE SERVER_EXTRA_TOML
+      if start_cluster "$ver" 1 "$prefix"; then
+        name="uniffle-$ver-$STORE_TYPE"
+        run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+          --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
+          --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
+          --rss-conf "spark.rss.remote.storage.path=$HDFS_URL/rss-$STORE_TYPE"
+        pid_var="${prefix}0_PID"
+        if ! kill -0 "${!pid_var}" 2>/dev/null; then
+          fail "$name: the server died during the suite (log $WORK/${prefix}0/server.log)"
+        fi
+        stop_cluster
+        # Unregistering each app deletes its HDFS files; the log line proves they existed.
+        if ! grep -q 'deleted HDFS files' "$WORK/${prefix}0/server.log"; then
+          fail "$name: no shuffle data went to HDFS (no 'deleted HDFS files' in $WORK/${prefix}0/server.log)"
+        fi
+        # ... and the client found this server's files there and read them directly.
+        if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$name.log"; then
+          fail "$name: the client read nothing from HDFS (no HadoopClientReadHandler index in $WORK/$name.log)"
+        fi
+      else
+        fail "uniffle-$ver-$STORE_TYPE: cluster not ready (see above; coordinator $COORD)"
+        stop_cluster
+      fi
+      unset STORE_TYPE SERVER_EXTRA_TOML
+      phase_done
+    done
+  else
+    fail "MiniHdfs did not start (log $WORK/hdfs.log)"
+    phase_done
+  fi
+  stop_hdfs
 fi
 
 echo

@@ -526,6 +526,11 @@ impl Tier for HdfsTier {
             }
         }
         drop(gate);
+        if let Ok(freed) = &result {
+            if *freed > 0 {
+                tracing::info!(app_id = %app, ?scope, freed, "deleted HDFS files");
+            }
+        }
         result
     }
 
