@@ -22,6 +22,90 @@ use spillway::proto;
 use spillway::proto::StatusCode;
 use spillway::store::index::IndexEntry;
 
+/// A coordinator that only records heartbeats (every other RPC is unimplemented).
+struct BeatRecorder(tokio::sync::mpsc::UnboundedSender<proto::ShuffleServerHeartBeatRequest>);
+
+/// The recorder's service: `heartbeat` records, the RPCs listed answer unimplemented.
+macro_rules! recorder_service {
+    ($($name:ident($req:ty) -> $resp:ty;)*) => {
+        #[tonic::async_trait]
+        impl proto::coordinator_server_server::CoordinatorServer for BeatRecorder {
+            async fn heartbeat(
+                &self,
+                req: tonic::Request<proto::ShuffleServerHeartBeatRequest>,
+            ) -> Result<tonic::Response<proto::ShuffleServerHeartBeatResponse>, tonic::Status> {
+                let _ = self.0.send(req.into_inner());
+                Ok(tonic::Response::new(proto::ShuffleServerHeartBeatResponse {
+                    status: StatusCode::Success as i32,
+                    ret_msg: String::new(),
+                }))
+            }
+            $(async fn $name(
+                &self,
+                _: tonic::Request<$req>,
+            ) -> Result<tonic::Response<$resp>, tonic::Status> {
+                Err(tonic::Status::unimplemented("recorder"))
+            })*
+        }
+    };
+}
+
+recorder_service! {
+    get_shuffle_server_list(()) -> proto::GetShuffleServerListResponse;
+    get_shuffle_server_num(()) -> proto::GetShuffleServerNumResponse;
+    get_shuffle_assignments(proto::GetShuffleServerRequest) -> proto::GetShuffleAssignmentsResponse;
+    get_shuffle_data_storage_info(()) -> proto::GetShuffleDataStorageInfoResponse;
+    check_service_available(()) -> proto::CheckServiceAvailableResponse;
+    app_heartbeat(proto::AppHeartBeatRequest) -> proto::AppHeartBeatResponse;
+    report_client_operation(proto::ReportShuffleClientOpRequest) -> proto::ReportShuffleClientOpResponse;
+    register_application_info(proto::ApplicationInfoRequest) -> proto::ApplicationInfoResponse;
+    access_cluster(proto::AccessClusterRequest) -> proto::AccessClusterResponse;
+    fetch_client_conf(()) -> proto::FetchClientConfResponse;
+    fetch_client_conf_v2(proto::FetchClientConfRequest) -> proto::FetchClientConfResponse;
+    fetch_remote_storage(proto::FetchRemoteStorageRequest) -> proto::FetchRemoteStorageResponse;
+}
+
+/// Starts a [`BeatRecorder`] on loopback; it stops with the test's runtime.
+async fn beat_recorder() -> (
+    std::net::SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<proto::ShuffleServerHeartBeatRequest>,
+) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(
+                proto::coordinator_server_server::CoordinatorServerServer::new(BeatRecorder(tx)),
+            )
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    (addr, rx)
+}
+
+/// Waits for a heartbeat whose `hdfs` storage entry has `status`.
+async fn hdfs_beat(
+    beats: &mut tokio::sync::mpsc::UnboundedReceiver<proto::ShuffleServerHeartBeatRequest>,
+    status: proto::storage_info::StorageStatus,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let beat = tokio::time::timeout_at(deadline, beats.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no heartbeat with hdfs {status:?}"))
+            .expect("recorder running");
+        if let Some(info) = beat.storage_info.get("hdfs") {
+            assert_eq!(
+                info.storage_media,
+                proto::storage_info::StorageMedia::Hdfs as i32
+            );
+            if info.status == status as i32 {
+                return;
+            }
+        }
+    }
+}
+
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 async fn cluster() -> &'static minicluster::MiniHdfs {
@@ -365,7 +449,10 @@ async fn namenode_down_keeps_blocks_in_memory_until_it_returns() {
     let url = cluster().await.url.clone();
     let hdfs = admin(&url);
     let capacity = 4u64 << 20;
+    let (coordinator, mut beats) = beat_recorder().await;
     let mut s = start(0, |c| {
+        c.coordinator_quorum = vec![coordinator.to_string()];
+        c.heartbeat_interval = Duration::from_millis(200);
         c.store_type = StoreType::MemoryHdfs;
         c.memory_store.capacity = ByteSize(capacity);
         c.hybrid_store.memory_spill_high_watermark = 0.5;
@@ -409,6 +496,7 @@ async fn namenode_down_keeps_blocks_in_memory_until_it_returns() {
         registry.status().get() == proto::ServerStatus::Unhealthy
     })
     .await;
+    hdfs_beat(&mut beats, proto::storage_info::StorageStatus::Unhealthy).await;
 
     // Memory is bounded: another 2 MiB does not fit next to the 3 MiB held.
     let r = s
@@ -445,11 +533,61 @@ async fn namenode_down_keeps_blocks_in_memory_until_it_returns() {
         registry.status().get() == proto::ServerStatus::Active
     })
     .await;
+    hdfs_beat(&mut beats, proto::storage_info::StorageStatus::Normal).await;
     for (p, want) in &expected {
         let (got, mem, _, from_hdfs) =
             read_everything(&mut s.client, &hdfs, &root, app, 0, *p, &id).await;
         assert_same(&got, want, &format!("partition {p}: nothing lost"));
         assert_eq!((mem, from_hdfs), (0, want.len()));
     }
+    s.running.shutdown().await;
+}
+
+/// `MEMORY_LOCALFILE_HDFS`: once a partition is huge, its spills go to HDFS even when they are
+/// far below the cold threshold; other partitions stay on local files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_partitions_spill_to_hdfs() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let hdfs = admin(&url);
+    let mut s = start(1, |c| {
+        c.store_type = StoreType::MemoryLocalfileHdfs;
+        // 64 MiB memory: huge past 512 KiB, then spilled past 0.02 × 64 MiB / 2 ≈ 655 KB.
+        c.hybrid_store.huge_partition_size_threshold = ByteSize(512 << 10);
+        c.hybrid_store.huge_partition_memory_limit_ratio = 0.02;
+    })
+    .await;
+    let root = format!("/{}", unique("huge"));
+    let app = "app-huge";
+    let id = s.running.server_id.clone();
+    register_remote(&mut s.client, app, 0, 0..2, &format!("{url}{root}"), "dave").await;
+    let mut expected: BTreeMap<i32, BTreeMap<i64, Bytes>> = BTreeMap::new();
+    for seq in 0..40 {
+        let mut batch = vec![(0, vec![make_block(seq, 0, 1, 32 << 10)])];
+        if seq < 10 {
+            batch.push((1, vec![make_block(seq, 1, 1, 1 << 10)]));
+        }
+        for (p, blocks) in &batch {
+            for b in blocks {
+                expected
+                    .entry(*p)
+                    .or_default()
+                    .insert(b.block_id, b.data.clone());
+            }
+        }
+        send(&mut s.client, app, 0, batch).await;
+    }
+    finish(&mut s.client, app, 0).await;
+    let (got, _, _, from_hdfs) = read_everything(&mut s.client, &hdfs, &root, app, 0, 0, &id).await;
+    assert_same(&got, &expected[&0], "huge partition");
+    assert!(from_hdfs > 0, "the huge partition's spills went to HDFS");
+    let (got, _, files, from_hdfs) =
+        read_everything(&mut s.client, &hdfs, &root, app, 0, 1, &id).await;
+    assert_same(&got, &expected[&1], "small partition");
+    assert_eq!(
+        (files, from_hdfs),
+        (10, 0),
+        "the small partition stays local"
+    );
     s.running.shutdown().await;
 }
