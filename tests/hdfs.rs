@@ -591,3 +591,126 @@ async fn huge_partitions_spill_to_hdfs() {
     );
     s.running.shutdown().await;
 }
+
+/// A TCP proxy in front of the NameNode that can stall: while stalled it forwards nothing (a
+/// NameNode that hangs, as in a long GC pause or a full RPC queue).
+struct StallingProxy {
+    addr: std::net::SocketAddr,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StallingProxy {
+    async fn start(target: String) -> StallingProxy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stalled = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stalled);
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                for (mut from, mut to, flag) in [
+                    (
+                        Box::new(ri) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                        Box::new(wo) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                        Arc::clone(&flag),
+                    ),
+                    (Box::new(ro), Box::new(wi), Arc::clone(&flag)),
+                ] {
+                    tokio::spawn(async move {
+                        let mut buf = vec![0u8; 64 << 10];
+                        loop {
+                            let n = match from.read(&mut buf).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => n,
+                            };
+                            while flag.load(Ordering::SeqCst) {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                            if to.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        StallingProxy { addr, stalled }
+    }
+
+    fn stall(&self, on: bool) {
+        self.stalled.store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `MEMORY_LOCALFILE_HDFS` with a NameNode that stops answering: the HDFS append is abandoned
+/// after `write_timeout`, the spill goes to local files, HDFS shows unhealthy; nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_namenode_times_out_and_falls_back() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let hdfs = admin(&url);
+    let proxy = StallingProxy::start(url.trim_start_matches("hdfs://").to_owned()).await;
+    let mut s = start(1, |c| {
+        c.store_type = StoreType::MemoryLocalfileHdfs;
+        c.hdfs_store.cold_storage_threshold_size = ByteSize(256 << 10);
+        c.hdfs_store.write_timeout = Duration::from_secs(2);
+        c.hdfs_store.failure_cooldown = Duration::from_secs(600);
+    })
+    .await;
+    let root = format!("/{}", unique("hung"));
+    let app = "app-hung";
+    let id = s.running.server_id.clone();
+    register_remote(
+        &mut s.client,
+        app,
+        0,
+        0..1,
+        &format!("hdfs://{}{root}", proxy.addr),
+        "erin",
+    )
+    .await;
+    let mut expected: BTreeMap<i64, Bytes> = BTreeMap::new();
+    for round in 0..2 {
+        if round == 1 {
+            proxy.stall(true);
+        }
+        let blocks: Vec<proto::ShuffleBlock> = (0..8)
+            .map(|i| make_block(round * 100 + i, 0, 1, 64 << 10))
+            .collect();
+        for b in &blocks {
+            expected.insert(b.block_id, b.data.clone());
+        }
+        send(&mut s.client, app, 0, vec![(0, blocks)]).await;
+        finish(&mut s.client, app, 0).await;
+    }
+    let served = read_partition(&mut s.client, app, 0, 0).await;
+    assert_eq!(
+        (served.from_memory, served.from_files),
+        (0, 8),
+        "the stalled spill went to local files"
+    );
+    let hdfs_tier = s.running.hdfs_tier().expect("hdfs tier").clone();
+    assert!(!spillway::store::Tier::health(hdfs_tier.as_ref()).writable);
+    proxy.stall(false);
+    // The abandoned append reached the NameNode once it answered again and reopened the pair
+    // holding round 0; its lease is recovered in the background, then round 0 is readable.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let (got, files, from_hdfs) = loop {
+        let (got, _, files, from_hdfs) =
+            read_everything(&mut s.client, &hdfs, &root, app, 0, 0, &id).await;
+        if got.len() == expected.len() || tokio::time::Instant::now() > deadline {
+            break (got, files, from_hdfs);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_same(&got, &expected, "nothing lost");
+    assert_eq!((files, from_hdfs), (8, 8));
+    s.running.shutdown().await;
+}
