@@ -14,6 +14,7 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::ids::{AppId, PartitionKey, ShuffleKey};
 
+pub mod flush_stats;
 pub mod index;
 pub mod localfile;
 pub mod memory;
@@ -201,6 +202,12 @@ pub trait Tier: Send + Sync + 'static {
 
     /// Whether new partitions should be placed here.
     fn health(&self) -> Health;
+
+    /// Where `part`'s data lives (a disk path, a storage host), for the per-location flush
+    /// metrics (`local_disk_path`, `storage_host` labels). Default: not tracked.
+    fn location(&self, _part: &PartitionKey) -> Option<String> {
+        None
+    }
 }
 
 /// The raw index of a partition as the client reads it.

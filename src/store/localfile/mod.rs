@@ -462,6 +462,12 @@ impl Tier for LocalFileTier {
 
     /// Writable while at least `max(1, min_healthy_disks)` disks are healthy and under the
     /// high watermark; `detail` names every disk that is not normal.
+    fn location(&self, part: &PartitionKey) -> Option<String> {
+        let map = self.partitions.lock();
+        map.get(part)
+            .map(|f| f.disk.root.to_string_lossy().into_owned())
+    }
+
     fn health(&self) -> Health {
         let writable = self.disks.iter().filter(|d| d.is_writable()).count();
         let need = self.min_healthy_disks.max(1);
