@@ -106,11 +106,16 @@ pub(super) async fn heap() -> Response {
     let Some(ctl) = jemalloc_pprof::PROF_CTL.as_ref() else {
         return not_enabled();
     };
-    let mut ctl = ctl.lock().await;
+    let mut ctl = Arc::clone(ctl).lock_owned().await;
     if !ctl.activated() {
         return not_enabled();
     }
-    match ctl.dump_pprof() {
+    // Dumping and symbolizing reads files and walks debug info: off the async workers.
+    match tokio::task::spawn_blocking(move || ctl.dump_pprof())
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+    {
         Ok(bytes) => (
             [
                 (header::CONTENT_TYPE, "application/octet-stream"),
