@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use prometheus::{IntCounter, IntGauge, Registry};
+use tracing::Instrument;
 
 use super::summary::Summary;
 use super::{counter, gauge, now_ms};
@@ -313,11 +314,17 @@ where
             started: call.started,
             handler_started_us: Arc::clone(&call.handler_started_us),
         });
+        // A debug-level span (free unless enabled: `RUST_LOG=spillway=debug`) so every log
+        // line of the call carries its method; handlers log app/shuffle/partition fields.
+        let span = tracing::debug_span!("rpc", method = call.method.unwrap_or("other"));
         let fut = self.inner.call(req);
-        Box::pin(async move {
-            let out = fut.await;
-            drop(call);
-            out
-        })
+        Box::pin(
+            async move {
+                let out = fut.await;
+                drop(call);
+                out
+            }
+            .instrument(span),
+        )
     }
 }
