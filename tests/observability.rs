@@ -95,6 +95,11 @@ async fn metrics_follow_grpc_and_netty_traffic() {
     );
     assert!(value(&server, "total_read_data", &[tags]).unwrap() >= 12.0 * 1000.0);
     assert_eq!(value(&server, "is_healthy", &[tags]), Some(0.0));
+    assert_eq!(value(&server, "huge_partition_num", &[tags]), Some(0.0));
+    assert_eq!(
+        value(&server, "buffer_count_in_buffer_pool", &[tags]),
+        Some(2.0)
+    );
     let disk = s.disks[0].path().to_string_lossy().into_owned();
     let disk_label = format!(r#"local_disk_path="{disk}""#);
     assert_eq!(

@@ -116,6 +116,11 @@ impl AppRegistry {
         &self.stats
     }
 
+    /// A partition that received more than this is "huge" (`[hybrid_store]`).
+    pub fn huge_partition_threshold(&self) -> u64 {
+        self.opts.huge_partition_threshold
+    }
+
     /// Registered partition ranges over all live apps (`partition_num_with_node`).
     pub fn partition_count(&self) -> usize {
         self.apps.read().values().map(|a| a.partition_count()).sum()

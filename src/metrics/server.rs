@@ -128,6 +128,19 @@ impl Collector for ServerCollector {
         f.gauge("partition_num_with_node", reg.partition_count() as f64);
         let buffers = store.memory().all_buffers();
         f.gauge("buffer_count_in_buffer_pool", buffers.len() as f64);
+        let shuffles: std::collections::HashSet<_> = buffers
+            .iter()
+            .map(|b| (&b.key().app, b.key().shuffle))
+            .collect();
+        f.gauge("shuffle_count_in_buffer_pool", shuffles.len() as f64);
+        let threshold = reg.huge_partition_threshold();
+        let huge: Vec<_> = buffers
+            .iter()
+            .filter(|b| b.total_bytes() > threshold)
+            .collect();
+        let huge_apps: std::collections::HashSet<_> = huge.iter().map(|b| &b.key().app).collect();
+        f.gauge("huge_partition_num", huge.len() as f64);
+        f.gauge("app_with_huge_partition_num", huge_apps.len() as f64);
 
         // Flush queue: every batch handed to the spiller and not yet durable.
         let pending = spiller.pending() as f64;
