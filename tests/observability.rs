@@ -218,6 +218,30 @@ async fn metrics_follow_grpc_and_netty_traffic() {
         assert!(names.contains(&n), "{n} in /metrics");
     }
 
+    // Unregistering deletes the spilled files: total_delete_data moves by their size.
+    let r = s
+        .client
+        .unregister_shuffle_by_app_id(spillway::proto::ShuffleUnregisterByAppIdRequest {
+            app_id: "obs_app".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.status, 0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, text) = get(&format!(
+            "{base}/prometheus/metrics/server?name[]=total_delete_data"
+        ))
+        .await;
+        // Data (12 × 1000 bytes) and index (12 × 40 bytes) files.
+        if value(&text, "total_delete_data", &[tags]) == Some(12.0 * 1040.0) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{text}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     let (code, body) = get(&format!("{base}/metrics/nope")).await;
     assert_eq!(code, 500, "unknown type answers 500 like Java: {body}");
     let (code, _) = get(&format!("{base}/prometheus/metrics/nope")).await;

@@ -84,8 +84,8 @@ pub struct AppRegistry {
     opts: RegistryOptions,
     /// Runs the file part of app purges in the background.
     tracker: TaskTracker,
-    /// Request counters for `/metrics`.
-    stats: RegistryStats,
+    /// Request counters for `/metrics` (shared with background purges).
+    stats: Arc<RegistryStats>,
 }
 
 impl AppRegistry {
@@ -107,7 +107,7 @@ impl AppRegistry {
             status,
             opts,
             tracker,
-            stats: RegistryStats::default(),
+            stats: Arc::default(),
         }
     }
 
@@ -257,6 +257,7 @@ impl AppRegistry {
             shuffle,
         });
         let freed = self.store.purge(&scope).await?;
+        self.stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
         tracing::info!(app_id = %app, shuffle_id = shuffle, freed, "unregistered shuffle");
         Ok(())
     }
@@ -297,9 +298,11 @@ impl AppRegistry {
         let store = Arc::clone(&self.store);
         let app = app.clone();
         let purging = Arc::clone(&self.purging);
+        let stats = Arc::clone(&self.stats);
         Some(async move {
             match store.warm().purge(&scope).await {
                 Ok(freed) => {
+                    stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
                     tracing::info!(app_id = %app, in_memory, freed, reason, "purged app")
                 }
                 Err(e) => {

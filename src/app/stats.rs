@@ -38,6 +38,8 @@ pub struct RegistryStats {
     pub ranges_registered: AtomicU64,
     /// Requests for apps the server does not know (`total_app_not_found_num`).
     pub app_not_found: AtomicU64,
+    /// File bytes deleted by unregisters and app purges (`total_delete_data`).
+    pub deleted_bytes: AtomicU64,
     /// Data-file reads in progress.
     pub reading_data_files: AtomicI64,
     /// Index-file reads in progress.

@@ -285,6 +285,7 @@ impl Collector for ServerCollector {
         f.counter("total_app_num", load(&stats.apps_created));
         f.counter("total_partition_num", load(&stats.ranges_registered));
         f.counter("total_app_not_found_num", load(&stats.app_not_found));
+        f.counter("total_delete_data", load(&stats.deleted_bytes));
 
         // Counters: flushes.
         f.counter("total_write_data", load(&flush.write_data));
