@@ -247,6 +247,10 @@ pub async fn start(config: Config) -> Result<Running> {
         // Nagle plus delayed ACKs stall small replies by ~40 ms; the builder's own
         // `tcp_nodelay` does not apply to an incoming stream we bind ourselves.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let grpc_metrics = Arc::clone(metrics.grpc());
+        let incoming = tokio_stream::StreamExt::map(incoming, move |accepted| {
+            accepted.map(|conn| grpc_metrics.count_connection(conn))
+        });
         let stop = grpc_stop.clone();
         tokio::spawn(async move {
             router

@@ -151,6 +151,11 @@ async fn metrics_follow_grpc_and_netty_traffic() {
     )
     .is_some_and(|v| v >= 0.0));
     assert!(value(&grpc, "grpc_total", &[tags]).unwrap() > 6.0);
+    assert_eq!(
+        value(&grpc, "grpc_server_connection_number", &[tags]),
+        Some(1.0),
+        "the test's one channel"
+    );
 
     let (_, netty_text) = get(&format!(
         "{base}/api/shuffleServer/prometheus/metrics/netty"

@@ -115,6 +115,7 @@ struct Method {
 /// The `grpc` registry's metrics.
 pub struct GrpcMetrics {
     open: IntGauge,
+    connections: IntGauge,
     total: IntCounter,
     methods: HashMap<&'static str, Method>,
 }
@@ -124,12 +125,12 @@ impl GrpcMetrics {
     pub fn new(registry: &Registry, tags: &str) -> prometheus::Result<Self> {
         let open = gauge(registry, "grpc_open", tags)?;
         let total = counter(registry, "grpc_total", tags)?;
-        // Java exposes these executor/connection gauges; tonic has no executor queue, so they
-        // stay 0 here (the `jvm` registry has the tokio runtime's numbers).
+        let connections = gauge(registry, "grpc_server_connection_number", tags)?;
+        // Java's executor gauges; tonic has no executor queue, so they stay 0 here (the `jvm`
+        // registry has the tokio runtime's numbers).
         for name in [
             "grpc_server_executor_active_threads",
             "grpc_server_executor_blocking_queue_size",
-            "grpc_server_connection_number",
         ] {
             gauge(registry, name, tags)?;
         }
@@ -160,9 +161,20 @@ impl GrpcMetrics {
         }
         Ok(GrpcMetrics {
             open,
+            connections,
             total,
             methods,
         })
+    }
+
+    /// Wraps an accepted gRPC connection so it counts in `grpc_server_connection_number` until
+    /// it closes.
+    pub fn count_connection<T>(&self, io: T) -> CountedConn<T> {
+        self.connections.inc();
+        CountedConn {
+            inner: io,
+            gauge: self.connections.clone(),
+        }
     }
 
     /// The tower layer for the gRPC server builder.
@@ -326,5 +338,67 @@ where
             }
             .instrument(span),
         )
+    }
+}
+
+/// A connection counted in `grpc_server_connection_number` while it is open.
+pub struct CountedConn<T> {
+    inner: T,
+    gauge: IntGauge,
+}
+
+impl<T> Drop for CountedConn<T> {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CountedConn<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for CountedConn<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl<T: tonic::transport::server::Connected> tonic::transport::server::Connected
+    for CountedConn<T>
+{
+    type ConnectInfo = T::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
     }
 }
