@@ -12,6 +12,7 @@
 //!  coordinator: the optional embedded Uniffle coordinator, on the same gRPC port
 //!  codec::bitmap and store::index: the byte formats clients parse
 //! ```
+//! metrics: the Prometheus registries (Uniffle names); http: metrics, admin and pprof endpoints
 //! netty: Uniffle's Netty data plane (sends and reads), beside `grpc`, calling the same `app` API.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
@@ -21,8 +22,10 @@ pub mod config;
 pub mod coordinator;
 pub mod error;
 pub mod grpc;
+pub mod http;
 pub mod ids;
 pub mod memory;
+pub mod metrics;
 pub mod netty;
 pub mod proto;
 pub mod server;

@@ -6,7 +6,16 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+/// jemalloc as the allocator (feature `jemalloc`, on by default): less fragmentation under
+/// many short-lived block buffers than glibc's malloc, allocator stats in `/metrics/jvm`, and
+/// heap profiles at `/debug/pprof/heap` when started with `_RJEM_MALLOC_CONF=prof:true`.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// A Uniffle-compatible shuffle server.
 #[derive(Parser, Debug)]
@@ -26,14 +35,24 @@ fn main() -> anyhow::Result<()> {
     let config = spillway::config::Config::load(args.config.as_deref(), &env)?;
 
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt().with_env_filter(filter);
-    if args.log_json {
-        fmt.json().init();
+    let fmt = if args.log_json {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_filter(filter)
+            .boxed()
     } else {
         // Colour codes only for a terminal: log files and scrapers get plain text.
-        fmt.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-            .init();
-    }
+        tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .with_filter(filter)
+            .boxed()
+    };
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "console")]
+    let registry = registry.with(console_layer(&config));
+    registry.init();
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -55,6 +74,24 @@ fn main() -> anyhow::Result<()> {
     // that could be spilled has been by now.
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     outcome
+}
+
+/// The tokio-console server on `bind_ip:metrics.console_port` (feature `console`; the binary
+/// must be built with `RUSTFLAGS="--cfg tokio_unstable"` for the runtime to emit task events).
+#[cfg(feature = "console")]
+fn console_layer<S>(config: &spillway::config::Config) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let ip: std::net::IpAddr = config
+        .bind_ip
+        .parse()
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    let addr = std::net::SocketAddr::new(ip, config.metrics.console_port);
+    eprintln!("tokio-console server on {addr}");
+    console_subscriber::ConsoleLayer::builder()
+        .server_addr(addr)
+        .spawn()
 }
 
 /// SIGTERM or SIGINT.

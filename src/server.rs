@@ -6,7 +6,8 @@
 //! 2. stop side tasks (ticket sweeper, app expiry, disk checks, decommission watcher,
 //!    coordinator heartbeats);
 //! 3. spill memory to the file tier, bounded by `shutdown.spill_timeout`;
-//! 4. stop spill retries and wait for the remaining tasks.
+//! 4. push metrics one last time (push gateway) and stop the HTTP port;
+//! 5. stop spill retries and wait for the remaining tasks.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::coordinator::{Coordinator, CoordinatorService};
 use crate::error::{Error, Result};
 use crate::grpc::{InternalService, ShuffleService};
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
+use crate::metrics::Metrics;
 use crate::status::ServerStatus;
 use crate::store::hdfs::{HdfsOptions, HdfsTier, Kerberos};
 use crate::store::localfile::{LocalFileOptions, LocalFileTier};
@@ -38,6 +40,8 @@ pub struct Running {
     pub grpc_addr: SocketAddr,
     /// Where the Netty data plane listens; `None` when `netty_port = -1`.
     pub netty_addr: Option<SocketAddr>,
+    /// Where the HTTP port (metrics, admin, pprof) listens; reported as `jetty_port`.
+    pub http_addr: SocketAddr,
     /// `<ip>-<grpcPort>` (`<ip>-<grpcPort>-<nettyPort>` with Netty, as Java): the id reported
     /// to coordinators and used as the file-name prefix.
     pub server_id: String,
@@ -56,8 +60,11 @@ pub struct Running {
     netty_task: Option<tokio::task::JoinHandle<()>>,
     /// Stops side tasks and the watermark loop (step 2).
     tasks_stop: CancellationToken,
-    /// Stops spill retries (step 4).
+    /// Stops spill retries (step 5).
     spill_stop: CancellationToken,
+    /// Final metrics push and the HTTP port (step 4).
+    late_stop: CancellationToken,
+    metrics: Arc<Metrics>,
     /// Fired by the server itself when it wants to stop (decommissioned).
     self_stop: CancellationToken,
     tracker: TaskTracker,
@@ -110,9 +117,31 @@ pub async fn start(config: Config) -> Result<Running> {
         None => format!("{ip}-{}", grpc_addr.port()),
     };
 
+    let http_listener =
+        crate::http::bind(SocketAddr::new(bind.ip(), config.metrics.http_port)).await?;
+    let http_addr = http_listener
+        .local_addr()
+        .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
+    let mut transport_tags = vec![crate::tasks::heartbeat::TAG_GRPC.to_owned()];
+    if netty_addr.is_some() {
+        transport_tags.push(crate::tasks::heartbeat::TAG_GRPC_NETTY.to_owned());
+    }
+    let identity = crate::tasks::heartbeat::Identity {
+        server_id: server_id.clone(),
+        ip,
+        grpc_port: grpc_addr.port(),
+        netty_port: netty_addr.map_or(0, |a| a.port()),
+        jetty_port: http_addr.port(),
+        transport_tags,
+        tags: config.tags.clone(),
+        start_time_ms: crate::tasks::heartbeat::now_ms(),
+    };
+    let metrics = Metrics::new(&identity.all_tags())?;
+
     let tracker = TaskTracker::new();
     let tasks_stop = CancellationToken::new();
     let spill_stop = CancellationToken::new();
+    let late_stop = CancellationToken::new();
 
     let mem = &config.memory_store;
     let hybrid = &config.hybrid_store;
@@ -220,6 +249,7 @@ pub async fn start(config: Config) -> Result<Running> {
         },
         tracker.clone(),
     ));
+    metrics.attach_server(Arc::clone(&registry), local.clone())?;
     registry.spawn_expiry(
         config.app.expiry_check_interval,
         tasks_stop.clone(),
@@ -250,6 +280,7 @@ pub async fn start(config: Config) -> Result<Running> {
         let router = tonic::transport::Server::builder()
             .initial_stream_window_size(Some(4 << 20))
             .initial_connection_window_size(Some(16 << 20))
+            .layer(metrics.grpc().layer())
             .add_service(ShuffleService::new(Arc::clone(&registry)).into_server())
             .add_service(InternalService::new(Arc::clone(&registry)).into_server())
             .add_optional_service(
@@ -260,6 +291,10 @@ pub async fn start(config: Config) -> Result<Running> {
         // Nagle plus delayed ACKs stall small replies by ~40 ms; the builder's own
         // `tcp_nodelay` does not apply to an incoming stream we bind ourselves.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let grpc_metrics = Arc::clone(metrics.grpc());
+        let incoming = tokio_stream::StreamExt::map(incoming, move |accepted| {
+            accepted.map(|conn| grpc_metrics.count_connection(conn))
+        });
         let stop = grpc_stop.clone();
         tokio::spawn(async move {
             router
@@ -272,35 +307,47 @@ pub async fn start(config: Config) -> Result<Running> {
             listener,
             Arc::clone(&registry),
             crate::netty::NettyOptions::default(),
+            Arc::clone(metrics.netty()),
             grpc_stop.clone(),
         ))
     });
-    let mut transport_tags = vec![crate::tasks::heartbeat::TAG_GRPC.to_owned()];
-    if netty_addr.is_some() {
-        transport_tags.push(crate::tasks::heartbeat::TAG_GRPC_NETTY.to_owned());
+    let http = crate::http::router(Arc::new(crate::http::HttpState {
+        metrics: Arc::clone(&metrics),
+        registry: Arc::clone(&registry),
+        config: config.clone(),
+        server_id: server_id.clone(),
+        stop: late_stop.clone(),
+    }));
+    tracker.spawn(crate::http::serve(http_listener, http, late_stop.clone()));
+    if let Some(endpoint) = &config.metrics.push_gateway_endpoint {
+        crate::tasks::push_gateway::spawn(
+            Arc::clone(&metrics),
+            crate::tasks::push_gateway::PushOptions {
+                endpoint: endpoint.clone(),
+                job: config.metrics.push_gateway_job.clone(),
+                grouping: config.metrics.grouping_key(),
+                interval: config.metrics.push_interval,
+                timeout: config.metrics.push_timeout,
+            },
+            server_id.clone(),
+            late_stop.clone(),
+            &tracker,
+        )?;
     }
     crate::tasks::heartbeat::spawn(
         Arc::clone(&registry),
         local.clone(),
-        crate::tasks::heartbeat::Identity {
-            server_id: server_id.clone(),
-            ip,
-            grpc_port: grpc_addr.port(),
-            netty_port: netty_addr.map_or(0, |a| a.port()),
-            jetty_port: config.metrics.http_port,
-            transport_tags,
-            tags: config.tags.clone(),
-            start_time_ms: crate::tasks::heartbeat::now_ms(),
-        },
+        identity,
         heartbeat_targets(&config, grpc_addr),
         config.heartbeat_interval,
         tasks_stop.clone(),
         &tracker,
     );
-    tracing::info!(%grpc_addr, ?netty_addr, server_id, "spillway listening");
+    tracing::info!(%grpc_addr, ?netty_addr, %http_addr, server_id, "spillway listening");
     Ok(Running {
         grpc_addr,
         netty_addr,
+        http_addr,
         server_id,
         registry,
         local,
@@ -312,6 +359,8 @@ pub async fn start(config: Config) -> Result<Running> {
         netty_task,
         tasks_stop,
         spill_stop,
+        late_stop,
+        metrics,
         self_stop,
         tracker,
     })
@@ -331,6 +380,11 @@ impl Running {
     /// The HDFS tier, when the store type has one.
     pub fn hdfs_tier(&self) -> Option<&Arc<HdfsTier>> {
         self.hdfs.as_ref()
+    }
+
+    /// The metric registries (what `/metrics` serves).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The embedded coordinator (`coordinator.enabled`), e.g. for tests to read its servers.
@@ -395,6 +449,8 @@ impl Running {
         }
         report.bytes_left_in_memory = store.memory().budget().snapshot().used;
 
+        // Final push of the numbers after the spill, then the HTTP port closes.
+        self.late_stop.cancel();
         self.spill_stop.cancel();
         self.tracker.close();
         if timed("stop tasks", Duration::from_secs(10), self.tracker.wait())

@@ -10,6 +10,14 @@ if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
   echo "== installing Java 17 and Maven"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven
 fi
+# The observability tests start a real push gateway and read profiles with `go tool pprof`.
+missing=()
+command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
+[ -x /usr/local/go/bin/go ] || command -v go >/dev/null || missing+=(golang-go)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "== installing ${missing[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
 
 echo "== format"
 cargo fmt --all -- --check
@@ -17,7 +25,7 @@ echo "== lint"
 cargo clippy --locked --all-targets -- -D warnings
 echo "== HDFS test cluster (tests/hdfs: MiniHdfs launcher, built once, cached by a stamp)"
 bash tests/hdfs/install.sh
-echo "== tests (unit, integration, benches in test mode)"
+echo "== tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --all-targets
 echo "== Spark end to end (real Spark 3.5 + released Uniffle clients 0.9.2 and 0.9.0)"
 bash tests/spark/run.sh

@@ -10,9 +10,11 @@
 pub mod block_ids;
 mod read;
 mod state;
+mod stats;
 mod write;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +25,7 @@ use tokio_util::task::TaskTracker;
 
 pub use read::{MemoryReadArgs, ReadArgs};
 pub use state::{App, RemoteStorage, Shuffle};
+pub use stats::RegistryStats;
 pub use write::RequireOutcome;
 
 use crate::error::{Error, Result};
@@ -81,6 +84,8 @@ pub struct AppRegistry {
     opts: RegistryOptions,
     /// Runs the file part of app purges in the background.
     tracker: TaskTracker,
+    /// Request counters for `/metrics` (shared with background purges).
+    stats: Arc<RegistryStats>,
 }
 
 impl AppRegistry {
@@ -102,7 +107,40 @@ impl AppRegistry {
             status,
             opts,
             tracker,
+            stats: Arc::default(),
         }
+    }
+
+    /// Request counters (bytes received and served, refusals), read by `/metrics`.
+    pub fn stats(&self) -> &RegistryStats {
+        &self.stats
+    }
+
+    /// A partition that received more than this is "huge" (`[hybrid_store]`).
+    pub fn huge_partition_threshold(&self) -> u64 {
+        self.opts.huge_partition_threshold
+    }
+
+    /// Registered partition ranges over all live apps (`partition_num_with_node`).
+    pub fn partition_count(&self) -> usize {
+        self.apps.read().values().map(|a| a.partition_count()).sum()
+    }
+
+    /// ACTIVE → DECOMMISSIONING (the `ShuffleServerInternal.decommission` call and the HTTP
+    /// admin endpoint): no new apps; the server stops once the last app is gone.
+    pub fn decommission(&self) -> Result<()> {
+        self.status.decommission()?;
+        tracing::info!(
+            apps = self.app_count(),
+            "decommissioning: no new apps accepted"
+        );
+        Ok(())
+    }
+
+    /// Back to ACTIVE (`cancelDecommission`, gRPC or HTTP).
+    pub fn cancel_decommission(&self) {
+        self.status.cancel_decommission();
+        tracing::info!("decommission cancelled");
     }
 
     /// The store behind the registry.
@@ -156,9 +194,10 @@ impl AppRegistry {
             });
         }
         let shuffle = {
-            let app = apps
-                .entry(reg.app.clone())
-                .or_insert_with(|| Arc::new(App::new(reg.app.clone())));
+            let app = apps.entry(reg.app.clone()).or_insert_with(|| {
+                self.stats.apps_created.fetch_add(1, Ordering::Relaxed);
+                Arc::new(App::new(reg.app.clone()))
+            });
             app.touch();
             app.set_registration(reg.user, reg.remote_storage, reg.properties);
             self.store
@@ -167,6 +206,7 @@ impl AppRegistry {
         };
         for range in reg.ranges {
             shuffle.add_range(range)?;
+            self.stats.ranges_registered.fetch_add(1, Ordering::Relaxed);
             let key = PartitionKey::new(reg.app.clone(), reg.shuffle, range);
             self.store.memory().ensure(key, shuffle.local_order());
         }
@@ -180,9 +220,12 @@ impl AppRegistry {
         let found = self.apps.read().get(app).cloned();
         match found {
             Some(a) if !self.expired(&a, Instant::now()) => Ok(a),
-            _ => Err(Error::AppNotFound {
-                app_id: app.to_string(),
-            }),
+            _ => {
+                self.stats.app_not_found.fetch_add(1, Ordering::Relaxed);
+                Err(Error::AppNotFound {
+                    app_id: app.to_string(),
+                })
+            }
         }
     }
 
@@ -216,6 +259,7 @@ impl AppRegistry {
             shuffle,
         });
         let freed = self.store.purge(&scope).await?;
+        self.stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
         tracing::info!(app_id = %app, shuffle_id = shuffle, freed, "unregistered shuffle");
         Ok(())
     }
@@ -256,9 +300,11 @@ impl AppRegistry {
         let store = Arc::clone(&self.store);
         let app = app.clone();
         let purging = Arc::clone(&self.purging);
+        let stats = Arc::clone(&self.stats);
         Some(async move {
             match store.purge_files(&scope).await {
                 Ok(freed) => {
+                    stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
                     tracing::info!(app_id = %app, in_memory, freed, reason, "purged app")
                 }
                 Err(e) => {

@@ -1,8 +1,11 @@
 //! The read side of the registry: block-id reports and queries, and the memory, index and
 //! data reads of reducers (SEMANTICS §4 and §6).
 
+use std::sync::atomic::Ordering;
+
 use bytes::Bytes;
 
+use crate::app::stats::ReadKind;
 use crate::app::AppRegistry;
 use crate::codec::bitmap;
 use crate::error::{Error, Result};
@@ -83,9 +86,18 @@ impl AppRegistry {
                 args.read_buffer_size
             )));
         }
+        let guard = self.stats().begin_read(ReadKind::Memory);
+        self.stats()
+            .read_memory_requests
+            .fetch_add(1, Ordering::Relaxed);
         let permit = self
             .read_budget()
-            .try_acquire(args.read_buffer_size as u64)?;
+            .try_acquire(args.read_buffer_size as u64)
+            .inspect_err(|_| {
+                self.stats()
+                    .read_memory_refused
+                    .fetch_add(1, Ordering::Relaxed);
+            })?;
         let Some(key) = app
             .shuffle(args.shuffle)
             .and_then(|s| s.key_of(app_id, args.partition))
@@ -103,6 +115,7 @@ impl AppRegistry {
             expected_tasks: expected,
         };
         let mut read = self.store().read_memory(&key, &req);
+        guard.served(read.data.len() as u64);
         read.data = permit.attach(read.data);
         Ok(read)
     }
@@ -111,7 +124,9 @@ impl AppRegistry {
     pub async fn read_index(&self, app_id: &AppId, args: ReadArgs) -> Result<IndexRead> {
         let key = self.read_key(app_id, args)?;
         let permit = self.read_budget().try_acquire(self.opts.index_read_hint)?;
+        let guard = self.stats().begin_read(ReadKind::IndexFile);
         let mut read = self.store().read_index(&key).await?;
+        guard.served(read.index.len() as u64);
         read.index = permit.attach(read.index);
         Ok(read)
     }
@@ -131,10 +146,12 @@ impl AppRegistry {
         }
         let key = self.read_key(app_id, args)?;
         let permit = self.read_budget().try_acquire(length as u64)?;
+        let guard = self.stats().begin_read(ReadKind::DataFile);
         let data = self
             .store()
             .read_data(&key, offset as u64, length as u64)
             .await?;
+        guard.served(data.len() as u64);
         Ok(permit.attach(data))
     }
 

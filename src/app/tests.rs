@@ -264,6 +264,20 @@ async fn failing_spills_keep_blocks_readable_until_they_succeed() {
     assert_eq!(f.file_ids(&a, 0).await, vec![1]);
     assert!(f.memory_ids(&a, 0).is_empty());
     assert_eq!(f.budget.snapshot().used, 0);
+    // The flush statistics saw three failed attempts and one success on the local tier.
+    let stats = f.registry.store().spiller().stats();
+    let local = stats.kind(crate::store::TierKind::LocalFile);
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(n(&local.attempts), 4);
+    assert_eq!(n(&local.retries), 3);
+    assert_eq!(n(&local.successes), 1);
+    assert_eq!(n(&stats.write_exceptions), 3);
+    assert_eq!(n(&local.bytes), 1000);
+    assert_eq!(
+        stats.by_location().len(),
+        1,
+        "bytes land under the disk path"
+    );
     f.stop().await;
 }
 

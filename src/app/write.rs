@@ -30,6 +30,19 @@ impl AppRegistry {
         partition_sizes: &[i32],
         size: i32,
     ) -> Result<RequireOutcome> {
+        let result = self.reserve(app, shuffle, partitions, partition_sizes, size);
+        self.stats().require_outcome(&result);
+        result
+    }
+
+    fn reserve(
+        &self,
+        app: Option<&AppId>,
+        shuffle: i32,
+        partitions: &[i32],
+        partition_sizes: &[i32],
+        size: i32,
+    ) -> Result<RequireOutcome> {
         let verified = app
             .map(|id| self.verify_and_touch(id).map(|a| (id, a)))
             .transpose()?;
@@ -181,6 +194,9 @@ impl AppRegistry {
                 tracing::debug!(partition = %key, duplicates = inserted.duplicates, "dropped resent blocks");
             }
         }
+        self.stats()
+            .received_bytes
+            .fetch_add(need, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

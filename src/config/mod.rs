@@ -336,6 +336,20 @@ pub struct MetricsConfig {
     /// How often metrics are pushed when a gateway is set. Must be > 0. Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub push_interval: Duration,
+    /// Push gateway job name (Uniffle `rss.metrics.prometheus.pushgateway.jobname`); no `/`.
+    /// Default: `spillway`.
+    pub push_gateway_job: String,
+    /// Extra grouping-key pairs `k1=v1;k2=v2` (Uniffle
+    /// `rss.metrics.prometheus.pushgateway.groupingkey`); `instance=<server id>` is always
+    /// added. Default: empty.
+    pub push_gateway_grouping_key: String,
+    /// Deadline of one push attempt, so a slow gateway never holds the reporter. Must be > 0.
+    /// Default: `5s`.
+    #[serde(with = "humantime_serde")]
+    pub push_timeout: Duration,
+    /// tokio-console port on `bind_ip`, served only by a binary built with the `console`
+    /// feature. Default: 6669 (tokio-console's default).
+    pub console_port: u16,
 }
 
 impl Default for MetricsConfig {
@@ -344,8 +358,44 @@ impl Default for MetricsConfig {
             http_port: 19998,
             push_gateway_endpoint: None,
             push_interval: Duration::from_secs(10),
+            push_gateway_job: "spillway".into(),
+            push_gateway_grouping_key: String::new(),
+            push_timeout: Duration::from_secs(5),
+            console_port: 6669,
         }
     }
+}
+
+impl MetricsConfig {
+    /// The grouping-key pairs of `push_gateway_grouping_key`, in order (validated at load).
+    pub fn grouping_key(&self) -> Vec<(String, String)> {
+        parse_grouping_key(&self.push_gateway_grouping_key).unwrap_or_default()
+    }
+}
+
+/// Parses `k1=v1;k2=v2`; empty parts are skipped. Keys must be Prometheus label names.
+pub(crate) fn parse_grouping_key(s: &str) -> std::result::Result<Vec<(String, String)>, String> {
+    s.split(';')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("{pair:?} is not key=value"))?;
+            let (k, v) = (k.trim(), v.trim());
+            let valid = k
+                .chars()
+                .enumerate()
+                .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+            if k.is_empty() || !valid {
+                return Err(format!("{k:?} is not a label name"));
+            }
+            if k == "job" || k == "instance" {
+                return Err(format!("{k:?} is set by the server"));
+            }
+            Ok((k.to_owned(), v.to_owned()))
+        })
+        .collect()
 }
 
 /// `[shutdown]`: time budgets for the ordered shutdown; 0 skips waiting for that step.

@@ -400,6 +400,28 @@ fn invalid_samples_name_the_key() {
             "[metrics]\npush_gateway_endpoint = \"gateway:9091\"",
             "metrics.push_gateway_endpoint",
         ),
+        (
+            "[metrics]\npush_gateway_job = \"\"",
+            "metrics.push_gateway_job",
+        ),
+        (
+            "[metrics]\npush_gateway_job = \"a/b\"",
+            "metrics.push_gateway_job",
+        ),
+        (
+            "[metrics]\npush_gateway_grouping_key = \"cluster\"",
+            "metrics.push_gateway_grouping_key",
+        ),
+        (
+            "[metrics]\npush_gateway_grouping_key = \"instance=x\"",
+            "metrics.push_gateway_grouping_key",
+        ),
+        (
+            "[metrics]\npush_gateway_grouping_key = \"1a=x\"",
+            "metrics.push_gateway_grouping_key",
+        ),
+        ("[metrics]\npush_timeout = \"0s\"", "metrics.push_timeout"),
+        ("[metrics]\nconsole_port = -1", "metrics.console_port"),
         // The embedded coordinator.
         ("[coordinator]\nenabeld = true", "coordinator.enabeld"),
         ("[coordinator]\nenabled = \"yes\"", "coordinator.enabled"),
@@ -675,4 +697,21 @@ proptest! {
         let parsed = Config::from_toml_str(&text);
         prop_assert_eq!(parsed, Ok(config), "toml:\n{}", text);
     }
+}
+
+#[test]
+fn grouping_key_pairs_parse_in_order() {
+    let mut m = crate::config::MetricsConfig {
+        push_gateway_grouping_key: " cluster=c1; zone = a/b ;".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        m.grouping_key(),
+        vec![
+            ("cluster".to_owned(), "c1".to_owned()),
+            ("zone".to_owned(), "a/b".to_owned())
+        ]
+    );
+    m.push_gateway_grouping_key.clear();
+    assert!(m.grouping_key().is_empty());
 }

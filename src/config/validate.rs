@@ -289,7 +289,24 @@ impl MetricsConfig {
             http_port,
             push_gateway_endpoint,
             push_interval,
+            push_gateway_job,
+            push_gateway_grouping_key,
+            push_timeout,
+            console_port: _,
         } = self;
+        if push_gateway_job.is_empty() || push_gateway_job.contains('/') {
+            return Err(ConfigError::new(
+                "metrics.push_gateway_job",
+                format!("{push_gateway_job:?}: must be non-empty and without '/'"),
+            ));
+        }
+        if let Err(reason) = super::parse_grouping_key(push_gateway_grouping_key) {
+            return Err(ConfigError::new(
+                "metrics.push_gateway_grouping_key",
+                format!("{reason}; expected k1=v1;k2=v2"),
+            ));
+        }
+        nonzero_duration("metrics.push_timeout", *push_timeout)?;
         if *http_port == grpc_port && grpc_port != 0 {
             return Err(ConfigError::new(
                 "metrics.http_port",

@@ -116,6 +116,7 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::SendShuffleDataRequest>,
     ) -> Rpc<proto::SendShuffleDataResponse> {
+        crate::metrics::handler_start(&request, request.get_ref().timestamp);
         let req = request.into_inner();
         let app_raw = req.app_id;
         let result = (|| {
@@ -162,6 +163,7 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::GetLocalShuffleDataRequest>,
     ) -> Rpc<proto::GetLocalShuffleDataResponse> {
+        crate::metrics::handler_start(&request, request.get_ref().timestamp);
         let req = request.into_inner();
         let args = ReadArgs {
             shuffle: req.shuffle_id,
@@ -191,6 +193,7 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::GetMemoryShuffleDataRequest>,
     ) -> Rpc<proto::GetMemoryShuffleDataResponse> {
+        crate::metrics::handler_start(&request, request.get_ref().timestamp);
         let req = request.into_inner();
         let result = convert::app_id(&req.app_id).and_then(|app| {
             self.registry.read_memory(
@@ -442,13 +445,7 @@ impl ShuffleServerInternal for InternalService {
         &self,
         _request: Request<proto::DecommissionRequest>,
     ) -> Rpc<proto::DecommissionResponse> {
-        let result: Result<()> = self.registry.status().decommission();
-        if result.is_ok() {
-            tracing::info!(
-                apps = self.registry.app_count(),
-                "decommissioning: no new apps accepted"
-            );
-        }
+        let result: Result<()> = self.registry.decommission();
         reply("decommission", "", result.map(|()| Default::default()))
     }
 
@@ -456,8 +453,7 @@ impl ShuffleServerInternal for InternalService {
         &self,
         _request: Request<proto::CancelDecommissionRequest>,
     ) -> Rpc<proto::CancelDecommissionResponse> {
-        self.registry.status().cancel_decommission();
-        tracing::info!("decommission cancelled");
+        self.registry.cancel_decommission();
         reply("cancelDecommission", "", Ok(Default::default()))
     }
 }

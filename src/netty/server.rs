@@ -18,6 +18,7 @@ use super::messages::{DataRequest, Request, Response, ResponseHead, SendRequest}
 use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs};
 use crate::error::{Error, Result};
 use crate::grpc::{convert, reply};
+use crate::metrics::NettyMetrics;
 use crate::proto::StatusCode;
 use crate::store::Block;
 
@@ -65,11 +66,13 @@ pub async fn serve(
     listener: TcpListener,
     registry: Arc<AppRegistry>,
     options: NettyOptions,
+    metrics: Arc<NettyMetrics>,
     stop: CancellationToken,
 ) {
     Listener {
         listener,
         registry,
+        metrics,
         limit_connections: Arc::new(Semaphore::new(options.max_connections)),
         receive_budget: Arc::new(Semaphore::new(options.receive_budget)),
         options,
@@ -85,6 +88,8 @@ struct Listener {
     listener: TcpListener,
     /// What every request calls.
     registry: Arc<AppRegistry>,
+    /// Connection and request metrics.
+    metrics: Arc<NettyMetrics>,
     /// One permit per open connection; a permit returns when its handler ends.
     limit_connections: Arc<Semaphore>,
     /// Bytes of frames received and not yet handled (see [`NettyOptions::receive_budget`]).
@@ -121,6 +126,7 @@ impl Listener {
                 peer,
                 buffer: BytesMut::with_capacity(READ_CHUNK),
                 registry: Arc::clone(&self.registry),
+                metrics: Arc::clone(&self.metrics),
                 receive_budget: Arc::clone(&self.receive_budget),
                 frame_limit: self.options.frame_limit(),
                 idle_timeout: self.options.idle_timeout,
@@ -165,6 +171,8 @@ struct Handler {
     buffer: BytesMut,
     /// What every request calls.
     registry: Arc<AppRegistry>,
+    /// Connection and request metrics.
+    metrics: Arc<NettyMetrics>,
     /// Server-wide budget of received, unhandled bytes.
     receive_budget: Arc<Semaphore>,
     /// Largest `msgLen + bodyLen` accepted.
@@ -177,9 +185,13 @@ struct Handler {
 
 impl Handler {
     async fn run(mut self) {
+        let _open = self.metrics.connection();
         match self.serve().await {
             Ok(()) => tracing::debug!(peer = %self.peer, "Netty connection closed"),
-            Err(e) => tracing::warn!(peer = %self.peer, error = %e, "closing Netty connection"),
+            Err(e) => {
+                self.metrics.exception();
+                tracing::warn!(peer = %self.peer, error = %e, "closing Netty connection")
+            }
         }
     }
 
@@ -223,7 +235,9 @@ impl Handler {
             let frame = self.buffer.split_to(HEADER_LEN + payload).freeze();
             let msg = frame.slice(HEADER_LEN..HEADER_LEN + header.msg_len);
             let request = Request::decode(header.ty, msg)?;
+            let timing = self.metrics.request(&request);
             let response = self.handle(request, header.msg_len).await;
+            drop(timing);
             // The request's bytes are in the registry (accounted by the memory budget) or gone.
             drop(frame);
             drop(permit);

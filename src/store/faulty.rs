@@ -167,6 +167,10 @@ impl Tier for FaultyTier {
         self.inner.purge(scope).await
     }
 
+    fn location(&self, part: &PartitionKey) -> Option<String> {
+        self.inner.location(part)
+    }
+
     fn health(&self) -> Health {
         if self.unhealthy.load(Ordering::Acquire) {
             return Health {

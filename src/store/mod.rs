@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::ids::{AppId, PartitionKey, ShuffleKey};
 
 pub mod hdfs;
+pub mod flush_stats;
 pub mod index;
 pub mod localfile;
 pub mod memory;
@@ -213,6 +214,32 @@ pub trait Tier: Send + Sync + 'static {
 
     /// Whether new partitions should be placed here.
     fn health(&self) -> Health;
+
+    /// Where `part`'s data lives (a disk path, a storage host), for the per-location flush
+    /// metrics (`local_disk_path`, `storage_host` labels). Default: not tracked.
+    fn location(&self, _part: &PartitionKey) -> Option<String> {
+        None
+    }
+
+    /// Appends like [`Tier::append`] and says where the batch landed. Only a tier that routes
+    /// between others overrides it, so flush metrics count the tier that took the batch
+    /// rather than the router in front of it.
+    async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
+        self.append(part, batch).await?;
+        Ok(Placement {
+            kind: self.kind(),
+            location: self.location(part),
+        })
+    }
+}
+
+/// Where an appended batch landed: the labels of the per-tier, per-location flush metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The tier that took the batch.
+    pub kind: TierKind,
+    /// Its [`Tier::location`] for the batch's partition.
+    pub location: Option<String>,
 }
 
 /// The raw index of a partition as the client reads it.

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::hdfs::HdfsTier;
 use crate::store::localfile::LocalFileTier;
-use crate::store::{BlockBatch, Health, PurgeScope, RemoteStorage, Tier, TierKind};
+use crate::store::{BlockBatch, Health, Placement, PurgeScope, RemoteStorage, Tier, TierKind};
 
 /// See the module doc.
 pub struct TierRouter {
@@ -126,6 +126,11 @@ impl Tier for TierRouter {
     /// at all (`MEMORY_HDFS` and the app registered no remote storage) the error is retried
     /// like any other: the blocks stay in memory.
     async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
+        self.append_placed(part, batch).await.map(|_| ())
+    }
+
+    /// [`Tier::append`]'s routing, reporting the tier that took the batch.
+    async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
         let order = self.order(part, batch);
         let Some(preferred) = order.first().cloned() else {
             return Err(Error::TierFailed {
@@ -140,12 +145,12 @@ impl Tier for TierRouter {
         let mut last_err = None;
         for tier in order.iter().filter(|t| self.usable(t)) {
             tried += 1;
-            match tier.append(part, batch).await {
-                Ok(()) => {
+            match tier.append_placed(part, batch).await {
+                Ok(placed) => {
                     if tried > 1 || !Arc::ptr_eq(tier, &preferred) {
                         tracing::info!(partition = %part, tier = tier.kind().as_str(), bytes = batch.data_bytes(), "spill went to the fallback tier");
                     }
-                    return Ok(());
+                    return Ok(placed);
                 }
                 Err(e) => {
                     tracing::warn!(partition = %part, tier = tier.kind().as_str(), error = %e, "spill to tier failed");
@@ -154,7 +159,7 @@ impl Tier for TierRouter {
             }
         }
         if tried == 0 {
-            return preferred.append(part, batch).await;
+            return preferred.append_placed(part, batch).await;
         }
         Err(last_err.unwrap_or_else(|| Error::Internal {
             reason: "no tier tried".to_owned(),

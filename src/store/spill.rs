@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::store::flush_stats::FlushStats;
 use crate::store::memory::{MemoryTier, PartitionBuffer, SpillBatch};
 use crate::store::Tier;
 
@@ -49,6 +50,8 @@ struct Shared {
     /// Batches handed out and not yet durable or dropped.
     pending: AtomicUsize,
     failures: AtomicU64,
+    /// Per-tier write statistics, read by `/metrics`.
+    stats: FlushStats,
     tracker: TaskTracker,
     cancel: CancellationToken,
 }
@@ -80,6 +83,7 @@ impl Spiller {
                 next_event: AtomicU64::new(1),
                 pending: AtomicUsize::new(0),
                 failures: AtomicU64::new(0),
+                stats: FlushStats::default(),
                 tracker,
                 cancel,
             }),
@@ -159,20 +163,26 @@ impl Spiller {
     /// in the log, because the process is going away).
     async fn write(&self, batch: SpillBatch) {
         let key = batch.buffer.key().clone();
+        let kind = self.shared.target.kind();
+        let stats = &self.shared.stats;
         let mut backoff = Duration::from_millis(50);
         let mut attempt = 0u32;
         loop {
             if batch.buffer.is_purged() {
+                stats.dropped();
                 return; // dropping the batch frees its memory
             }
             // The permit bounds concurrent writes; the timeout keeps one hung disk from
             // holding permits forever (the tier finishes or rolls back an abandoned append
             // before the partition is written again).
+            let started;
             let result = {
                 let _permit = self.shared.permits.acquire().await;
+                stats.attempt(kind, attempt > 0);
+                started = std::time::Instant::now();
                 match tokio::time::timeout(
                     self.shared.opts.append_timeout,
-                    self.shared.target.append(&key, &batch.batch),
+                    self.shared.target.append_placed(&key, &batch.batch),
                 )
                 .await
                 {
@@ -187,7 +197,14 @@ impl Spiller {
                 }
             };
             match result {
-                Ok(()) => {
+                Ok(placed) => {
+                    stats.succeeded(
+                        placed.kind,
+                        placed.location,
+                        batch.batch.data_bytes(),
+                        batch.batch.len() as u64,
+                        started.elapsed(),
+                    );
                     if attempt > 0 {
                         tracing::info!(partition = %key, attempt, "spill succeeded after retries");
                     }
@@ -207,12 +224,14 @@ impl Spiller {
                 Err(e) => {
                     attempt += 1;
                     self.shared.failures.fetch_add(1, Ordering::Relaxed);
+                    stats.failed_attempt();
                     if attempt == 1 || attempt.is_power_of_two() {
                         tracing::warn!(partition = %key, attempt, blocks = batch.batch.len(),
                             error = %e, "spill failed; blocks stay in memory, retrying");
                     }
                     tokio::select! {
                         _ = self.shared.cancel.cancelled() => {
+                            stats.gave_up(kind);
                             tracing::error!(partition = %key, blocks = batch.batch.len(),
                                 "shutdown while a spill was failing: these blocks are not on disk");
                             return;
@@ -241,6 +260,16 @@ impl Spiller {
     /// Batches handed out and not yet finished.
     pub fn pending(&self) -> usize {
         self.shared.pending.load(Ordering::Acquire)
+    }
+
+    /// Write statistics since start, per target tier (read by `/metrics`).
+    pub fn stats(&self) -> &FlushStats {
+        &self.shared.stats
+    }
+
+    /// The tier spills go to.
+    pub fn target_kind(&self) -> crate::store::TierKind {
+        self.shared.target.kind()
     }
 
     /// Failed spill attempts since start.

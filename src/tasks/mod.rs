@@ -4,6 +4,8 @@
 /// Coordinator heartbeats. Not built on `periodic`: after a failure the next beat comes after
 /// a backoff, not a full interval.
 pub mod heartbeat;
+/// Periodic metrics push to a Prometheus push gateway.
+pub mod push_gateway;
 
 use std::future::Future;
 use std::time::Duration;

@@ -446,3 +446,16 @@ pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// `finishShuffle`: spills the shuffle and waits until it is durable; asserts SUCCESS.
+pub async fn finish(client: &mut Client, app: &str, shuffle: i32) {
+    let r = client
+        .finish_shuffle(proto::FinishShuffleRequest {
+            app_id: app.into(),
+            shuffle_id: shuffle,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+}

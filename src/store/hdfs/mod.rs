@@ -384,6 +384,19 @@ impl Tier for HdfsTier {
         TierKind::Hdfs
     }
 
+    /// The NameNode authority of the app's remote storage (`host:port`, or the nameservice),
+    /// Java's `storage_host` label; `default` for a bare path on `fs.defaultFS`.
+    fn location(&self, part: &PartitionKey) -> Option<String> {
+        let entry = self.entry(&part.app)?;
+        let target = entry.target.lock();
+        let authority = target
+            .root
+            .fs_url
+            .as_deref()
+            .and_then(|url| url.split_once("://").map(|(_, a)| a.to_owned()));
+        Some(authority.unwrap_or_else(|| "default".to_owned()))
+    }
+
     /// Writes the batch to a free slot's file pair under the app's remote storage, within
     /// `write_timeout`. Errors are the retryable `Error::TierFailed` (the app has no remote
     /// storage, HDFS refused or timed out); the slot's pair is then retired, so the retry

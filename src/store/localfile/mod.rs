@@ -460,6 +460,12 @@ impl Tier for LocalFileTier {
         }
     }
 
+    fn location(&self, part: &PartitionKey) -> Option<String> {
+        let map = self.partitions.lock();
+        map.get(part)
+            .map(|f| f.disk.root.to_string_lossy().into_owned())
+    }
+
     /// Writable while at least `max(1, min_healthy_disks)` disks are healthy and under the
     /// high watermark; `detail` names every disk that is not normal.
     fn health(&self) -> Health {

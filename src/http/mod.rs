@@ -1,0 +1,190 @@
+//! The HTTP side port (`[metrics] http_port`, Uniffle's Jetty port): the metric endpoints in
+//! Java's paths and formats, the config and a thread listing for the Uniffle dashboard, a
+//! status/health pair, decommission admin calls, and profiling (`pprof.rs`).
+//!
+//! | Path | Answer |
+//! |---|---|
+//! | `GET /metrics`, `/metrics/{type}`, `/api/shuffleServer/metrics/{type}` | JSON samples |
+//! | `GET /prometheus/metrics/{type}`, `/api/shuffleServer/prometheus/metrics/{type}` | text 0.0.4 |
+//! | `GET /api/shuffleServer/conf` | every config key as a string |
+//! | `GET /api/shuffleServer/stacks` | threads and runtime summary (text) |
+//! | `GET /status`, `GET /health` | JSON state; 200/503 |
+//! | `POST /admin/decommission`, `POST /admin/cancel_decommission`, `GET /admin/state` | ShuffleServerInternal over HTTP |
+//! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles |
+
+mod admin;
+mod pprof;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppRegistry;
+use crate::config::Config;
+use crate::metrics::{format, Kind, Metrics};
+
+/// What the handlers read.
+pub struct HttpState {
+    /// The registries.
+    pub metrics: Arc<Metrics>,
+    /// Apps, status, stores.
+    pub registry: Arc<AppRegistry>,
+    /// The running config (for `/api/shuffleServer/conf`).
+    pub config: Config,
+    /// `<ip>-<grpcPort>[-<nettyPort>]`.
+    pub server_id: String,
+    /// Stops long requests (profiles) early at shutdown.
+    pub stop: CancellationToken,
+}
+
+/// The router over `state`.
+pub fn router(state: Arc<HttpState>) -> Router {
+    Router::new()
+        .route("/metrics", get(json_all))
+        .route("/metrics/{kind}", get(json_metrics))
+        .route("/prometheus/metrics/{kind}", get(text_metrics))
+        .route("/api/shuffleServer/metrics/{kind}", get(json_metrics))
+        .route(
+            "/api/shuffleServer/prometheus/metrics/{kind}",
+            get(text_metrics),
+        )
+        .route("/api/shuffleServer/conf", get(conf))
+        .route("/api/shuffleServer/stacks", get(admin::stacks))
+        .route("/status", get(admin::status))
+        .route("/health", get(admin::health))
+        .route("/admin/state", get(admin::status))
+        .route("/admin/decommission", post(admin::decommission))
+        .route(
+            "/admin/cancel_decommission",
+            post(admin::cancel_decommission),
+        )
+        .route("/debug/pprof/profile", get(pprof::profile))
+        .route("/debug/pprof/flamegraph", get(pprof::flamegraph))
+        .route("/debug/pprof/heap", get(pprof::heap))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `stop` fires; in-flight requests finish first (the
+/// profile endpoints end their sampling early on the same token).
+pub async fn serve(listener: TcpListener, router: Router, stop: CancellationToken) {
+    let addr = listener.local_addr().ok();
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+    {
+        tracing::warn!(error = %e, ?addr, "HTTP server ended with an error");
+    }
+}
+
+/// Binds the HTTP port.
+pub async fn bind(addr: SocketAddr) -> crate::error::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| crate::error::Error::Startup(format!("cannot bind HTTP port {addr}: {e}")))
+}
+
+/// The repeated `name[]=` parameters.
+fn names(query: Option<String>) -> Vec<String> {
+    let Some(q) = query else {
+        return Vec::new();
+    };
+    form_urlencoded::parse(q.as_bytes())
+        .filter(|(k, _)| k == "name[]" || k == "name")
+        .map(|(_, v)| v.into_owned())
+        .collect()
+}
+
+/// Java answers an unknown type with an uncaught exception, which Jetty turns into a 500.
+fn bad_kind(e: crate::error::Error) -> Response {
+    (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
+}
+
+async fn json_all(State(s): State<Arc<HttpState>>, RawQuery(q): RawQuery) -> Response {
+    let families = s.metrics.gather(Kind::All, &names(q));
+    Json(format::json(&families, crate::metrics::now_ms())).into_response()
+}
+
+async fn json_metrics(
+    State(s): State<Arc<HttpState>>,
+    Path(kind): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    match kind.parse::<Kind>() {
+        Ok(kind) => {
+            let families = s.metrics.gather(kind, &names(q));
+            Json(format::json(&families, crate::metrics::now_ms())).into_response()
+        }
+        Err(e) => bad_kind(e),
+    }
+}
+
+async fn text_metrics(
+    State(s): State<Arc<HttpState>>,
+    Path(kind): Path<String>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    match kind.parse::<Kind>() {
+        Ok(kind) => {
+            let families = s.metrics.gather(kind, &names(q));
+            (
+                [(header::CONTENT_TYPE, format::TEXT_CONTENT_TYPE)],
+                format::text(&families),
+            )
+                .into_response()
+        }
+        Err(e) => bad_kind(e),
+    }
+}
+
+/// Java's `{"code":0,"data":[{"argumentKey":…,"argumentValue":…}],"errMsg":"success"}`, with
+/// this server's dotted config keys (values as strings).
+async fn conf(State(s): State<Arc<HttpState>>) -> Response {
+    let data: Vec<serde_json::Value> = flatten_config(&s.config)
+        .into_iter()
+        .map(|(k, v)| serde_json::json!({"argumentKey": k, "argumentValue": v}))
+        .collect();
+    Json(serde_json::json!({"code": 0, "data": data, "errMsg": "success"})).into_response()
+}
+
+/// Every config key as `(dotted.key, value)`; lists are joined with `,`.
+pub fn flatten_config(config: &Config) -> Vec<(String, String)> {
+    fn walk(prefix: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
+        match v {
+            toml::Value::Table(t) => {
+                for (k, v) in t {
+                    let key = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    walk(&key, v, out);
+                }
+            }
+            toml::Value::String(s) => out.push((prefix.to_owned(), s.clone())),
+            toml::Value::Array(a) => out.push((
+                prefix.to_owned(),
+                a.iter()
+                    .map(|v| match v {
+                        toml::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )),
+            other => out.push((prefix.to_owned(), other.to_string())),
+        }
+    }
+    let mut out = Vec::new();
+    match toml::Value::try_from(config) {
+        Ok(v) => walk("", &v, &mut out),
+        Err(e) => tracing::warn!(error = %e, "config does not serialize"),
+    }
+    out
+}

@@ -1,0 +1,187 @@
+//! Metrics on one set of Prometheus registries, named as the Java server names them
+//! (`shared/protocol/HTTP-METRICS.md`): `server`, `grpc`, `netty`, and `jvm` (here: process,
+//! tokio runtime and allocator numbers). One [`Metrics`] is built by `server::start` and shared
+//! as `Arc`; there are no global metric statics.
+//!
+//! ```text
+//!  server  ← ServerCollector: scrape-time reads of budget, registry stats, spiller, disks, status
+//!  grpc    ← GrpcMetrics: tower layer on the gRPC server (+ handler_start for transport latency)
+//!  netty   ← NettyMetrics: the Netty handler's per-request guard
+//!  jvm     ← ProcessCollector (prometheus `process`), RuntimeCollector (tokio, jemalloc)
+//! ```
+//! Every sample carries `tags` = the server's tags joined with `,` (as Java). Latencies are
+//! summaries in seconds with quantiles 0.5/0.75/0.9/0.95/0.99, as simpleclient's.
+
+pub mod format;
+pub mod grpc;
+pub mod netty;
+pub mod process;
+pub mod server;
+pub mod summary;
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use prometheus::proto::MetricFamily;
+use prometheus::{IntCounter, IntGauge, Opts, Registry};
+
+use crate::app::AppRegistry;
+use crate::error::{Error, Result};
+use crate::store::localfile::LocalFileTier;
+
+pub use grpc::{handler_start, GrpcLayer, GrpcMetrics};
+pub use netty::NettyMetrics;
+
+/// A registry name in the URL (`/metrics/{type}`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Shuffle-server metrics.
+    Server,
+    /// gRPC metrics.
+    Grpc,
+    /// Netty-plane metrics.
+    Netty,
+    /// Process/runtime metrics (Java: JVM metrics).
+    Jvm,
+    /// All four merged.
+    All,
+}
+
+impl FromStr for Kind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "server" => Kind::Server,
+            "grpc" => Kind::Grpc,
+            "netty" => Kind::Netty,
+            "jvm" => Kind::Jvm,
+            "all" => Kind::All,
+            other => {
+                return Err(Error::bad_request(format!(
+                    "unknown metrics type {other:?}: use server, grpc, netty, jvm or all"
+                )))
+            }
+        })
+    }
+}
+
+/// The server's registries.
+pub struct Metrics {
+    tags: String,
+    server: Registry,
+    grpc: Registry,
+    netty: Registry,
+    jvm: Registry,
+    grpc_metrics: Arc<GrpcMetrics>,
+    netty_metrics: Arc<NettyMetrics>,
+}
+
+fn registration(e: prometheus::Error) -> Error {
+    Error::Startup(format!("metrics registration: {e}"))
+}
+
+/// A gauge with Uniffle's HELP text and the `tags` label, registered on `registry`.
+pub(crate) fn gauge(registry: &Registry, name: &str, tags: &str) -> prometheus::Result<IntGauge> {
+    let g =
+        IntGauge::with_opts(Opts::new(name, format!("Gauge {name}")).const_label("tags", tags))?;
+    registry.register(Box::new(g.clone()))?;
+    Ok(g)
+}
+
+/// A counter with Uniffle's HELP text and the `tags` label, registered on `registry`.
+pub(crate) fn counter(
+    registry: &Registry,
+    name: &str,
+    tags: &str,
+) -> prometheus::Result<IntCounter> {
+    let c = IntCounter::with_opts(
+        Opts::new(name, format!("Counter {name}")).const_label("tags", tags),
+    )?;
+    registry.register(Box::new(c.clone()))?;
+    Ok(c)
+}
+
+/// Wall-clock milliseconds, comparable with the clients' `timestamp` fields.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Metrics {
+    /// Builds the `grpc`, `netty` and `jvm` registries; the `server` registry is filled by
+    /// [`Metrics::attach_server`] once the registry and tiers exist. `tags` are the server's
+    /// tags as heartbeats send them.
+    pub fn new(tags: &[String]) -> Result<Arc<Self>> {
+        let tags = tags.join(",");
+        let grpc = Registry::new();
+        let netty = Registry::new();
+        let jvm = Registry::new();
+        let grpc_metrics = Arc::new(GrpcMetrics::new(&grpc, &tags).map_err(registration)?);
+        let netty_metrics = Arc::new(NettyMetrics::new(&netty, &tags).map_err(registration)?);
+        #[cfg(target_os = "linux")]
+        jvm.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ))
+        .map_err(registration)?;
+        jvm.register(Box::new(
+            process::RuntimeCollector::new(&tags).map_err(registration)?,
+        ))
+        .map_err(registration)?;
+        Ok(Arc::new(Metrics {
+            tags,
+            server: Registry::new(),
+            grpc,
+            netty,
+            jvm,
+            grpc_metrics,
+            netty_metrics,
+        }))
+    }
+
+    /// Registers the scrape-time collector of the `server` registry.
+    pub fn attach_server(
+        &self,
+        registry: Arc<AppRegistry>,
+        local: Option<Arc<LocalFileTier>>,
+    ) -> Result<()> {
+        let collector =
+            server::ServerCollector::new(registry, local, &self.tags).map_err(registration)?;
+        self.server
+            .register(Box::new(collector))
+            .map_err(registration)
+    }
+
+    /// The `tags` label value.
+    pub fn tags(&self) -> &str {
+        &self.tags
+    }
+
+    /// The gRPC metrics (the server builder takes [`GrpcMetrics::layer`]).
+    pub fn grpc(&self) -> &Arc<GrpcMetrics> {
+        &self.grpc_metrics
+    }
+
+    /// The Netty-plane metrics.
+    pub fn netty(&self) -> &Arc<NettyMetrics> {
+        &self.netty_metrics
+    }
+
+    /// Every family of `kind`; with `names` non-empty, only those families (the `name[]=`
+    /// filter). Summaries are matched by their base name, as Java's filter does.
+    pub fn gather(&self, kind: Kind, names: &[String]) -> Vec<MetricFamily> {
+        let registries: &[&Registry] = match kind {
+            Kind::Server => &[&self.server],
+            Kind::Grpc => &[&self.grpc],
+            Kind::Netty => &[&self.netty],
+            Kind::Jvm => &[&self.jvm],
+            Kind::All => &[&self.server, &self.grpc, &self.netty, &self.jvm],
+        };
+        registries
+            .iter()
+            .flat_map(|r| r.gather())
+            .filter(|f| names.is_empty() || names.iter().any(|n| n == f.name()))
+            .collect()
+    }
+}

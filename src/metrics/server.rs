@@ -1,0 +1,340 @@
+//! The `server` registry: Uniffle's shuffle-server gauges and counters, computed at scrape time
+//! from the state the server keeps anyway (memory budget, read cap, tickets, app registry,
+//! spiller statistics, disk reports, status). Nothing on the request path touches Prometheus.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use prometheus::core::{Collector, Desc};
+use prometheus::proto::{self, MetricFamily, MetricType};
+
+use crate::app::AppRegistry;
+use crate::proto::ServerStatus as WireStatus;
+use crate::store::localfile::{DiskStatus, LocalFileTier};
+use crate::store::TierKind;
+
+/// Scrape-time collector of the `server` registry.
+pub struct ServerCollector {
+    registry: Arc<AppRegistry>,
+    local: Option<Arc<LocalFileTier>>,
+    tags: String,
+    /// Collectors must describe themselves; the families here are dynamic (per disk), so one
+    /// umbrella description is registered and `collect` returns the real families.
+    desc: Desc,
+}
+
+impl ServerCollector {
+    /// A collector over the server's parts.
+    pub fn new(
+        registry: Arc<AppRegistry>,
+        local: Option<Arc<LocalFileTier>>,
+        tags: &str,
+    ) -> prometheus::Result<Self> {
+        Ok(ServerCollector {
+            registry,
+            local,
+            tags: tags.to_owned(),
+            desc: Desc::new(
+                "spillway_server_collector".into(),
+                "scrape-time shuffle server metrics".into(),
+                Vec::new(),
+                Default::default(),
+            )?,
+        })
+    }
+}
+
+/// Builds families in Uniffle's shape: HELP "Gauge <name>"/"Counter <name>", label `tags`
+/// first, then any extra labels.
+struct Families<'a> {
+    tags: &'a str,
+    out: Vec<MetricFamily>,
+}
+
+impl Families<'_> {
+    fn push(&mut self, name: &str, ty: MetricType, samples: Vec<(Vec<(&str, String)>, f64)>) {
+        let help = match ty {
+            MetricType::COUNTER => "Counter",
+            _ => "Gauge",
+        };
+        let metrics = samples
+            .into_iter()
+            .map(|(labels, value)| {
+                let mut pairs = vec![label("tags", self.tags.to_owned())];
+                pairs.extend(labels.into_iter().map(|(k, v)| label(k, v)));
+                let mut m = proto::Metric::from_label(pairs);
+                if ty == MetricType::COUNTER {
+                    let mut c = proto::Counter::default();
+                    c.set_value(value);
+                    m.set_counter(c);
+                } else {
+                    let mut g = proto::Gauge::default();
+                    g.set_value(value);
+                    m.set_gauge(g);
+                }
+                m
+            })
+            .collect();
+        let mut f = MetricFamily::default();
+        f.set_name(name.to_owned());
+        f.set_help(format!("{help} {name}"));
+        f.set_field_type(ty);
+        f.set_metric(metrics);
+        self.out.push(f);
+    }
+
+    fn gauge(&mut self, name: &str, value: f64) {
+        self.push(name, MetricType::GAUGE, vec![(Vec::new(), value)]);
+    }
+
+    fn counter(&mut self, name: &str, value: u64) {
+        self.push(name, MetricType::COUNTER, vec![(Vec::new(), value as f64)]);
+    }
+}
+
+fn label(name: &str, value: String) -> proto::LabelPair {
+    let mut l = proto::LabelPair::default();
+    l.set_name(name.to_owned());
+    l.set_value(value);
+    l
+}
+
+impl Collector for ServerCollector {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let mut f = Families {
+            tags: &self.tags,
+            out: Vec::with_capacity(96),
+        };
+        let reg = &self.registry;
+        let store = reg.store();
+        let mem = store.memory().budget().snapshot();
+        let spiller = store.spiller();
+        let flush = spiller.stats();
+        let stats = reg.stats();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let gload = |a: &std::sync::atomic::AtomicI64| a.load(Ordering::Relaxed).max(0) as f64;
+
+        // Memory and flow control.
+        f.gauge("used_buffer_size", (mem.reserved + mem.used) as f64);
+        f.gauge("allocated_buffer_size", mem.reserved as f64);
+        f.gauge("in_flush_buffer_size", mem.in_flush as f64);
+        f.gauge("read_used_buffer_size", reg.read_budget().used() as f64);
+        f.gauge("require_buffer_count", reg.tickets().len() as f64);
+        f.gauge("app_num_with_node", reg.app_count() as f64);
+        f.gauge("partition_num_with_node", reg.partition_count() as f64);
+        let buffers = store.memory().all_buffers();
+        f.gauge("buffer_count_in_buffer_pool", buffers.len() as f64);
+        let shuffles: std::collections::HashSet<_> = buffers
+            .iter()
+            .map(|b| (&b.key().app, b.key().shuffle))
+            .collect();
+        f.gauge("shuffle_count_in_buffer_pool", shuffles.len() as f64);
+        let threshold = reg.huge_partition_threshold();
+        let huge: Vec<_> = buffers
+            .iter()
+            .filter(|b| b.total_bytes() > threshold)
+            .collect();
+        let huge_apps: std::collections::HashSet<_> = huge.iter().map(|b| &b.key().app).collect();
+        f.gauge("huge_partition_num", huge.len() as f64);
+        f.gauge("app_with_huge_partition_num", huge_apps.len() as f64);
+
+        // Flush queue: every batch handed to the spiller and not yet durable.
+        let pending = spiller.pending() as f64;
+        f.gauge("event_queue_size", pending);
+        f.gauge("total_write_handler", pending);
+        let (local_q, hdfs_q) = match spiller.target_kind() {
+            TierKind::Hdfs => (0.0, pending),
+            _ => (pending, 0.0),
+        };
+        f.gauge("localfile_flush_thread_pool_queue_size", local_q);
+        f.gauge("hadoop_flush_thread_pool_queue_size", hdfs_q);
+        f.gauge("fallback_flush_thread_pool_queue_size", 0.0);
+
+        // Inverted like Java: 0 healthy, 1 unhealthy.
+        let unhealthy = reg.status().get() == WireStatus::Unhealthy;
+        f.gauge("is_healthy", if unhealthy { 1.0 } else { 0.0 });
+
+        // Reads in progress.
+        f.gauge(
+            "read_local_data_file_thread_num",
+            gload(&stats.reading_data_files),
+        );
+        f.gauge(
+            "read_local_index_file_thread_num",
+            gload(&stats.reading_index_files),
+        );
+        f.gauge("read_memory_data_thread_num", gload(&stats.reading_memory));
+
+        // Disks: totals under local_disk_path="ALL", the rest per path.
+        let disks = self
+            .local
+            .as_ref()
+            .map(|l| l.disk_reports())
+            .unwrap_or_default();
+        let path = |d: &crate::store::localfile::DiskReport| d.path.to_string_lossy().into_owned();
+        let all = || vec![("local_disk_path", "ALL".to_owned())];
+        let per_disk = |value: &dyn Fn(&crate::store::localfile::DiskReport) -> f64| {
+            disks
+                .iter()
+                .map(|d| (vec![("local_disk_path", path(d))], value(d)))
+                .collect::<Vec<_>>()
+        };
+        f.push(
+            "local_storage_total_dirs_num",
+            MetricType::GAUGE,
+            vec![(all(), disks.len() as f64)],
+        );
+        let corrupted = disks
+            .iter()
+            .filter(|d| d.status == DiskStatus::Unhealthy)
+            .count();
+        f.push(
+            "local_storage_corrupted_dirs_num",
+            MetricType::GAUGE,
+            vec![(all(), corrupted as f64)],
+        );
+        let sum = |v: &dyn Fn(&crate::store::localfile::DiskReport) -> u64| {
+            disks.iter().map(v).sum::<u64>() as f64
+        };
+        let mut with_all = |name: &str, v: &dyn Fn(&crate::store::localfile::DiskReport) -> u64| {
+            let mut samples = vec![(all(), sum(v))];
+            samples.extend(per_disk(&|d| v(d) as f64));
+            f.push(name, MetricType::GAUGE, samples);
+        };
+        with_all("local_storage_total_space", &|d| d.capacity_bytes);
+        with_all("local_storage_whole_disk_used_space", &|d| {
+            d.capacity_bytes.saturating_sub(d.available_bytes)
+        });
+        with_all("local_storage_service_used_space", &|d| d.written_bytes);
+        let total: u64 = disks.iter().map(|d| d.capacity_bytes).sum();
+        let used: u64 = disks
+            .iter()
+            .map(|d| d.capacity_bytes.saturating_sub(d.available_bytes))
+            .sum();
+        let mut ratio = vec![(
+            all(),
+            if total == 0 {
+                0.0
+            } else {
+                used as f64 / total as f64
+            },
+        )];
+        ratio.extend(per_disk(&|d| {
+            if d.capacity_bytes == 0 {
+                0.0
+            } else {
+                d.capacity_bytes.saturating_sub(d.available_bytes) as f64 / d.capacity_bytes as f64
+            }
+        }));
+        f.push("local_storage_used_space_ratio", MetricType::GAUGE, ratio);
+        // Per-disk only, as Java (label local_disk_path without the ALL sample).
+        f.push(
+            "local_storage_is_writable",
+            MetricType::GAUGE,
+            per_disk(&|d| (d.status == DiskStatus::Normal) as u8 as f64),
+        );
+        f.push(
+            "local_storage_is_timeout",
+            MetricType::GAUGE,
+            per_disk(&|_| 0.0),
+        );
+        f.gauge(
+            "storage_used_bytes",
+            disks.iter().map(|d| d.written_bytes).sum::<u64>() as f64,
+        );
+
+        // Counters: data in and out.
+        f.counter("total_received_data", load(&stats.received_bytes));
+        f.counter("total_read_data", load(&stats.read_bytes));
+        f.counter(
+            "total_read_local_data_file",
+            load(&stats.read_data_file_bytes),
+        );
+        f.counter(
+            "total_read_local_index_file",
+            load(&stats.read_index_file_bytes),
+        );
+        f.counter("total_read_memory_data", load(&stats.read_memory_bytes));
+        f.counter("total_read_time", load(&stats.read_time_ms));
+        f.counter(
+            "total_require_read_memory_num",
+            load(&stats.read_memory_requests),
+        );
+        f.counter("total_require_read_memory_retry_num", 0);
+        f.counter(
+            "total_require_read_memory_failed_num",
+            load(&stats.read_memory_refused),
+        );
+        f.counter("total_require_buffer_failed", stats.require_failed());
+        f.counter(
+            "total_require_buffer_failed_for_regular_partition",
+            load(&stats.require_failed_regular),
+        );
+        f.counter(
+            "total_require_buffer_failed_for_huge_partition",
+            load(&stats.require_failed_huge),
+        );
+        f.counter(
+            "total_huge_partition_exceed_hard_limit_num",
+            load(&stats.huge_hard_limit),
+        );
+        f.counter(
+            "total_expired_preAllocated_buffer_num",
+            reg.tickets().expired_total(),
+        );
+        f.counter("total_app_num", load(&stats.apps_created));
+        f.counter("total_partition_num", load(&stats.ranges_registered));
+        f.counter("total_app_not_found_num", load(&stats.app_not_found));
+        f.counter("total_delete_data", load(&stats.deleted_bytes));
+
+        // Counters: flushes.
+        f.counter("total_write_data", load(&flush.write_data));
+        f.counter("total_write_block", load(&flush.write_blocks));
+        f.counter("total_write_num", load(&flush.write_num));
+        f.counter("total_write_time", load(&flush.write_time_ms));
+        f.counter("total_write_exception", load(&flush.write_exceptions));
+        f.counter("total_write_slow", load(&flush.write_slow));
+        f.counter("total_dropped_event_num", load(&flush.dropped_events));
+        f.counter("total_failed_written_event_num", load(&flush.failed_events));
+        for (i, n) in flush.size_levels.iter().enumerate() {
+            f.counter(&format!("event_size_threshold_level{}", i + 1), load(n));
+        }
+        let by_location = flush.by_location();
+        let located = |kind: TierKind, label: &'static str| {
+            by_location
+                .iter()
+                .filter(|(k, _, _)| *k == kind)
+                .map(|(_, l, b)| (vec![(label, l.clone())], *b as f64))
+                .collect::<Vec<_>>()
+        };
+        f.push(
+            "total_localfile_write_data",
+            MetricType::COUNTER,
+            located(TierKind::LocalFile, "local_disk_path"),
+        );
+        f.push(
+            "total_hadoop_write_data",
+            MetricType::COUNTER,
+            located(TierKind::Hdfs, "storage_host"),
+        );
+        for (kind, suffix, events) in [
+            (TierKind::LocalFile, "local", "local_file_event_flush_num"),
+            (TierKind::Hdfs, "remote", "hadoop_event_flush_num"),
+        ] {
+            let k = flush.kind(kind);
+            f.counter(&format!("storage_total_write_{suffix}"), load(&k.attempts));
+            f.counter(&format!("storage_retry_write_{suffix}"), load(&k.retries));
+            f.counter(&format!("storage_failed_write_{suffix}"), load(&k.failures));
+            f.counter(
+                &format!("storage_success_write_{suffix}"),
+                load(&k.successes),
+            );
+            f.counter(events, load(&k.successes));
+        }
+        f.out
+    }
+}
