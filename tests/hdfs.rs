@@ -370,6 +370,39 @@ async fn localfile_hdfs_routes_by_size_and_falls_back() {
     assert_eq!((small.2, small.3), (20, 0), "small spill → local files");
     let big = read_everything(&mut s.client, &hdfs, &root, app, 0, 1, &id).await;
     assert_eq!((big.2, big.3), (0, 8), "cold spill → HDFS");
+    // Flush metrics name the tier the router picked, not the router.
+    let host = url
+        .split_once("://")
+        .expect("hdfs url")
+        .1
+        .trim_end_matches('/');
+    let text = reqwest::get(format!(
+        "http://{}/prometheus/metrics/server",
+        s.running.http_addr
+    ))
+    .await
+    .expect("HTTP port answers")
+    .text()
+    .await
+    .unwrap();
+    let sample = |name: &str, label: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} sample with {label} in:\n{text}"))
+    };
+    assert_eq!(
+        sample(
+            "total_hadoop_write_data",
+            &format!("storage_host=\"{host}\"")
+        ),
+        (8 * (64 << 10)) as f64
+    );
+    assert_eq!(
+        sample("total_localfile_write_data", "local_disk_path="),
+        (20 * (1 << 10)) as f64
+    );
 
     hdfs_command("stop-datanode").await;
     let second = send_round(1);

@@ -16,7 +16,9 @@ use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
 use crate::ids::PartitionKey;
-use crate::store::{BlockBatch, FileTier, Health, IndexRead, PurgeScope, Tier, TierKind};
+use crate::store::{
+    BlockBatch, FileTier, Health, IndexRead, Placement, PurgeScope, Tier, TierKind,
+};
 
 /// A [`FileTier`] wrapper that injects append failures, append stalls and bad health.
 ///
@@ -161,6 +163,15 @@ impl Tier for FaultyTier {
             ));
         }
         self.inner.append(part, batch).await
+    }
+
+    /// Faults apply here as in `append`; the placement is the wrapped tier's.
+    async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
+        self.append(part, batch).await?;
+        Ok(Placement {
+            kind: self.kind(),
+            location: self.location(part),
+        })
     }
 
     async fn purge(&self, scope: &PurgeScope) -> Result<u64> {

@@ -14,8 +14,8 @@ use bytes::Bytes;
 use crate::error::Result;
 use crate::ids::{AppId, PartitionKey, ShuffleKey};
 
-pub mod hdfs;
 pub mod flush_stats;
+pub mod hdfs;
 pub mod index;
 pub mod localfile;
 pub mod memory;
