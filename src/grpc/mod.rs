@@ -1,7 +1,7 @@
 //! The tonic front end: `ShuffleServer` and `ShuffleServerInternal`. Every handler is
 //! convert → call the registry → `reply(result)`; no semantics live here.
 
-pub(crate) mod convert;
+pub mod convert;
 pub(crate) mod reply;
 
 use std::sync::Arc;

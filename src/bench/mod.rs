@@ -1,0 +1,213 @@
+//! `spillway-bench`, the load generator: writes a shuffle to any Uniffle-compatible server as
+//! the Java client does, reads it back verifying every byte and CRC, and puts the figures next
+//! to ceilings measured in the same run.
+//!
+//! ```text
+//!  run ─┬─ transport ceiling: discard server (child process) ◀─ driver::write + read_raw
+//!       ├─ storage ceiling:   disk::measure (raw sequential write/read in the data dir)
+//!       └─ server:            spillway (child process) or --addr ◀─ driver::write, finish,
+//!                             read_verify;  procstat: its CPU seconds and peak RSS
+//! ```
+//! Everything the report divides comes from the same run on the same machine, so the ratios
+//! hold even when absolute figures move with the machine's load.
+
+pub mod client;
+pub mod discard;
+pub mod disk;
+pub mod driver;
+pub mod payload;
+pub mod procstat;
+mod report;
+mod spawn;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+pub use self::client::Transport;
+use self::driver::{Target, Workload};
+use self::payload::{Payloads, Shape};
+use self::procstat::Proc;
+pub use self::report::Report;
+use crate::config::ByteSize;
+use crate::ids::BlockIdLayout;
+
+/// Options of a run (`spillway-bench run --help`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Plane carrying block data (control calls always use gRPC).
+    #[arg(long, value_enum, default_value = "grpc")]
+    pub transport: Transport,
+    /// Map tasks.
+    #[arg(long, default_value_t = 32)]
+    pub maps: usize,
+    /// Partitions.
+    #[arg(long, default_value_t = 16)]
+    pub partitions: usize,
+    /// Payload bytes per block.
+    #[arg(long, default_value = "256K")]
+    pub block_size: ByteSize,
+    /// Total payload bytes (rounded to whole blocks per map and partition).
+    #[arg(long, default_value = "1G")]
+    pub total: ByteSize,
+    /// Map tasks writing at once (and partitions read at once).
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Bytes per send request (Java: `rss.client.send.size.limit`).
+    #[arg(long, default_value = "4M")]
+    pub request_size: ByteSize,
+    /// Bytes per read request (Java: `rss.client.read.buffer.size`).
+    #[arg(long, default_value = "14M")]
+    pub read_size: ByteSize,
+    /// gRPC connections shared by the workers.
+    #[arg(long, default_value_t = 2)]
+    pub grpc_connections: usize,
+    /// Call finishShuffle after writing (the whole shuffle is then read from files).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub finish: bool,
+    /// An external server's gRPC address; without it a `spillway` child process is started.
+    #[arg(long)]
+    pub addr: Option<SocketAddr>,
+    /// An external server's Netty address (for `--transport netty`).
+    #[arg(long)]
+    pub netty_addr: Option<SocketAddr>,
+    /// An external server's pid, to report its CPU and RSS (local servers only).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// The server's data directory (the spawned server's, or an external one's): the
+    /// storage ceiling is measured there and its files are evicted from the page cache
+    /// before reading. Default for a spawned server: a fresh directory under the temp dir.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// The `spillway` binary to start (default: next to this one).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// Memory capacity of a spawned server (`memory_store.capacity`).
+    #[arg(long, default_value = "2G")]
+    pub capacity: ByteSize,
+    /// `localfile_store.sync_on_write` of a spawned server, and the storage ceiling's policy.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub sync: bool,
+    /// Skip the transport and storage ceilings.
+    #[arg(long)]
+    pub no_ceilings: bool,
+}
+
+/// Runs the ceilings and the server run, prints the report and returns it.
+pub async fn run(opts: &Options) -> anyhow::Result<Report> {
+    let block_size = usize::try_from(opts.block_size.0).context("--block-size")?;
+    anyhow::ensure!(block_size > 0, "--block-size must be > 0");
+    let shape = Shape::for_total(
+        opts.total.0,
+        opts.maps.max(1),
+        opts.partitions.max(1),
+        block_size,
+        BlockIdLayout::DEFAULT,
+    );
+    let payloads = Arc::new(Payloads::new(block_size));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    let workload = |tag: &str| Workload {
+        shape,
+        app: format!("spillway_bench_{tag}_{now}_{}", std::process::id()),
+        shuffle: 0,
+        request_bytes: opts.request_size.0 as usize,
+        concurrency: opts.concurrency.max(1),
+        grpc_connections: opts.grpc_connections.max(1),
+        read_size: opts.read_size.0 as usize,
+        backoff: Duration::from_millis(10),
+        transport: opts.transport,
+    };
+    let mut report = Report::new(opts, &shape);
+
+    // The server first: its data dir is also where the storage ceiling runs.
+    let (target, server, data_dir) = match opts.addr {
+        Some(grpc) => (
+            Target {
+                grpc,
+                netty: opts.netty_addr,
+            },
+            None,
+            opts.data_dir.clone(),
+        ),
+        None => {
+            let s = spawn::Spillway::start(opts).await?;
+            let dir = Some(s.data_dir.clone());
+            (s.target, Some(s), dir)
+        }
+    };
+    let pid = server.as_ref().map(|s| s.pid).or(opts.server_pid);
+    let proc = pid.and_then(Proc::new);
+    let w = workload("run");
+    let cpu0 = proc.and_then(|p| p.cpu_seconds());
+    let sampler = proc.map(|p| p.sample_rss());
+    let write = driver::write(&target, &w, &payloads).await?;
+    let finish = if opts.finish {
+        Some(driver::finish(&target, &w).await?)
+    } else {
+        None
+    };
+    if let Some(dir) = &data_dir {
+        let dir = dir.clone();
+        tokio::task::spawn_blocking(move || disk::drop_cache_tree(&dir)).await?;
+    }
+    let (read, verification) = driver::read_verify(&target, &w, &payloads).await?;
+    let cpu1 = proc.and_then(|p| p.cpu_seconds());
+    report.server_cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
+    report.server_peak_rss = match (&sampler, proc.and_then(|p| p.rss())) {
+        // A spawned server's VmHWM is this run's peak; an external one's covers its life.
+        (Some(s), Some((_, hwm))) if server.is_some() => Some(hwm.max(s.peak())),
+        (Some(s), _) => Some(s.peak()),
+        _ => None,
+    };
+    drop(sampler);
+    driver::cleanup(&target, &w).await?;
+    if let Some(s) = server {
+        s.stop().await;
+    }
+    report.write = Some(write);
+    report.finish = finish;
+    report.read = Some(read);
+    report.verification = Some(verification);
+
+    if !opts.no_ceilings {
+        let d = spawn::Discard::start().await?;
+        let dproc = Proc::new(d.pid);
+        let w = workload("ceiling");
+        let c0 = dproc.and_then(|p| p.cpu_seconds());
+        let write = driver::write(&d.target, &w, &payloads).await?;
+        let read = driver::read_raw(&d.target, &w, &payloads).await?;
+        let c1 = dproc.and_then(|p| p.cpu_seconds());
+        report.ceiling_cpu = c0.zip(c1).map(|(a, b)| b - a);
+        d.stop().await;
+        report.ceiling_write = Some(write);
+        report.ceiling_read = Some(read);
+        if let Some(dir) = data_dir {
+            let (bytes, read_size, sync) =
+                (shape.total_bytes(), opts.read_size.0 as usize, opts.sync);
+            // One synced write per partition batch, as finishShuffle spills them.
+            let chunk = shape.partition_bytes().clamp(1 << 20, 64 << 20) as usize;
+            report.disk = Some(
+                tokio::task::spawn_blocking(move || {
+                    disk::measure(&dir, bytes, chunk, read_size, sync)
+                })
+                .await??,
+            );
+        }
+    }
+    Ok(report)
+}
+
+/// Serves the discard endpoints (the `discard` subcommand): prints
+/// `grpc=<addr> netty=<addr>` on one line, then serves until killed.
+pub async fn serve_discard(grpc_port: u16, netty_port: u16) -> anyhow::Result<()> {
+    let ip = std::net::IpAddr::from([127, 0, 0, 1]);
+    let (g, n, gl, nl) = discard::bind(ip, grpc_port, netty_port).await?;
+    println!("grpc={g} netty={n}");
+    discard::serve(gl, nl).await
+}
