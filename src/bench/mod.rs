@@ -91,6 +91,10 @@ pub struct Options {
     /// `localfile_store.sync_on_write` of a spawned server, and the storage ceiling's policy.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub sync: bool,
+    /// Rounds against the same server (fresh app each); the report shows the last one, so
+    /// `--rounds 2` measures a warmed-up server. Peak RSS covers all rounds.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Skip the transport and storage ceilings.
     #[arg(long)]
     pub no_ceilings: bool,
@@ -143,22 +147,41 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     };
     let pid = server.as_ref().map(|s| s.pid).or(opts.server_pid);
     let proc = pid.and_then(Proc::new);
-    let w = workload("run");
-    let cpu0 = proc.and_then(|p| p.cpu_seconds());
     let sampler = proc.map(|p| p.sample_rss());
-    let write = driver::write(&target, &w, &payloads).await?;
-    let finish = if opts.finish {
-        Some(driver::finish(&target, &w).await?)
-    } else {
-        None
-    };
-    if let Some(dir) = &data_dir {
-        let dir = dir.clone();
-        tokio::task::spawn_blocking(move || disk::drop_cache_tree(&dir)).await?;
+    for round in 1..=opts.rounds.max(1) {
+        // Earlier rounds warm the server up (allocator, page cache of nothing: each round
+        // writes a new app); the report keeps the last round's figures.
+        let w = workload(&format!("run{round}"));
+        let cpu0 = proc.and_then(|p| p.cpu_seconds());
+        let write = driver::write(&target, &w, &payloads).await?;
+        let cpu_written = proc.and_then(|p| p.cpu_seconds());
+        let finish = if opts.finish {
+            Some(driver::finish(&target, &w).await?)
+        } else {
+            None
+        };
+        let cpu_finished = proc.and_then(|p| p.cpu_seconds());
+        if let Some(dir) = &data_dir {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || disk::drop_cache_tree(&dir)).await?;
+        }
+        let (read, verification) = driver::read_verify(&target, &w, &payloads).await?;
+        let cpu1 = proc.and_then(|p| p.cpu_seconds());
+        driver::cleanup(&target, &w).await?;
+        report.server_cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
+        report.server_cpu_phases = match (cpu0, cpu_written, cpu_finished, cpu1) {
+            (Some(a), Some(b), Some(c), Some(d)) => Some([b - a, c - b, d - c]),
+            _ => None,
+        };
+        let failed = !verification.ok();
+        report.write = Some(write);
+        report.finish = finish;
+        report.read = Some(read);
+        report.verification = Some(verification);
+        if failed {
+            break;
+        }
     }
-    let (read, verification) = driver::read_verify(&target, &w, &payloads).await?;
-    let cpu1 = proc.and_then(|p| p.cpu_seconds());
-    report.server_cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
     report.server_peak_rss = match (&sampler, proc.and_then(|p| p.rss())) {
         // A spawned server's VmHWM is this run's peak; an external one's covers its life.
         (Some(s), Some((_, hwm))) if server.is_some() => Some(hwm.max(s.peak())),
@@ -166,14 +189,9 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         _ => None,
     };
     drop(sampler);
-    driver::cleanup(&target, &w).await?;
     if let Some(s) = server {
         s.stop().await;
     }
-    report.write = Some(write);
-    report.finish = finish;
-    report.read = Some(read);
-    report.verification = Some(verification);
 
     if !opts.no_ceilings {
         let d = spawn::Discard::start().await?;

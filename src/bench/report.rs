@@ -26,6 +26,8 @@ pub struct Report {
     pub verification: Option<Verification>,
     /// Server CPU seconds over write + finish + read.
     pub server_cpu: Option<f64>,
+    /// Server CPU seconds of the write phase, `finishShuffle` and the read phase.
+    pub server_cpu_phases: Option<[f64; 3]>,
     /// Server peak RSS, bytes.
     pub server_peak_rss: Option<u64>,
     /// Write phase against the discard server.
@@ -50,6 +52,7 @@ impl Report {
             read: None,
             verification: None,
             server_cpu: None,
+            server_cpu_phases: None,
             server_peak_rss: None,
             ceiling_write: None,
             ceiling_read: None,
@@ -162,6 +165,17 @@ impl fmt::Display for Report {
             write!(f, "server CPU {cpu:.2} s")?;
             if let Some(per) = self.cpu_per_gb() {
                 write!(f, " = {per:.3} CPU-s/GB moved")?;
+            }
+            if let (Some([w, fin, r]), Some(wp), Some(rp)) =
+                (self.server_cpu_phases, &self.write, &self.read)
+            {
+                write!(
+                    f,
+                    "; write {:.3} + finish {:.3} per GB written, read {:.3} per GB read",
+                    w / (wp.bytes as f64 / 1e9),
+                    fin / (wp.bytes as f64 / 1e9),
+                    r / (rp.bytes as f64 / 1e9)
+                )?;
             }
             if let (Some(c), Some(w), Some(r)) =
                 (self.ceiling_cpu, &self.ceiling_write, &self.ceiling_read)
