@@ -14,9 +14,9 @@ for t in grpc netty; do
     run --transport "$t" --block-size "$bs" --total 512M --maps 16 --partitions 16 --rounds 2 "$@"
   done
 done
-# Memory kept full: 2 GiB through 256 MiB of memory (spills during the writes), peak RSS.
+# Memory kept full: 2 GiB through 512 MiB of memory (spills during the writes), peak RSS.
 for t in grpc netty; do
-  run --transport "$t" --total 2G --capacity 256M --finish false --no-ceilings "$@"
+  run --transport "$t" --total 2G --capacity 512M --finish false --no-ceilings "$@"
 done
 # 2,000 concurrent writers far over a 64 MiB capacity, against 8 writers on the same load.
 for c in 8 2000; do

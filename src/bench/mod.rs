@@ -100,7 +100,7 @@ pub struct Options {
     pub no_ceilings: bool,
 }
 
-/// Runs the ceilings and the server run, prints the report and returns it.
+/// Runs the server and the ceilings phase by phase and returns the report.
 pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     let block_size = usize::try_from(opts.block_size.0).context("--block-size")?;
     anyhow::ensure!(block_size > 0, "--block-size must be > 0");
@@ -129,7 +129,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     };
     let mut report = Report::new(opts, &shape);
 
-    // The server first: its data dir is also where the storage ceiling runs.
+    // The server under test; its data dir is also where the storage ceiling runs.
     let (target, server, data_dir) = match opts.addr {
         Some(grpc) => (
             Target {
@@ -147,41 +147,91 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     };
     let pid = server.as_ref().map(|s| s.pid).or(opts.server_pid);
     let proc = pid.and_then(Proc::new);
+    let discard = match opts.no_ceilings {
+        true => None,
+        false => Some(spawn::Discard::start().await?),
+    };
+    let dproc = discard.as_ref().and_then(|d| Proc::new(d.pid));
+    let dcpu = || dproc.and_then(|p| p.cpu_seconds());
+    report.server_base_rss = proc.and_then(|p| p.rss()).map(|(rss, _)| rss);
     let sampler = proc.map(|p| p.sample_rss());
-    for round in 1..=opts.rounds.max(1) {
-        // Earlier rounds warm the server up (allocator, page cache of nothing: each round
-        // writes a new app); the report keeps the last round's figures.
-        let w = workload(&format!("run{round}"));
-        let cpu0 = proc.and_then(|p| p.cpu_seconds());
-        let write = driver::write(&target, &w, &payloads).await?;
-        let cpu_written = proc.and_then(|p| p.cpu_seconds());
-        let finish = if opts.finish {
-            Some(driver::finish(&target, &w).await?)
-        } else {
-            None
-        };
-        let cpu_finished = proc.and_then(|p| p.cpu_seconds());
-        if let Some(dir) = &data_dir {
-            let dir = dir.clone();
-            tokio::task::spawn_blocking(move || disk::drop_cache_tree(&dir)).await?;
+    let window_peak = || {
+        let now = proc.and_then(|p| p.rss()).map_or(0, |(rss, _)| rss);
+        sampler.as_ref().map(|s| s.take_peak().max(now))
+    };
+    let result = async {
+        for round in 1..=opts.rounds.max(1) {
+            // Earlier rounds warm the servers up (each round writes a new app); the report
+            // keeps the last round. Every server phase runs right after the same phase
+            // against the discard server, so both meet the same machine load.
+            let w = workload(&format!("run{round}"));
+            let wc = workload(&format!("ceiling{round}"));
+            let mut ceiling_cpu = 0.0;
+            if let Some(d) = &discard {
+                let c0 = dcpu();
+                report.ceiling_write = Some(driver::write(&d.target, &wc, &payloads).await?);
+                ceiling_cpu += dcpu().zip(c0).map_or(0.0, |(b, a)| b - a);
+            }
+            let cpu0 = proc.and_then(|p| p.cpu_seconds());
+            window_peak();
+            let write = driver::write(&target, &w, &payloads).await?;
+            let cpu_written = proc.and_then(|p| p.cpu_seconds());
+            let finish = if opts.finish {
+                Some(driver::finish(&target, &w).await?)
+            } else {
+                None
+            };
+            let cpu_finished = proc.and_then(|p| p.cpu_seconds());
+            report.server_write_rss = window_peak();
+            if let (Some(dir), Some(_)) = (&data_dir, &discard) {
+                let (dir, bytes, read_size, sync) = (
+                    dir.clone(),
+                    shape.total_bytes(),
+                    opts.read_size.0 as usize,
+                    opts.sync,
+                );
+                // One synced write per partition's batch, as finishShuffle spills them.
+                let chunk = shape.partition_bytes().clamp(1 << 20, 64 << 20) as usize;
+                report.disk = Some(
+                    tokio::task::spawn_blocking(move || {
+                        disk::measure(&dir, bytes, chunk, read_size, sync)
+                    })
+                    .await??,
+                );
+            }
+            if let Some(dir) = &data_dir {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || disk::drop_cache_tree(&dir)).await?;
+            }
+            if let Some(d) = &discard {
+                let c0 = dcpu();
+                report.ceiling_read = Some(driver::read_raw(&d.target, &wc, &payloads).await?);
+                ceiling_cpu += dcpu().zip(c0).map_or(0.0, |(b, a)| b - a);
+                report.ceiling_cpu = dproc.map(|_| ceiling_cpu);
+            }
+            let cpu_read0 = proc.and_then(|p| p.cpu_seconds());
+            window_peak();
+            let (read, verification) = driver::read_verify(&target, &w, &payloads).await?;
+            let cpu1 = proc.and_then(|p| p.cpu_seconds());
+            report.server_read_rss = window_peak();
+            driver::cleanup(&target, &w).await?;
+            report.server_cpu_phases = match (cpu0, cpu_written, cpu_finished, cpu_read0, cpu1) {
+                (Some(a), Some(b), Some(c), Some(d), Some(e)) => Some([b - a, c - b, e - d]),
+                _ => None,
+            };
+            report.server_cpu = report.server_cpu_phases.map(|p| p.iter().sum());
+            let failed = !verification.ok();
+            report.write = Some(write);
+            report.finish = finish;
+            report.read = Some(read);
+            report.verification = Some(verification);
+            if failed {
+                break;
+            }
         }
-        let (read, verification) = driver::read_verify(&target, &w, &payloads).await?;
-        let cpu1 = proc.and_then(|p| p.cpu_seconds());
-        driver::cleanup(&target, &w).await?;
-        report.server_cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
-        report.server_cpu_phases = match (cpu0, cpu_written, cpu_finished, cpu1) {
-            (Some(a), Some(b), Some(c), Some(d)) => Some([b - a, c - b, d - c]),
-            _ => None,
-        };
-        let failed = !verification.ok();
-        report.write = Some(write);
-        report.finish = finish;
-        report.read = Some(read);
-        report.verification = Some(verification);
-        if failed {
-            break;
-        }
+        anyhow::Ok(())
     }
+    .await;
     report.server_peak_rss = match (&sampler, proc.and_then(|p| p.rss())) {
         // A spawned server's VmHWM is this run's peak; an external one's covers its life.
         (Some(s), Some((_, hwm))) if server.is_some() => Some(hwm.max(s.peak())),
@@ -192,32 +242,10 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     if let Some(s) = server {
         s.stop().await;
     }
-
-    if !opts.no_ceilings {
-        let d = spawn::Discard::start().await?;
-        let dproc = Proc::new(d.pid);
-        let w = workload("ceiling");
-        let c0 = dproc.and_then(|p| p.cpu_seconds());
-        let write = driver::write(&d.target, &w, &payloads).await?;
-        let read = driver::read_raw(&d.target, &w, &payloads).await?;
-        let c1 = dproc.and_then(|p| p.cpu_seconds());
-        report.ceiling_cpu = c0.zip(c1).map(|(a, b)| b - a);
+    if let Some(d) = discard {
         d.stop().await;
-        report.ceiling_write = Some(write);
-        report.ceiling_read = Some(read);
-        if let Some(dir) = data_dir {
-            let (bytes, read_size, sync) =
-                (shape.total_bytes(), opts.read_size.0 as usize, opts.sync);
-            // One synced write per partition batch, as finishShuffle spills them.
-            let chunk = shape.partition_bytes().clamp(1 << 20, 64 << 20) as usize;
-            report.disk = Some(
-                tokio::task::spawn_blocking(move || {
-                    disk::measure(&dir, bytes, chunk, read_size, sync)
-                })
-                .await??,
-            );
-        }
     }
+    result?;
     Ok(report)
 }
 

@@ -81,6 +81,11 @@ impl RssSampler {
     pub fn peak(&self) -> u64 {
         self.peak.load(Ordering::Relaxed)
     }
+
+    /// The largest VmRSS seen since the last call (or the start), then starts a new window.
+    pub fn take_peak(&self) -> u64 {
+        self.peak.swap(0, Ordering::Relaxed)
+    }
 }
 
 impl Drop for RssSampler {

@@ -28,8 +28,14 @@ pub struct Report {
     pub server_cpu: Option<f64>,
     /// Server CPU seconds of the write phase, `finishShuffle` and the read phase.
     pub server_cpu_phases: Option<[f64; 3]>,
-    /// Server peak RSS, bytes.
+    /// Server peak RSS over the whole run, bytes.
     pub server_peak_rss: Option<u64>,
+    /// Server RSS before the first write (code, runtime, empty tiers).
+    pub server_base_rss: Option<u64>,
+    /// Peak RSS sampled during the last write phase and finishShuffle.
+    pub server_write_rss: Option<u64>,
+    /// Peak RSS sampled during the last read phase.
+    pub server_read_rss: Option<u64>,
     /// Write phase against the discard server.
     pub ceiling_write: Option<Phase>,
     /// Read phase against the discard server.
@@ -54,6 +60,9 @@ impl Report {
             server_cpu: None,
             server_cpu_phases: None,
             server_peak_rss: None,
+            server_base_rss: None,
+            server_write_rss: None,
+            server_read_rss: None,
             ceiling_write: None,
             ceiling_read: None,
             ceiling_cpu: None,
@@ -199,6 +208,27 @@ impl fmt::Display for Report {
                 )?;
             }
             writeln!(f)?;
+            if let (Some(base), Some(w), Some(r)) = (
+                self.server_base_rss,
+                self.server_write_rss,
+                self.server_read_rss,
+            ) {
+                write!(
+                    f,
+                    "  at start {}, writing {}, reading {}",
+                    mib(base),
+                    mib(w),
+                    mib(r)
+                )?;
+                if let Some(cap) = self.capacity {
+                    write!(
+                        f,
+                        "; writing minus start = {:.2}x capacity",
+                        w.saturating_sub(base) as f64 / cap as f64
+                    )?;
+                }
+                writeln!(f)?;
+            }
         }
         if let Some(w) = &self.write {
             writeln!(f, "NO_BUFFER answers: {}", w.no_buffer)?;
