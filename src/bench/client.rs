@@ -2,11 +2,13 @@
 //! plane, each call timed into a latency histogram, every status checked.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use hdrhistogram::Histogram;
+use parking_lot::Mutex;
 use tonic::transport::Channel;
 
 use crate::ids::BlockIdLayout;
@@ -93,14 +95,6 @@ impl Latencies {
         self.0[op as usize].saturating_record(us);
     }
 
-    /// Adds another worker's histograms.
-    pub fn merge(&mut self, other: &Latencies) {
-        for (a, b) in self.0.iter_mut().zip(&other.0) {
-            // Same bounds on both sides: `add` cannot fail.
-            let _ = a.add(b);
-        }
-    }
-
     /// The histogram of `op`.
     pub fn of(&self, op: Op) -> &Histogram<u64> {
         &self.0[op as usize]
@@ -125,8 +119,8 @@ pub struct Client {
     app: String,
     shuffle: i32,
     next_request: i64,
-    /// Latencies of this worker's calls.
-    pub latencies: Latencies,
+    /// Where this worker's calls are timed (shared by the phase's workers).
+    latencies: Arc<Mutex<Latencies>>,
     /// `NO_BUFFER` answers to requireBuffer (retried after a back-off).
     pub no_buffer: u64,
 }
@@ -158,6 +152,7 @@ impl Client {
         netty: Option<SocketAddr>,
         app: &str,
         shuffle: i32,
+        latencies: Arc<Mutex<Latencies>>,
     ) -> anyhow::Result<Client> {
         let netty = match netty {
             Some(addr) => Some(
@@ -175,7 +170,7 @@ impl Client {
             app: app.to_owned(),
             shuffle,
             next_request: 1,
-            latencies: Latencies::default(),
+            latencies,
             no_buffer: 0,
         })
     }
@@ -265,7 +260,7 @@ impl Client {
                 })
                 .await?
                 .into_inner();
-            self.latencies.record(Op::Require, start);
+            self.latencies.lock().record(Op::Require, start);
             match StatusCode::try_from(r.status) {
                 Ok(StatusCode::Success) => break r.require_buffer_id,
                 Ok(StatusCode::NoBuffer | StatusCode::NoBufferForHugePartition) => {
@@ -312,7 +307,7 @@ impl Client {
                 check("sendShuffleData", r.status, &r.ret_msg)?;
             }
         }
-        self.latencies.record(Op::Send, start);
+        self.latencies.lock().record(Op::Send, start);
         Ok(())
     }
 
@@ -397,7 +392,7 @@ impl Client {
             })
             .await?
             .into_inner();
-        self.latencies.record(Op::Result, start);
+        self.latencies.lock().record(Op::Result, start);
         check("getShuffleResult", r.status, &r.ret_msg)?;
         Ok(r.serialized_bitmap)
     }
@@ -468,7 +463,7 @@ impl Client {
                 (segments, r.data)
             }
         };
-        self.latencies.record(Op::Memory, start);
+        self.latencies.lock().record(Op::Memory, start);
         segments
             .iter()
             .map(|s| {
@@ -530,7 +525,7 @@ impl Client {
                 r.index_data
             }
         };
-        self.latencies.record(Op::Index, start);
+        self.latencies.lock().record(Op::Index, start);
         Ok(index)
     }
 
@@ -593,7 +588,7 @@ impl Client {
                 r.data
             }
         };
-        self.latencies.record(Op::Data, start);
+        self.latencies.lock().record(Op::Data, start);
         if data.len() != length as usize {
             bail!(
                 "getLocalShuffleData of partition {partition} at {offset}: {} bytes instead of {length}",

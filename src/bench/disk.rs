@@ -1,6 +1,6 @@
-//! The storage ceiling: raw sequential write and read of one file in the data directory, with
-//! the server's sync policy, and the page cache dropped before reading (as for the server's
-//! files), so both sides of the ratio read from the disk.
+//! The storage ceiling: raw sequential writes and reads of scratch files in the data directory,
+//! as many streams at once as the server spills, with the server's sync policy, and the page
+//! cache dropped before reading (as for the server's files).
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -33,59 +33,92 @@ impl DiskCeiling {
     }
 }
 
-/// Writes `bytes` into a scratch file under `dir` in `chunk`-sized writes, `fdatasync` after
-/// each chunk when `sync` (Spillway syncs each spilled batch), drops its pages, reads it back
-/// in `read_size` reads, and deletes it. Blocking: run it on a blocking thread.
+/// Writes `bytes` into `streams` scratch files under `dir` at once (Spillway spills several
+/// partitions in parallel: `hybrid_store.spill_concurrency`), each in `chunk`-sized writes
+/// with an `fdatasync` after each chunk when `sync` (Spillway syncs each spilled batch); then
+/// drops their pages, reads them back in `read_size` reads with the same parallelism, and
+/// deletes them. Blocking: run it on a blocking thread.
 pub fn measure(
     dir: &Path,
     bytes: u64,
+    streams: usize,
     chunk: usize,
     read_size: usize,
     sync: bool,
 ) -> anyhow::Result<DiskCeiling> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(".spillway-bench-ceiling");
+    let streams = streams.max(1);
+    let per_stream = bytes / streams as u64;
+    let paths: Vec<_> = (0..streams)
+        .map(|i| dir.join(format!(".spillway-bench-ceiling-{i}")))
+        .collect();
     let buf: Vec<u8> = (0..chunk).map(|i| (i * 131 + 7) as u8).collect();
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .open(&path)?;
         let start = Instant::now();
-        let mut left = bytes;
-        while left > 0 {
-            let n = (chunk as u64).min(left) as usize;
-            f.write_all(&buf[..n])?;
-            if sync {
-                f.sync_data()?;
+        parallel(&paths, |path| {
+            let mut f = OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(path)?;
+            let mut left = per_stream;
+            while left > 0 {
+                let n = (chunk as u64).min(left) as usize;
+                f.write_all(&buf[..n])?;
+                if sync {
+                    f.sync_data()?;
+                }
+                left -= n as u64;
             }
-            left -= n as u64;
-        }
-        if !sync {
-            f.flush()?;
-        }
+            Ok(0)
+        })?;
         let write = start.elapsed();
-        f.sync_data()?;
-        drop_cache(&f);
-        drop(f);
-        let mut f = File::open(&path)?;
-        let mut rbuf = vec![0u8; read_size];
-        let start = Instant::now();
-        let mut total = 0u64;
-        loop {
-            let n = f.read(&mut rbuf)?;
-            if n == 0 {
-                break;
-            }
-            total += n as u64;
+        for path in &paths {
+            let f = File::open(path)?;
+            f.sync_data()?;
+            drop_cache(&f);
         }
+        let start = Instant::now();
+        let total: u64 = parallel(&paths, |path| {
+            let mut f = File::open(path)?;
+            let mut rbuf = vec![0u8; read_size];
+            let mut total = 0u64;
+            loop {
+                let n = f.read(&mut rbuf)?;
+                if n == 0 {
+                    return Ok(total);
+                }
+                total += n as u64;
+            }
+        })?
+        .iter()
+        .sum();
         let read = start.elapsed();
+        let bytes = per_stream * streams as u64;
         anyhow::ensure!(total == bytes, "read back {total} of {bytes} bytes");
         Ok(DiskCeiling { bytes, write, read })
     })();
-    let _ = std::fs::remove_file(&path);
+    for path in &paths {
+        let _ = std::fs::remove_file(path);
+    }
     result
+}
+
+/// Runs `f` on every path, one thread each; the results in path order.
+fn parallel(
+    paths: &[std::path::PathBuf],
+    f: impl Fn(&Path) -> std::io::Result<u64> + Sync,
+) -> anyhow::Result<Vec<u64>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = paths.iter().map(|p| s.spawn(|| f(p))).collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(r) => Ok(r?),
+                Err(_) => Err(anyhow::anyhow!("a disk ceiling thread panicked")),
+            })
+            .collect()
+    })
 }
 
 /// Evicts a file's clean pages from the page cache (best effort).

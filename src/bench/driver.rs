@@ -127,6 +127,7 @@ async fn client(
     w: &Workload,
     channels: &[Channel],
     i: usize,
+    latencies: &Arc<Mutex<Latencies>>,
 ) -> anyhow::Result<Client> {
     let netty = match w.transport {
         Transport::Grpc => None,
@@ -136,13 +137,14 @@ async fn client(
                 .context("--transport netty needs the server's Netty address")?,
         ),
     };
-    Client::new(
-        channels[i % channels.len()].clone(),
-        netty,
-        &w.app,
-        w.shuffle,
-    )
-    .await
+    let channel = channels[i % channels.len()].clone();
+    Client::new(channel, netty, &w.app, w.shuffle, Arc::clone(latencies)).await
+}
+
+/// A client for one control call (its latencies are not reported).
+async fn control(target: &Target, w: &Workload) -> anyhow::Result<Client> {
+    let chans = channels(target, 1).await?;
+    client(target, w, &chans, 0, &Arc::default()).await
 }
 
 /// Runs `work(client)` on `w.concurrency` workers and merges what they measured.
@@ -157,21 +159,24 @@ where
     T: Send + 'static,
 {
     let chans = channels(target, w.grpc_connections).await?;
+    let latencies = Arc::new(Mutex::new(Latencies::default()));
     let mut set = JoinSet::new();
     for i in 0..w.concurrency.max(1) {
-        let c = client(target, w, &chans, i).await?;
+        let c = client(target, w, &chans, i, &latencies).await?;
         let work = work.clone();
         set.spawn(async move { work(c).await });
     }
-    let mut latencies = Latencies::default();
     let mut no_buffer = 0;
     let mut outs = Vec::new();
     while let Some(joined) = set.join_next().await {
         let (c, out) = joined.context("worker task")??;
-        latencies.merge(&c.latencies);
         no_buffer += c.no_buffer;
         outs.push(out);
     }
+    drop(set);
+    let latencies = Arc::try_unwrap(latencies)
+        .map_err(|_| anyhow::anyhow!("a worker outlived its phase"))?
+        .into_inner();
     Ok((latencies, no_buffer, outs))
 }
 
@@ -182,8 +187,7 @@ pub async fn write(
     w: &Workload,
     payloads: &Arc<Payloads>,
 ) -> anyhow::Result<Phase> {
-    let chans = channels(target, 1).await?;
-    client(target, w, &chans, 0)
+    control(target, w)
         .await?
         .register(w.shape.partitions)
         .await?;
@@ -241,8 +245,7 @@ pub async fn write(
 /// `finishShuffle`, timed: with nothing spilled before, the server writes the whole shuffle to
 /// its files inside this call.
 pub async fn finish(target: &Target, w: &Workload) -> anyhow::Result<Duration> {
-    let chans = channels(target, 1).await?;
-    let mut c = client(target, w, &chans, 0).await?;
+    let mut c = control(target, w).await?;
     let start = Instant::now();
     c.finish().await?;
     Ok(start.elapsed())
@@ -250,8 +253,7 @@ pub async fn finish(target: &Target, w: &Workload) -> anyhow::Result<Duration> {
 
 /// Unregisters the run's app (frees the server's memory and files).
 pub async fn cleanup(target: &Target, w: &Workload) -> anyhow::Result<()> {
-    let chans = channels(target, 1).await?;
-    client(target, w, &chans, 0).await?.unregister_app().await
+    control(target, w).await?.unregister_app().await
 }
 
 /// Reads every partition back as the Java client does and verifies every block.

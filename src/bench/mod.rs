@@ -35,6 +35,9 @@ pub use self::report::Report;
 use crate::config::ByteSize;
 use crate::ids::BlockIdLayout;
 
+/// Parallel streams of the storage ceiling: `hybrid_store.spill_concurrency`'s default.
+const SPILL_STREAMS: usize = 8;
+
 /// Options of a run (`spillway-bench run --help`).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Options {
@@ -62,6 +65,9 @@ pub struct Options {
     /// Bytes per read request (Java: `rss.client.read.buffer.size`).
     #[arg(long, default_value = "14M")]
     pub read_size: ByteSize,
+    /// First back-off after NO_BUFFER, in ms (doubles up to 32x while it repeats).
+    #[arg(long, default_value_t = 10)]
+    pub backoff_ms: u64,
     /// gRPC connections shared by the workers.
     #[arg(long, default_value_t = 2)]
     pub grpc_connections: usize,
@@ -124,7 +130,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         concurrency: opts.concurrency.max(1),
         grpc_connections: opts.grpc_connections.max(1),
         read_size: opts.read_size.0 as usize,
-        backoff: Duration::from_millis(10),
+        backoff: Duration::from_millis(opts.backoff_ms.max(1)),
         transport: opts.transport,
     };
     let mut report = Report::new(opts, &shape);
@@ -190,11 +196,13 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
                     opts.read_size.0 as usize,
                     opts.sync,
                 );
-                // One synced write per partition's batch, as finishShuffle spills them.
+                // One synced write per partition's batch, as finishShuffle spills them, on as
+                // many streams as the server spills at once (its default spill_concurrency).
                 let chunk = shape.partition_bytes().clamp(1 << 20, 64 << 20) as usize;
+                let streams = shape.partitions.min(SPILL_STREAMS);
                 report.disk = Some(
                     tokio::task::spawn_blocking(move || {
-                        disk::measure(&dir, bytes, chunk, read_size, sync)
+                        disk::measure(&dir, bytes, streams, chunk, read_size, sync)
                     })
                     .await??,
                 );
