@@ -4,7 +4,7 @@
 use crate::app::AppRegistry;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
-use crate::store::memory::{PartitionBuffer, PayloadPolicy};
+use crate::store::memory::PartitionBuffer;
 use crate::store::{Block, PurgeScope};
 
 use std::sync::Arc;
@@ -148,8 +148,6 @@ impl AppRegistry {
             )));
         }
         let shuffle = Self::shuffle_of(&app, shuffle)?;
-        // `need` is the request's charged bytes: a partition carrying nearly all of them keeps
-        // its payloads in the request buffer instead of copying them.
         for (partition, blocks) in parts {
             if blocks.is_empty() {
                 continue;
@@ -176,11 +174,9 @@ impl AppRegistry {
             }
             let huge = (buffer.total_bytes() > self.opts.huge_partition_threshold)
                 .then_some(self.opts.huge_partition_memory_limit / 2);
-            let payload: u64 = blocks.iter().map(|b| b.data.len() as u64).sum();
-            let policy = PayloadPolicy::for_share(payload, need);
             let inserted = self
                 .store()
-                .insert(&buffer, blocks, &mut reservation, huge, policy)?;
+                .insert(&buffer, blocks, &mut reservation, huge)?;
             if inserted.duplicates > 0 {
                 tracing::debug!(partition = %key, duplicates = inserted.duplicates, "dropped resent blocks");
             }

@@ -171,22 +171,9 @@ impl PartitionBuffer {
     /// Stages blocks, charging their memory to `reservation`. Blocks whose id this partition
     /// already received are dropped (their bytes stay on the reservation and return with it).
     /// Fails without staging anything if the reservation is too small or the partition was
-    /// purged. Payloads are copied into an allocation of their own ([`PayloadPolicy::Compact`]).
+    /// purged.
     pub fn insert(&self, blocks: Vec<Block>, reservation: &mut Reservation) -> Result<Inserted> {
-        self.insert_with(blocks, reservation, PayloadPolicy::Compact)
-    }
-
-    /// [`PartitionBuffer::insert`] with the payloads kept or copied as `policy` says.
-    pub fn insert_with(
-        &self,
-        blocks: Vec<Block>,
-        reservation: &mut Reservation,
-        policy: PayloadPolicy,
-    ) -> Result<Inserted> {
-        let blocks = match policy {
-            PayloadPolicy::Compact => compact(blocks),
-            PayloadPolicy::Keep => blocks,
-        };
+        let blocks = compact(blocks);
         let mut inner = self.inner.lock();
         if self.is_purged() {
             return Err(Error::NotRegistered {
@@ -349,31 +336,6 @@ impl PartitionBuffer {
         inner.in_flight.clear();
         inner.positions = HashMap::new();
         inner.seen = RoaringTreemap::new();
-    }
-}
-
-/// Whether a partition's payloads are copied out of the request buffer they arrived in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PayloadPolicy {
-    /// Copy them into one allocation of their own (see [`compact`]): the request also carries
-    /// other partitions, whose bytes would otherwise stay pinned as long as these live.
-    Compact,
-    /// Keep the slices: they are nearly the whole request buffer, so keeping it alive wastes
-    /// at most a sixteenth of it, and the copy (the second one on the gRPC path, after
-    /// tonic's reassembly of the HTTP/2 frames) is saved.
-    Keep,
-}
-
-impl PayloadPolicy {
-    /// [`PayloadPolicy::Keep`] when a partition's payload is at least 15/16 of the request's
-    /// charged bytes (payload + 32 per block, an upper estimate of the encoded message, so
-    /// tiny blocks whose framing outweighs the bound are still compacted).
-    pub fn for_share(partition_payload: u64, request_charged: u64) -> PayloadPolicy {
-        if partition_payload.saturating_mul(16) >= request_charged.saturating_mul(15) {
-            PayloadPolicy::Keep
-        } else {
-            PayloadPolicy::Compact
-        }
     }
 }
 
@@ -677,30 +639,6 @@ mod tests {
                 }
             }
         }
-    }
-
-    #[test]
-    fn a_partition_that_is_nearly_the_whole_request_keeps_its_slices() {
-        assert_eq!(PayloadPolicy::for_share(15, 16), PayloadPolicy::Keep);
-        assert_eq!(PayloadPolicy::for_share(14, 16), PayloadPolicy::Compact);
-        // 100-byte blocks: framing outweighs the bound, so they are copied.
-        assert_eq!(PayloadPolicy::for_share(100, 132), PayloadPolicy::Compact);
-        assert_eq!(
-            PayloadPolicy::for_share(u64::MAX, u64::MAX),
-            PayloadPolicy::Keep
-        );
-
-        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
-        let tier = MemoryTier::new(budget.clone());
-        let buf = tier.ensure(key("a", 0, 1), false);
-        let request = Bytes::from(vec![9u8; 4096]);
-        let mut b = block(1, 1, 0);
-        b.data = request.slice(0..4000);
-        let mut r = budget.try_reserve(4032).unwrap();
-        buf.insert_with(vec![b], &mut r, PayloadPolicy::Keep)
-            .unwrap();
-        let staged = buf.inner.lock().staging[0].data.clone();
-        assert!(std::ptr::eq(staged.as_ptr(), request.as_ptr()), "no copy");
     }
 
     #[test]

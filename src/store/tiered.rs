@@ -11,9 +11,7 @@ use tokio_util::task::TaskTracker;
 use crate::error::Result;
 use crate::ids::PartitionKey;
 use crate::memory::Reservation;
-use crate::store::memory::{
-    Inserted, MemoryRead, MemoryReadRequest, MemoryTier, PartitionBuffer, PayloadPolicy,
-};
+use crate::store::memory::{Inserted, MemoryRead, MemoryReadRequest, MemoryTier, PartitionBuffer};
 use crate::store::spill::{SpillOptions, Spiller};
 use crate::store::{Block, FileTier, IndexRead, PurgeScope};
 
@@ -56,18 +54,16 @@ impl TieredStore {
         &self.spiller
     }
 
-    /// Stages blocks in `buffer` (payloads kept or copied as `policy` says), then lets the
-    /// spiller decide whether the buffer must go to disk now (single-buffer limit, or the lower
-    /// limit of a huge partition).
+    /// Stages blocks in `buffer`, then lets the spiller decide whether the buffer must go to
+    /// disk now (single-buffer limit, or the lower limit of a huge partition).
     pub fn insert(
         &self,
         buffer: &Arc<PartitionBuffer>,
         blocks: Vec<Block>,
         reservation: &mut Reservation,
         huge_limit: Option<u64>,
-        policy: PayloadPolicy,
     ) -> Result<Inserted> {
-        let inserted = buffer.insert_with(blocks, reservation, policy)?;
+        let inserted = buffer.insert(blocks, reservation)?;
         self.spiller
             .after_insert(buffer, inserted.staged_bytes, huge_limit);
         Ok(inserted)
