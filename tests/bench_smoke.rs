@@ -75,17 +75,29 @@ fn netty_round_trip_with_ceilings() {
     assert!(out.contains("spill at finish (disk write)"), "{out}");
 }
 
+/// Kills the child when the test ends, failed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_server_that_loses_data_fails_the_run() {
-    let mut discard = Command::new(BENCH)
-        .arg("discard")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("discard server starts");
+    let mut discard = KillOnDrop(
+        Command::new(BENCH)
+            .arg("discard")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("discard server starts"),
+    );
     let mut line = String::new();
     std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(discard.stdout.take().unwrap()),
+        &mut std::io::BufReader::new(discard.0.stdout.take().unwrap()),
         &mut line,
     )
     .unwrap();
@@ -109,8 +121,7 @@ fn a_server_that_loses_data_fails_the_run() {
         "2",
         "--no-ceilings",
     ]);
-    let _ = discard.kill();
-    let _ = discard.wait();
+    drop(discard);
     assert!(!ok, "{out}");
     assert_eq!(code, 1, "verification failure exits 1:\n{out}");
     assert!(
