@@ -1,15 +1,22 @@
-//! Throughput of the byte codecs on request paths: block-id bitmaps and index records.
+//! Throughput of the byte codecs on request paths: block-id bitmaps, index records, and the
+//! decode of a send request into domain blocks on both planes.
 //!
 //! Quick check that it still builds and runs: `cargo bench --bench codecs -- --test`.
 
 use std::hint::black_box;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use criterion::{criterion_main, BenchmarkId, Criterion, Throughput};
+use prost::Message;
 use roaring::RoaringTreemap;
 use spillway::codec::bitmap;
+use spillway::grpc::convert;
 use spillway::ids::BlockIdLayout;
+use spillway::netty::messages::{ty, Request, SendBlock, SendRequest};
+use spillway::netty::HEADER_LEN;
+use spillway::proto;
 use spillway::store::index::IndexEntry;
+use spillway::store::Block;
 
 const BLOCK_IDS: u64 = 100_000;
 const INDEX_RECORDS: u64 = 10_000;
@@ -85,13 +92,120 @@ fn bench_index(c: &mut Criterion) {
     group.finish();
 }
 
+/// A 16 MiB send (the Java client's request limit): `partitions` × (16 MiB / partitions) of
+/// `block_len` blocks, as protobuf bytes and as a Netty type-3 message.
+fn send_request(block_len: usize, partitions: i32) -> (Bytes, Bytes) {
+    let payload = Bytes::from(vec![0x33u8; block_len]);
+    let blocks_per_partition = (16 << 20) / block_len / partitions as usize;
+    let layout = BlockIdLayout::DEFAULT;
+    let block = |p: i32, i: usize| proto::ShuffleBlock {
+        block_id: layout.block_id(i as i64, p, 7),
+        length: block_len as i32,
+        uncompress_length: block_len as i32,
+        crc: 1,
+        data: payload.clone(),
+        task_attempt_id: 7,
+    };
+    let grpc = proto::SendShuffleDataRequest {
+        app_id: "app".into(),
+        shuffle_id: 1,
+        require_buffer_id: 1,
+        shuffle_data: (0..partitions)
+            .map(|p| proto::ShuffleData {
+                partition_id: p,
+                block: (0..blocks_per_partition).map(|i| block(p, i)).collect(),
+            })
+            .collect(),
+        ..Default::default()
+    };
+    let netty = SendRequest {
+        request_id: 1,
+        app_id: "app".into(),
+        shuffle_id: 1,
+        require_buffer_id: 1,
+        partitions: grpc
+            .shuffle_data
+            .iter()
+            .map(|d| {
+                let blocks = d
+                    .block
+                    .iter()
+                    .map(|b| SendBlock {
+                        partition_id: d.partition_id,
+                        block_id: b.block_id,
+                        length: b.length,
+                        shuffle_id: 1,
+                        crc: b.crc,
+                        task_attempt_id: b.task_attempt_id,
+                        data: b.data.clone(),
+                        replicas: vec![],
+                        uncompress_length: b.uncompress_length,
+                        free_memory: 0,
+                    })
+                    .collect();
+                (d.partition_id, blocks)
+            })
+            .collect(),
+        timestamp: 0,
+    };
+    let netty = Request::Send(netty).encode().freeze().slice(HEADER_LEN..);
+    (Bytes::from(grpc.encode_to_vec()), netty)
+}
+
+/// Netty send → domain blocks, as the server's handler converts them.
+fn netty_blocks(msg: Bytes) -> Vec<(i32, Vec<Block>)> {
+    let Request::Send(r) = Request::decode(ty::SEND, msg).expect("own frame decodes") else {
+        unreachable!("a type-3 frame decodes as a send")
+    };
+    r.partitions
+        .into_iter()
+        .map(|(p, blocks)| {
+            let blocks = blocks
+                .into_iter()
+                .map(|b| {
+                    let block = Block {
+                        block_id: b.block_id,
+                        task_attempt_id: b.task_attempt_id,
+                        uncompress_length: b.uncompress_length,
+                        crc: b.crc,
+                        data: b.data,
+                    };
+                    convert::block(p, b.length, block).expect("valid block")
+                })
+                .collect();
+            (p, blocks)
+        })
+        .collect()
+}
+
+/// Decoding a received 16 MiB send into domain blocks (payloads sliced, not copied): prost +
+/// `grpc::convert::blocks` against the Netty decoder + `convert::block`.
+fn bench_decode_send(c: &mut Criterion) {
+    let mut group = c.benchmark_group("decode_send_16MiB");
+    group.throughput(Throughput::Bytes(16 << 20));
+    for (block_len, label) in [(4 << 10, "4KiB_blocks"), (256 << 10, "256KiB_blocks")] {
+        let (grpc, netty) = send_request(block_len, 16);
+        group.bench_function(BenchmarkId::new("grpc", label), |b| {
+            b.iter(|| {
+                let req = proto::SendShuffleDataRequest::decode(black_box(grpc.clone()))
+                    .expect("own encoding decodes");
+                convert::blocks(req.shuffle_data).expect("valid blocks")
+            })
+        });
+        group.bench_function(BenchmarkId::new("netty", label), |b| {
+            b.iter(|| netty_blocks(black_box(netty.clone())))
+        });
+    }
+    group.finish();
+}
+
 /// `criterion_group!` defines an undocumented `pub fn`; a private module keeps `missing_docs`
 /// quiet without silencing it for the whole file.
 mod groups {
-    use super::{bench_bitmap, bench_index};
+    use super::{bench_bitmap, bench_decode_send, bench_index};
     use criterion::criterion_group;
 
-    criterion_group!(benches, bench_bitmap, bench_index);
+    criterion_group!(benches, bench_bitmap, bench_index, bench_decode_send);
 }
 
 criterion_main!(groups::benches);

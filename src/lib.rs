@@ -17,6 +17,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod app;
+pub mod bench;
 pub mod codec;
 pub mod config;
 pub mod coordinator;

@@ -246,6 +246,7 @@ pub async fn start(config: Config) -> Result<Running> {
             huge_partition_hard_limit: hybrid.huge_partition_hard_limit.map(|b| b.as_u64()),
             index_read_hint: 2 << 20,
             commit_timeout: Duration::from_secs(600),
+            require_buffer_wait: mem.require_buffer_wait,
         },
         tracker.clone(),
     ));

@@ -5,6 +5,7 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 use spillway::config::ByteSize;
@@ -16,6 +17,8 @@ async fn writers_far_over_capacity_get_no_buffer_never_more_memory() {
     const CAPACITY: u64 = 1 << 20;
     let s = start(2, |c| {
         c.memory_store.capacity = ByteSize(CAPACITY);
+        // Answer NO_BUFFER at once, so the load is sure to see it (the wait is tested below).
+        c.memory_store.require_buffer_wait = Duration::ZERO;
         c.hybrid_store.memory_single_buffer_max_spill_size = ByteSize(128 << 10);
     })
     .await;
@@ -133,4 +136,65 @@ async fn require_buffer_larger_than_capacity_is_refused() {
     assert_eq!(status_of(r.status), StatusCode::NoBuffer);
     assert_eq!(r.require_buffer_id, -1);
     s.running.shutdown().await;
+}
+
+async fn require(client: &mut Client, app: &str, size: i32) -> StatusCode {
+    let r = client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: size,
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    status_of(r.status)
+}
+
+/// Over full memory, requireBuffer waits for a release (here: the holder's app is
+/// unregistered, which frees its ticket) and then succeeds; when nothing is released within
+/// `require_buffer_wait` it answers NO_BUFFER.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_buffer_waits_for_memory_to_be_released() {
+    const CAPACITY: i32 = 1 << 20;
+    for (wait, released) in [
+        (Duration::from_secs(60), true),
+        (Duration::from_millis(50), false),
+    ] {
+        let s = start(1, |c| {
+            c.memory_store.capacity = ByteSize(CAPACITY as u64);
+            c.memory_store.require_buffer_wait = wait;
+        })
+        .await;
+        let mut client = s.client.clone();
+        register(&mut client, "app_hold", 0, 0..1, false).await;
+        register(&mut client, "app_wait", 0, 0..1, false).await;
+        // A ticket that takes all memory and is never used.
+        assert_eq!(
+            require(&mut client, "app_hold", CAPACITY).await,
+            StatusCode::Success
+        );
+        let waiting = tokio::spawn({
+            let mut client = client.clone();
+            async move { require(&mut client, "app_wait", 1024).await }
+        });
+        if released {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(!waiting.is_finished(), "no answer while memory is full");
+            let r = client
+                .unregister_shuffle_by_app_id(proto::ShuffleUnregisterByAppIdRequest {
+                    app_id: "app_hold".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner();
+            assert_eq!(status_of(r.status), StatusCode::Success);
+            assert_eq!(waiting.await.unwrap(), StatusCode::Success);
+        } else {
+            assert_eq!(waiting.await.unwrap(), StatusCode::NoBuffer);
+        }
+        s.running.shutdown().await;
+    }
 }

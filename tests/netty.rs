@@ -1,6 +1,6 @@
-//! The Netty data plane against the real server: raw frames over a `TcpStream` to
-//! `running.netty_addr`, with the control calls (register, requireBuffer, finish) over gRPC as
-//! the Java client does.
+//! The Netty data plane against the real server: `netty::client` (raw bytes for the bad
+//! frames) to `running.netty_addr`, with the control calls (register, requireBuffer, finish)
+//! over gRPC as the Java client does.
 
 mod common;
 
@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use common::{make_block, register, start, status_of};
+use spillway::netty::client::{send_message_len, NettyClient};
 use spillway::netty::messages::{
     DataRequest, DataVersion, IndexRequest, MemoryRequest, Request, Response, SendBlock,
     SendRequest,
 };
-use spillway::netty::{Header, HEADER_LEN};
+use spillway::netty::HEADER_LEN;
 use spillway::proto::{self, StatusCode};
 use spillway::store::index::IndexEntry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,35 +22,34 @@ use tokio::net::TcpStream;
 /// Guards against hangs only; never a speed claim.
 const DEADLINE: Duration = Duration::from_secs(60);
 
-struct Conn(TcpStream);
+struct Conn(NettyClient);
 
 impl Conn {
     async fn open(addr: std::net::SocketAddr) -> Conn {
-        Conn(TcpStream::connect(addr).await.expect("Netty port accepts"))
+        Conn(
+            NettyClient::connect(addr)
+                .await
+                .expect("Netty port accepts"),
+        )
     }
 
     /// Writes one request and reads one response frame.
     async fn call(&mut self, req: &Request) -> Response {
-        self.0.write_all(&req.encode()).await.unwrap();
-        tokio::time::timeout(DEADLINE, self.read_response())
+        tokio::time::timeout(DEADLINE, self.0.call(req))
             .await
             .expect("a response")
+            .expect("a well-formed response")
     }
 
-    async fn read_response(&mut self) -> Response {
-        let mut header = [0u8; HEADER_LEN];
-        self.0.read_exact(&mut header).await.unwrap();
-        let h = Header::parse(&header, usize::MAX).unwrap();
-        let mut rest = vec![0u8; h.payload_len()];
-        self.0.read_exact(&mut rest).await.unwrap();
-        let rest = Bytes::from(rest);
-        Response::decode(h.ty, rest.slice(..h.msg_len), rest.slice(h.msg_len..)).unwrap()
+    /// The socket, to write malformed frames.
+    fn raw(&mut self) -> &mut TcpStream {
+        self.0.stream_mut()
     }
 
     /// Asserts the server closes this connection without answering.
     async fn expect_closed(mut self) {
         let mut buf = [0u8; 64];
-        let r = tokio::time::timeout(DEADLINE, self.0.read(&mut buf))
+        let r = tokio::time::timeout(DEADLINE, self.raw().read(&mut buf))
             .await
             .expect("the server closes the connection");
         // Either a clean close or a reset: both mean the server dropped it.
@@ -106,7 +106,7 @@ fn send_request(
 
 /// requireBuffer (gRPC) for Σ(len+32) + msgLen, as the 0.10 Netty client does.
 async fn require(client: &mut common::Client, req: &SendRequest) -> i64 {
-    let msg_len = (Request::Send(req.clone()).encode().len() - HEADER_LEN) as i32;
+    let msg_len = send_message_len(req) as i32;
     let size: i32 = req
         .partitions
         .iter()
@@ -405,24 +405,27 @@ async fn bad_frames_close_only_their_connection() {
 
     // Truncated header, then end of stream.
     let mut c = Conn::open(addr).await;
-    c.0.write_all(&header(31, 4, 0)[..5]).await.unwrap();
-    c.0.shutdown().await.unwrap();
+    c.raw().write_all(&header(31, 4, 0)[..5]).await.unwrap();
+    c.raw().shutdown().await.unwrap();
     c.expect_closed().await;
 
     // msgLen over the limit: refused from the header alone, nothing else is sent.
     let mut c = Conn::open(addr).await;
-    c.0.write_all(&header(1 << 30, 3, 0)).await.unwrap();
+    c.raw().write_all(&header(1 << 30, 3, 0)).await.unwrap();
     c.expect_closed().await;
     let mut c = Conn::open(addr).await;
-    c.0.write_all(&header(i32::MAX, 3, i32::MAX)).await.unwrap();
+    c.raw()
+        .write_all(&header(i32::MAX, 3, i32::MAX))
+        .await
+        .unwrap();
     c.expect_closed().await;
 
     // Negative lengths.
     let mut c = Conn::open(addr).await;
-    c.0.write_all(&header(-1, 3, 0)).await.unwrap();
+    c.raw().write_all(&header(-1, 3, 0)).await.unwrap();
     c.expect_closed().await;
     let mut c = Conn::open(addr).await;
-    c.0.write_all(&header(4, 4, -4)).await.unwrap();
+    c.raw().write_all(&header(4, 4, -4)).await.unwrap();
     c.expect_closed().await;
 
     // Unknown type ids, and response types a client must not send.
@@ -430,7 +433,7 @@ async fn bad_frames_close_only_their_connection() {
         let mut c = Conn::open(addr).await;
         let mut f = header(4, ty, 0);
         f.put_i32(0);
-        c.0.write_all(&f).await.unwrap();
+        c.raw().write_all(&f).await.unwrap();
         c.expect_closed().await;
     }
 
@@ -438,8 +441,8 @@ async fn bad_frames_close_only_their_connection() {
     let mut c = Conn::open(addr).await;
     let mut f = header(100, 3, 0);
     f.put_bytes(7, 10);
-    c.0.write_all(&f).await.unwrap();
-    c.0.shutdown().await.unwrap();
+    c.raw().write_all(&f).await.unwrap();
+    c.raw().shutdown().await.unwrap();
     c.expect_closed().await;
 
     // Garbage fields: an appId length running past the message.
@@ -448,7 +451,7 @@ async fn bad_frames_close_only_their_connection() {
     f.put_i64(7);
     f.put_i32(1000);
     f.put_bytes(b'a', 19);
-    c.0.write_all(&f).await.unwrap();
+    c.raw().write_all(&f).await.unwrap();
     c.expect_closed().await;
 
     // A send whose blocks overrun the message (data length past the end).
@@ -458,14 +461,14 @@ async fn bad_frames_close_only_their_connection() {
     f[0..4].copy_from_slice(&(msg_len - 20).to_be_bytes());
     f.truncate(f.len() - 20);
     let mut c = Conn::open(addr).await;
-    c.0.write_all(&f).await.unwrap();
+    c.raw().write_all(&f).await.unwrap();
     c.expect_closed().await;
 
     // A client disconnecting mid-frame.
     let mut c = Conn::open(addr).await;
     let mut f = header(1000, 3, 0);
     f.put_bytes(1, 100);
-    c.0.write_all(&f).await.unwrap();
+    c.raw().write_all(&f).await.unwrap();
     drop(c);
 
     // The connection opened first is unaffected; the accepted data is still readable, over it

@@ -51,6 +51,8 @@ pub struct RegistryOptions {
     pub index_read_hint: u64,
     /// How long `finishShuffle` waits for its spill.
     pub commit_timeout: Duration,
+    /// How long a `requireBuffer` over full memory waits for a release before `NO_BUFFER`.
+    pub require_buffer_wait: Duration,
 }
 
 /// A shuffle registration, already validated.

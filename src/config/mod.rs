@@ -152,6 +152,11 @@ pub struct MemoryStoreConfig {
     /// How often expired reservations are swept. Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub buffer_ticket_check_interval: Duration,
+    /// How long a `requireBuffer` that finds memory full waits for a release (a spill
+    /// completing) before it answers `NO_BUFFER`; `0s` answers at once, as Java does. Writers
+    /// then take freed memory at once instead of after their back-off. Default: `100ms`.
+    #[serde(with = "humantime_serde")]
+    pub require_buffer_wait: Duration,
 }
 
 impl Default for MemoryStoreConfig {
@@ -161,6 +166,7 @@ impl Default for MemoryStoreConfig {
             read_capacity: ByteSize(256 * ByteSize::MIB),
             buffer_ticket_timeout: Duration::from_secs(20),
             buffer_ticket_check_interval: Duration::from_secs(10),
+            require_buffer_wait: Duration::from_millis(100),
         }
     }
 }

@@ -114,6 +114,8 @@ impl MemoryStoreConfig {
             read_capacity,
             buffer_ticket_timeout,
             buffer_ticket_check_interval,
+            // Any duration: 0 turns the wait off.
+            require_buffer_wait: _,
         } = self;
         nonzero_size("memory_store.capacity", *capacity)?;
         nonzero_size("memory_store.read_capacity", *read_capacity)?;

@@ -1,7 +1,7 @@
 //! The tonic front end: `ShuffleServer` and `ShuffleServerInternal`. Every handler is
 //! convert → call the registry → `reply(result)`; no semantics live here.
 
-pub(crate) mod convert;
+pub mod convert;
 pub(crate) mod reply;
 
 use std::sync::Arc;
@@ -332,21 +332,25 @@ impl ShuffleServer for ShuffleService {
         request: Request<proto::RequireBufferRequest>,
     ) -> Rpc<proto::RequireBufferResponse> {
         let req = request.into_inner();
-        let result = (|| {
-            // An empty app id is a legacy (0.6) client: reserve without checks, as Java does.
-            let app = if req.app_id.is_empty() {
-                None
-            } else {
-                Some(convert::app_id(&req.app_id)?)
-            };
-            self.registry.require_buffer(
-                app.as_ref(),
-                req.shuffle_id,
-                &req.partition_ids,
-                &req.partition_require_sizes,
-                req.require_size,
-            )
-        })();
+        // An empty app id is a legacy (0.6) client: reserve without checks, as Java does.
+        let app = match req.app_id.is_empty() {
+            true => Ok(None),
+            false => convert::app_id(&req.app_id).map(Some),
+        };
+        let result = match app {
+            Ok(app) => {
+                self.registry
+                    .require_buffer_waiting(
+                        app.as_ref(),
+                        req.shuffle_id,
+                        &req.partition_ids,
+                        &req.partition_require_sizes,
+                        req.require_size,
+                    )
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         let failed_id = match &result {
             // Java leaves the id unset when verifyRequest fails and puts -1 otherwise.
             Err(Error::AppNotFound { .. }) => 0,

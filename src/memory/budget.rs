@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
@@ -59,6 +60,9 @@ struct Inner {
     counters: Mutex<Counters>,
     /// Woken when unflushed bytes pass the high watermark; the spiller waits on it.
     over_high: Notify,
+    /// Woken (every waiter) when reserved or used bytes go down, so a `requireBuffer` waiting
+    /// for room retries the moment a spill completes instead of after a client back-off.
+    freed: Notify,
 }
 
 /// Cheap-to-clone handle on the write budget.
@@ -81,6 +85,7 @@ impl MemoryBudget {
                 low: (capacity as f64 * low_ratio) as u64,
                 counters: Mutex::new(Counters::default()),
                 over_high: Notify::new(),
+                freed: Notify::new(),
             }),
         }
     }
@@ -137,20 +142,29 @@ impl MemoryBudget {
         self.inner.capacity
     }
 
+    /// A future that completes at the next release of memory. Create it (and `enable` it)
+    /// before the reservation attempt it follows, so a release in between is not missed.
+    pub fn freed(&self) -> Notified<'_> {
+        self.inner.freed.notified()
+    }
+
     fn release_reserved(&self, bytes: u64) {
         if bytes > 0 {
-            let mut c = self.inner.counters.lock();
-            c.reserved -= bytes;
+            self.inner.counters.lock().reserved -= bytes;
+            self.inner.freed.notify_waiters();
         }
     }
 
     fn release_used(&self, bytes: u64, flushing: bool) {
         if bytes > 0 {
-            let mut c = self.inner.counters.lock();
-            c.used -= bytes;
-            if flushing {
-                c.in_flush -= bytes;
+            {
+                let mut c = self.inner.counters.lock();
+                c.used -= bytes;
+                if flushing {
+                    c.in_flush -= bytes;
+                }
             }
+            self.inner.freed.notify_waiters();
         }
     }
 }

@@ -14,6 +14,7 @@
 //! type 16. Local data is read into `Bytes` through the file tier, not `sendfile`d: the tier
 //! API returns bytes so the read budget can ride on them until the write completes.
 
+pub mod client;
 pub mod frame;
 pub mod messages;
 pub mod server;

@@ -30,7 +30,7 @@ impl FileTier for LocalFileTier {
         })?;
         let path = file.paths.index.clone();
         let read_path = path.clone();
-        let read = tokio::task::spawn_blocking(move || files::read_at(&read_path, 0, len))
+        let read = tokio::task::spawn_blocking(move || files::read_at(&read_path, 0, len, 0))
             .await
             .map_err(|e| Error::Internal {
                 reason: format!("index read task for {part} failed: {e}"),
@@ -72,11 +72,15 @@ impl FileTier for LocalFileTier {
             .map_err(|_| Error::bad_request(format!("read length {len} is too large")))?;
         let path = file.paths.data.clone();
         let read_path = path.clone();
-        let read = tokio::task::spawn_blocking(move || files::read_at(&read_path, offset, len))
-            .await
-            .map_err(|e| Error::Internal {
-                reason: format!("data read task for {part} failed: {e}"),
-            })?;
+        // Read-ahead of the next range of the same size, within what is committed.
+        let read_ahead = (len as u64).min(data_len - (offset + len as u64));
+        let read = tokio::task::spawn_blocking(move || {
+            files::read_at(&read_path, offset, len, read_ahead)
+        })
+        .await
+        .map_err(|e| Error::Internal {
+            reason: format!("data read task for {part} failed: {e}"),
+        })?;
         match read {
             Ok(bytes) => Ok(bytes),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::Internal {

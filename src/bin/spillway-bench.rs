@@ -1,0 +1,79 @@
+//! `spillway-bench`: the load generator (see `spillway::bench` and benches/README.md).
+//!
+//! `spillway-bench run [options]` writes and reads a shuffle with verification and prints the
+//! report; it exits 1 on any lost or corrupt byte. `spillway-bench discard` is the discard
+//! server the run starts for its transport ceiling.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Load generator for Uniffle-compatible shuffle servers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write, read back and verify a shuffle; measure the ceilings in the same run.
+    Run(Box<spillway::bench::Options>),
+    /// Serve the discard endpoints (gRPC and Netty) until killed.
+    Discard {
+        /// gRPC port (0: ephemeral).
+        #[arg(long, default_value_t = 0)]
+        grpc_port: u16,
+        /// Netty port (0: ephemeral).
+        #[arg(long, default_value_t = 0)]
+        netty_port: u16,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("spillway-bench: tokio runtime: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let outcome = runtime.block_on(async {
+        match cli.command {
+            Command::Run(opts) => {
+                let report = spillway::bench::run(&opts).await?;
+                print!("{report}");
+                Ok(report.verified())
+            }
+            Command::Discard {
+                grpc_port,
+                netty_port,
+            } => spillway::bench::serve_discard(grpc_port, netty_port)
+                .await
+                .map(|()| true),
+        }
+    });
+    match outcome {
+        Ok(true) => std::process::ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("spillway-bench: verification FAILED");
+            std::process::ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("spillway-bench: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}

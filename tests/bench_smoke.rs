@@ -1,0 +1,131 @@
+//! The load generator as CI runs it: a few hundred MB written to a real `spillway` child
+//! process and read back with every byte and CRC verified, over both planes (the Netty run
+//! also measures the ceilings, so the discard server and the disk probe run too). No timing is
+//! asserted. A run against the discard server, which stores nothing, must fail verification.
+
+use std::process::{Command, Stdio};
+
+const BENCH: &str = env!("CARGO_BIN_EXE_spillway-bench");
+const SERVER: &str = env!("CARGO_BIN_EXE_spillway");
+
+fn run_bench(extra: &[&str]) -> (bool, i32, String) {
+    let dir = tempfile::TempDir::new().unwrap();
+    let out = Command::new(BENCH)
+        .arg("run")
+        .args(["--server-bin", SERVER])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .expect("spillway-bench runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn grpc_round_trip_verifies_every_byte() {
+    // 24 maps x 8 partitions x 4 blocks x 256 KiB = 192 MiB; memory smaller than that, so
+    // the watermark spiller runs during the writes and reads come from memory and files.
+    let (ok, code, out) = run_bench(&[
+        "--transport",
+        "grpc",
+        "--total",
+        "192M",
+        "--maps",
+        "24",
+        "--partitions",
+        "8",
+        "--block-size",
+        "256K",
+        "--capacity",
+        "96M",
+        "--finish",
+        "false",
+        "--no-ceilings",
+    ]);
+    assert!(ok, "exit {code}:\n{out}");
+    assert!(out.contains("verification: 768 blocks checked"), "{out}");
+    assert!(out.contains(": OK"), "{out}");
+}
+
+#[test]
+fn netty_round_trip_with_ceilings() {
+    let (ok, code, out) = run_bench(&[
+        "--transport",
+        "netty",
+        "--total",
+        "128M",
+        "--maps",
+        "8",
+        "--partitions",
+        "4",
+        "--block-size",
+        "1M",
+        "--capacity",
+        "512M",
+    ]);
+    assert!(ok, "exit {code}:\n{out}");
+    assert!(out.contains("verification: 128 blocks checked"), "{out}");
+    assert!(out.contains("write (transport ceiling)"), "{out}");
+    assert!(out.contains("spill at finish (disk write)"), "{out}");
+}
+
+/// Kills the child when the test ends, failed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_server_that_loses_data_fails_the_run() {
+    let mut discard = KillOnDrop(
+        Command::new(BENCH)
+            .arg("discard")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("discard server starts"),
+    );
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(discard.0.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr = |key: &str| {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key))
+            .unwrap_or_else(|| panic!("{key} in {line:?}"))
+            .to_owned()
+    };
+    let (grpc, netty) = (addr("grpc="), addr("netty="));
+    let (ok, code, out) = run_bench(&[
+        "--addr",
+        &grpc,
+        "--netty-addr",
+        &netty,
+        "--total",
+        "8M",
+        "--maps",
+        "2",
+        "--partitions",
+        "2",
+        "--no-ceilings",
+    ]);
+    drop(discard);
+    assert!(!ok, "{out}");
+    assert_eq!(code, 1, "verification failure exits 1:\n{out}");
+    assert!(
+        out.contains("FAILED") && out.contains("not read back"),
+        "{out}"
+    );
+}
