@@ -287,6 +287,9 @@ start_server() {
     echo 'capacity = "256M"'
     echo '[localfile_store]'
     echo "data_paths = [\"$dir/d1\", \"$dir/d2\"]"
+    # The host disk's usage is not under test (over 95 % every spill would be refused).
+    echo 'disk_high_watermark = 1.0'
+    echo 'disk_low_watermark = 0.99'
     echo '[metrics]'
     echo 'http_port = 0'
     echo '[shutdown]'
