@@ -177,18 +177,6 @@ async fn register_remote(
     );
 }
 
-async fn finish(client: &mut Client, app: &str, shuffle: i32) {
-    let r = client
-        .finish_shuffle(proto::FinishShuffleRequest {
-            app_id: app.into(),
-            shuffle_id: shuffle,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
-}
-
 /// One partition's blocks as the Uniffle client reads them from HDFS: every `*.index` in the
 /// range directory whose name starts with the server id; per pair, whole records, stopping at
 /// the first that ends past the data file's length; blocks CRC-checked; each id once.
