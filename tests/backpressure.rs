@@ -176,13 +176,20 @@ async fn require_buffer_waits_for_memory_to_be_released() {
             require(&mut client, "app_hold", CAPACITY).await,
             StatusCode::Success
         );
-        let waiting = tokio::spawn({
-            let mut client = client.clone();
-            async move { require(&mut client, "app_wait", 1024).await }
-        });
+        // Several waiters: one release with room for all of them must serve all of them
+        // (waiters take turns, each passing the turn on), not just the first.
+        let waiters: Vec<_> = (0..if released { 3 } else { 1 })
+            .map(|_| {
+                let mut client = client.clone();
+                tokio::spawn(async move { require(&mut client, "app_wait", 1024).await })
+            })
+            .collect();
         if released {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            assert!(!waiting.is_finished(), "no answer while memory is full");
+            assert!(
+                waiters.iter().all(|w| !w.is_finished()),
+                "no answer while memory is full"
+            );
             let r = client
                 .unregister_shuffle_by_app_id(proto::ShuffleUnregisterByAppIdRequest {
                     app_id: "app_hold".into(),
@@ -191,9 +198,18 @@ async fn require_buffer_waits_for_memory_to_be_released() {
                 .unwrap()
                 .into_inner();
             assert_eq!(status_of(r.status), StatusCode::Success);
-            assert_eq!(waiting.await.unwrap(), StatusCode::Success);
+            for w in waiters {
+                // Far inside the 60 s wait and the 20 s ticket expiry (which frees the previous
+                // waiter's unused ticket): an unserved waiter would answer only then.
+                let answer = tokio::time::timeout(Duration::from_secs(10), w)
+                    .await
+                    .expect("every waiter is served by the release, not by its deadline");
+                assert_eq!(answer.unwrap(), StatusCode::Success);
+            }
         } else {
-            assert_eq!(waiting.await.unwrap(), StatusCode::NoBuffer);
+            for w in waiters {
+                assert_eq!(w.await.unwrap(), StatusCode::NoBuffer);
+            }
         }
         s.running.shutdown().await;
     }

@@ -93,8 +93,8 @@ impl AppRegistry {
 
     /// [`AppRegistry::require_buffer`], but a `NO_BUFFER` for want of memory (not a huge
     /// partition's) is answered only after memory stayed full for
-    /// `memory_store.require_buffer_wait`: the attempt is repeated each time memory is released
-    /// until then.
+    /// `memory_store.require_buffer_wait`: the attempt is repeated when memory is released
+    /// (waiters take turns, see `MemoryBudget::pass_on`) until then.
     ///
     /// Without it, thousands of writers over a full budget each sleep a client back-off
     /// between attempts, and memory freed by a spill sits unused until one wakes: measured
@@ -120,6 +120,10 @@ impl AppRegistry {
                     let _ = tokio::time::timeout_at(deadline, freed).await;
                 }
                 other => {
+                    if other.is_ok() {
+                        // The release that woke us may have room for the next waiter too.
+                        budget.pass_on();
+                    }
                     self.stats().require_outcome(&other);
                     return other;
                 }

@@ -60,8 +60,10 @@ struct Inner {
     counters: Mutex<Counters>,
     /// Woken when unflushed bytes pass the high watermark; the spiller waits on it.
     over_high: Notify,
-    /// Woken (every waiter) when reserved or used bytes go down, so a `requireBuffer` waiting
-    /// for room retries the moment a spill completes instead of after a client back-off.
+    /// Woken when reserved or used bytes go down, so a `requireBuffer` waiting for room retries
+    /// the moment a spill completes instead of after a client back-off. One waiter at a time:
+    /// a waiter that gets its reservation passes the turn on ([`MemoryBudget::pass_on`]), so
+    /// a release wakes as many waiters as it can serve instead of all of them.
     freed: Notify,
 }
 
@@ -148,10 +150,16 @@ impl MemoryBudget {
         self.inner.freed.notified()
     }
 
+    /// Wakes the next waiter of [`MemoryBudget::freed`]: called by a waiter that got its
+    /// reservation, because the release that woke it may have room for more than one.
+    pub fn pass_on(&self) {
+        self.inner.freed.notify_one();
+    }
+
     fn release_reserved(&self, bytes: u64) {
         if bytes > 0 {
             self.inner.counters.lock().reserved -= bytes;
-            self.inner.freed.notify_waiters();
+            self.inner.freed.notify_one();
         }
     }
 
@@ -164,7 +172,7 @@ impl MemoryBudget {
                     c.in_flush -= bytes;
                 }
             }
-            self.inner.freed.notify_waiters();
+            self.inner.freed.notify_one();
         }
     }
 }
