@@ -30,6 +30,7 @@ fn tier(dir: &TempDir, sync_on_write: bool) -> Arc<LocalFileTier> {
         min_healthy_disks: 1,
         max_concurrency_per_disk: 2,
         sync_on_write,
+        write_timeout: std::time::Duration::from_secs(60),
     })
     .expect("a temporary directory is a usable data path")
 }

@@ -42,6 +42,7 @@ impl Fixture {
             min_healthy_disks: 0,
             max_concurrency_per_disk: 4,
             sync_on_write: false,
+            write_timeout: std::time::Duration::from_secs(60),
         })
         .unwrap();
         let faulty = Arc::new(FaultyTier::new(local));

@@ -195,6 +195,10 @@ pub struct LocalfileStoreConfig {
     /// Whether a spill is `fdatasync`ed before memory is released, so acknowledged data survives
     /// a power loss. Default: true.
     pub sync_on_write: bool,
+    /// A spill write to one disk that takes longer marks that disk unhealthy (a hung disk) and
+    /// the partition moves to another disk. Default: `60s`.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
 }
 
 impl Default for LocalfileStoreConfig {
@@ -207,6 +211,7 @@ impl Default for LocalfileStoreConfig {
             disk_max_concurrency: 8,
             disk_health_check_interval: Duration::from_secs(10),
             sync_on_write: true,
+            write_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -137,7 +137,9 @@ impl LocalfileStoreConfig {
             disk_max_concurrency,
             disk_health_check_interval,
             sync_on_write: _,
+            write_timeout,
         } = self;
+        nonzero_duration("localfile_store.write_timeout", *write_timeout)?;
         if store_type.uses_localfile() {
             if data_paths.is_empty() {
                 return Err(ConfigError::new(

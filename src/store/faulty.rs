@@ -223,6 +223,7 @@ mod tests {
             min_healthy_disks: 1,
             max_concurrency_per_disk: 2,
             sync_on_write: false,
+            write_timeout: std::time::Duration::from_secs(60),
         })
         .unwrap();
         Arc::new(FaultyTier::new(inner))

@@ -83,6 +83,19 @@ pub fn encode_blocks(blocks: &[Block], data_offset: u64) -> Bytes {
     buf.freeze()
 }
 
+/// Adds `by` to the offset of every whole record in `records` (in place). Used to present
+/// several data files of a partition as one logical file whose offsets continue where the
+/// previous file ended.
+pub fn shift_offsets(records: &mut [u8], by: u64) {
+    if by == 0 {
+        return;
+    }
+    for rec in records.chunks_exact_mut(IndexEntry::SIZE) {
+        let old = i64::from_be_bytes(rec[..8].try_into().expect("8 bytes"));
+        rec[..8].copy_from_slice(&(old + by as i64).to_be_bytes());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,9 @@ use bytes::Bytes;
 
 use crate::store::Block;
 
-/// Where one partition's files live: `<root>/<appId>/<shuffleId>/<start>-<end>/<prefix>.{data,index}`.
+/// Where one part of a partition lives: `<root>/<appId>/<shuffleId>/<start>-<end>/<prefix>.{data,index}`
+/// for part 0 (exactly Uniffle's names), `<prefix>.<seq>.{data,index}` for the parts a failover
+/// opened after it.
 #[derive(Debug)]
 pub(crate) struct PartitionPaths {
     /// The range directory.
@@ -23,14 +25,39 @@ pub(crate) struct PartitionPaths {
 }
 
 impl PartitionPaths {
-    /// Paths of a range directory with the server's file prefix.
-    pub fn new(dir: PathBuf, prefix: &str) -> Self {
+    /// Paths of part `seq` in a range directory with the server's file prefix.
+    pub fn new(dir: PathBuf, prefix: &str, seq: u32) -> Self {
+        let stem = part_stem(prefix, seq);
         PartitionPaths {
-            data: dir.join(format!("{prefix}.data")),
-            index: dir.join(format!("{prefix}.index")),
+            data: dir.join(format!("{stem}.data")),
+            index: dir.join(format!("{stem}.index")),
             dir,
         }
     }
+}
+
+/// The file name of part `seq` without its extension.
+pub(crate) fn part_stem(prefix: &str, seq: u32) -> String {
+    if seq == 0 {
+        prefix.to_owned()
+    } else {
+        format!("{prefix}.{seq}")
+    }
+}
+
+/// The part number of an index or data file name written with `prefix`, `None` for files of
+/// another server id (or anything else).
+pub(crate) fn parse_part_name(name: &str, prefix: &str, ext: &str) -> Option<u32> {
+    let stem = name.strip_suffix(ext)?.strip_suffix('.')?;
+    let rest = stem.strip_prefix(prefix)?;
+    if rest.is_empty() {
+        return Some(0);
+    }
+    let digits = rest.strip_prefix('.')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || digits.starts_with('0') {
+        return None;
+    }
+    digits.parse().ok().filter(|&n: &u32| n > 0)
 }
 
 /// Lengths of the data and index files that readers may see: everything up to them was
@@ -53,6 +80,8 @@ pub(crate) enum FaultPoint {
     AfterData,
     /// After both were written, before the append returns.
     AfterIndex,
+    /// Sleeps this many milliseconds before writing, then succeeds (a hung disk).
+    StallMs(u64),
 }
 
 /// A fault to inject: where, and which OS error to report.
@@ -157,6 +186,14 @@ fn write_pair(job: &AppendJob<'_>, index: &[u8]) -> Result<(), (PathBuf, io::Err
     };
     #[cfg(test)]
     injected(FaultPoint::BeforeData, data_path)?;
+    #[cfg(test)]
+    if let Some(Fault {
+        at: FaultPoint::StallMs(ms),
+        ..
+    }) = job.fault
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 
     let mut data = open_for_write(data_path).map_err(|e| (data_path.clone(), e))?;
     write_blocks_at(&mut data, job.committed.data_len, job.blocks)
@@ -208,6 +245,11 @@ fn write_blocks_at(file: &mut File, offset: u64, blocks: &[Block]) -> io::Result
         }
     }
     Ok(())
+}
+
+/// Cuts both files back to `committed` (a write that finished after its part was sealed).
+pub(crate) fn truncate_to(paths: &PartitionPaths, committed: Committed) -> io::Result<()> {
+    rollback(paths, committed).map_err(|(_, e)| e)
 }
 
 /// Truncates both files to the committed lengths (a missing file counts as done).

@@ -1,20 +1,29 @@
-//! LocalFileTier: the warm tier. Each partition range gets one data/index file pair on one of
-//! the local data paths, in exactly Uniffle's layout (DATA-FORMATS §3):
+//! LocalFileTier: the warm tier. Each partition range lives in one or more data/index file
+//! pairs ("parts") on the local data paths, in Uniffle's layout (DATA-FORMATS §3):
 //!
 //! ```text
-//! <data_path>/<appId>/<shuffleId>/<start>-<end>/<prefix>.data    blocks, concatenated
-//! <data_path>/<appId>/<shuffleId>/<start>-<end>/<prefix>.index   40-byte records, same order
+//! <data_path>/<appId>/<shuffleId>/<start>-<end>/<prefix>.data      part 0: blocks, concatenated
+//! <data_path>/<appId>/<shuffleId>/<start>-<end>/<prefix>.index     part 0: 40-byte records
+//! <data_path'>/<appId>/<shuffleId>/<start>-<end>/<prefix>.<n>.data part n ≥ 1, after a failover
 //! ```
 //!
+//! **Failover.** Appends go to the partition's last part. When that part's disk fails, turns
+//! read-only, fills past its high watermark, or an append hangs past `write_timeout`, the part
+//! is *sealed* (its lengths are frozen) and the next append opens part n+1 on another writable
+//! disk. Readers see one logical file: part n's offsets are shifted by the data length of parts
+//! 0..n, so every client version (which knows one data file per partition) reads the partition
+//! whole and in write order, and `getLocalShuffleData` ranges are mapped back onto the parts.
+//!
 //! The layout is the only state on disk; nothing else is written next to it (the health
-//! probe's dot-file lives for a moment and is deleted), so a restart can rediscover partitions
-//! by walking the data paths.
+//! probe's dot-file lives for a moment and is deleted), so a restart rediscovers partitions
+//! and their parts by walking the data paths (see `scan.rs`).
 //!
 //! Concurrency, from the outside in:
 //! - a per-app **gate** (`tokio::sync::RwLock`): appends hold it shared for their whole
 //!   duration, purges hold it exclusively, so a purge never races file creation or writes of
 //!   its own app, and never blocks another app;
-//! - a per-partition **writer lock** serializes appends to one file pair;
+//! - a per-part **writer lock** serializes appends to one file pair (per part, not per
+//!   partition, so an append hung on a dead disk never blocks the failover to a new part);
 //! - a per-disk **semaphore** bounds the blocking writes in flight on each disk.
 //!
 //! Readers take none of these: they read the *committed* lengths (published after an append
@@ -24,6 +33,7 @@ mod disk;
 mod files;
 mod options;
 mod read;
+mod scan;
 #[cfg(test)]
 mod tests;
 
@@ -42,6 +52,7 @@ use self::disk::{is_disk_fault, Disk, PROBE_TIMEOUT};
 pub use self::disk::{DiskReport, DiskStatus};
 use self::files::{AppendJob, Committed, PartitionPaths};
 pub use self::options::LocalFileOptions;
+pub use self::scan::ScanReport;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::{BlockBatch, Health, PurgeScope, Tier, TierKind};
@@ -57,7 +68,9 @@ pub struct LocalFileTier {
     low_watermark: f64,
     min_healthy_disks: usize,
     sync_on_write: bool,
-    /// Every partition written since start (or purge): its disk and committed lengths. A
+    /// An append whose blocking write takes longer marks its disk unhealthy (a hung disk).
+    write_timeout: Duration,
+    /// Every partition written since start (or purge): its parts and committed lengths. A
     /// `parking_lot` mutex because sections are short lookups and never await.
     partitions: parking_lot::Mutex<HashMap<PartitionKey, Arc<PartitionFile>>>,
     /// Per-app gates (see the module doc); removed when the app is purged.
@@ -76,17 +89,58 @@ struct GateState {
     retired: bool,
 }
 
-/// One partition's file pair, its disk for life, and its lengths.
+/// One partition: its parts in write order. The last part takes appends; the others are
+/// sealed.
+#[derive(Default)]
 struct PartitionFile {
+    /// Short sections only (no await): the failover check, sealing, and reader snapshots.
+    parts: parking_lot::Mutex<Vec<Arc<Part>>>,
+}
+
+/// One data/index file pair of a partition on one disk.
+struct Part {
+    /// Position among the partition's parts; also in the file names (see [`PartitionPaths`]).
+    seq: u32,
     disk: Arc<Disk>,
     paths: PartitionPaths,
+    /// Logical offset of this part's first data byte: the data length of all earlier parts,
+    /// fixed when the previous part was sealed.
+    base: u64,
     /// Serializes appends to this pair. A tokio mutex on purpose: it guards the file, not
     /// memory, and is held for the whole blocking write (the owned guard moves into the
     /// blocking task). It is only ever taken by appends (the spiller), never on a request path;
-    /// readers use `committed`.
+    /// readers use `state`.
     writer: Arc<tokio::sync::Mutex<WriterState>>,
-    /// Lengths readers may see; updated under `writer` after a successful append.
-    committed: parking_lot::Mutex<Committed>,
+    /// Lengths readers may see, and whether the part is sealed; updated under `writer` after a
+    /// successful append.
+    state: parking_lot::Mutex<PartState>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PartState {
+    committed: Committed,
+    /// No more appends: the partition moved on to a later part. A write that was in flight
+    /// when this was set is cut back instead of published.
+    sealed: bool,
+    /// The part's files vanished under it (data path removed): its blocks cannot be served.
+    lost: bool,
+}
+
+impl Part {
+    fn committed(&self) -> Committed {
+        self.state.lock().committed
+    }
+}
+
+impl PartitionFile {
+    /// Every part with its committed lengths, in order (a consistent snapshot for readers).
+    fn snapshot(&self) -> Vec<(Arc<Part>, PartState)> {
+        let parts = self.parts.lock();
+        parts
+            .iter()
+            .map(|p| (Arc::clone(p), *p.state.lock()))
+            .collect()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -135,6 +189,7 @@ impl LocalFileTier {
             low_watermark: opts.low_watermark,
             min_healthy_disks: opts.min_healthy_disks,
             sync_on_write: opts.sync_on_write,
+            write_timeout: opts.write_timeout,
             partitions: parking_lot::Mutex::new(HashMap::new()),
             gates: parking_lot::Mutex::new(HashMap::new()),
             #[cfg(test)]
@@ -207,27 +262,67 @@ impl LocalFileTier {
         *self.next_fault.lock() = Some(fault);
     }
 
-    /// The partition's file pair, placing it on a disk on first use.
-    fn file_for_append(&self, part: &PartitionKey) -> Result<Arc<PartitionFile>> {
-        let mut map = self.partitions.lock();
-        if let Some(file) = map.get(part) {
-            return Ok(Arc::clone(file));
+    /// The part the next append of `part` goes to. A partition is placed on a disk on first
+    /// use; when its current part's disk can no longer take writes (unhealthy, over the high
+    /// watermark) or the part was lost, that part is sealed and a new one is opened on a
+    /// writable disk. A disk that is merely over the watermark keeps the partition when no
+    /// other disk is writable (better a fuller disk than back-pressure).
+    fn active_part(&self, part: &PartitionKey) -> Result<Arc<Part>> {
+        let file = {
+            let mut map = self.partitions.lock();
+            Arc::clone(map.entry(part.clone()).or_default())
+        };
+        let mut parts = file.parts.lock();
+        if let Some(last) = parts.last() {
+            let state = *last.state.lock();
+            let any_writable = || self.disks.iter().any(|d| d.is_writable());
+            if !state.sealed && !state.lost {
+                if last.disk.is_writable() || (last.disk.is_healthy() && !any_writable()) {
+                    return Ok(Arc::clone(last));
+                }
+                if !last.disk.is_healthy() && !any_writable() {
+                    return Err(Error::TierFailed {
+                        tier: TIER,
+                        reason: format!(
+                            "disk {} ({}) of partition {part} is unhealthy and no other disk can \
+                             take it: {}",
+                            last.disk.index,
+                            last.disk.root.display(),
+                            self.bad_disks()
+                        ),
+                    });
+                }
+            }
         }
         let disk = self.place(part)?;
+        let (seq, base) = match parts.last() {
+            Some(last) => {
+                let mut state = last.state.lock();
+                state.sealed = true;
+                (last.seq + 1, last.base + state.committed.data_len)
+            }
+            None => (0, 0),
+        };
         let dir = disk
             .root
             .join(part.app.as_str())
             .join(part.shuffle.to_string())
             .join(part.range.dir_name());
-        tracing::debug!(app_id = %part.app, shuffle_id = part.shuffle, range = %part.range, storage_id = disk.index, "placed partition");
-        let file = Arc::new(PartitionFile {
+        if seq == 0 {
+            tracing::debug!(app_id = %part.app, shuffle_id = part.shuffle, range = %part.range, storage_id = disk.index, "placed partition");
+        } else {
+            tracing::warn!(app_id = %part.app, shuffle_id = part.shuffle, range = %part.range, storage_id = disk.index, part = seq, base, "partition moved to another disk: its earlier disk cannot take writes");
+        }
+        let new = Arc::new(Part {
+            seq,
+            paths: PartitionPaths::new(dir, &self.prefix, seq),
             disk,
-            paths: PartitionPaths::new(dir, &self.prefix),
+            base,
             writer: Arc::new(tokio::sync::Mutex::new(WriterState::default())),
-            committed: parking_lot::Mutex::new(Committed::default()),
+            state: parking_lot::Mutex::new(PartState::default()),
         });
-        map.insert(part.clone(), Arc::clone(&file));
-        Ok(file)
+        parts.push(Arc::clone(&new));
+        Ok(new)
     }
 
     /// Uniffle's placement: murmur3 of `"<appId>_<shuffleId>_<start>"` modulo the disks that
@@ -299,12 +394,14 @@ impl Tier for LocalFileTier {
 
     /// Writes data, then index records (each fdatasynced when configured), then publishes the
     /// new lengths. On error both files are cut back to the last committed lengths, the disk
-    /// is flagged unhealthy for EIO/ENOSPC/EROFS-like errors, and `Error::Io` is returned; the
-    /// partition stays appendable. A partition whose disk is unhealthy fails fast with the
-    /// retryable `Error::TierFailed`, as does a new partition when no disk is writable.
+    /// is flagged unhealthy for EIO/ENOSPC/EROFS-like errors or a write that hangs past
+    /// `write_timeout`, and the error is returned (retryable); the partition stays appendable,
+    /// and its next append goes to another disk if this one can no longer take it (see
+    /// [`LocalFileTier::active_part`]). Fails fast with `Error::TierFailed` when no disk can take
+    /// the partition.
     ///
     /// Cancel-safe: the guards move into the blocking task, so an abandoned append still
-    /// finishes (or rolls back) before the next append or a purge touches the partition.
+    /// finishes (or rolls back) before the next append to its part or a purge touches it.
     async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
@@ -315,33 +412,50 @@ impl Tier for LocalFileTier {
                 break guard;
             }
         };
-        let file = self.file_for_append(part)?;
-        if !file.disk.is_healthy() {
-            return Err(Error::TierFailed {
-                tier: TIER,
-                reason: format!(
-                    "disk {} ({}) of partition {part} is unhealthy: {}",
-                    file.disk.index,
-                    file.disk.root.display(),
-                    file.disk.reason()
-                ),
-            });
-        }
-        let writer = Arc::clone(&file.writer).lock_owned().await;
-        let permit = Arc::clone(&file.disk.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Internal {
-                reason: "localfile write permits closed".to_owned(),
-            })?;
-        let committed = *file.committed.lock();
+        let deadline = tokio::time::Instant::now() + self.write_timeout;
+        // Waits behind a hung append of the same part end at the deadline too (without
+        // blaming the disk: only the write that hangs does).
+        let (target, writer) = loop {
+            let target = self.active_part(part)?;
+            let writer = tokio::time::timeout_at(deadline, Arc::clone(&target.writer).lock_owned())
+                .await
+                .map_err(|_| Error::TierFailed {
+                    tier: TIER,
+                    reason: format!(
+                        "partition {part}: an earlier append to disk {} is still running after {:?}",
+                        target.disk.root.display(),
+                        self.write_timeout
+                    ),
+                })?;
+            // The partition may have moved on while we waited for the lock.
+            let state = *target.state.lock();
+            if !state.sealed && !state.lost {
+                break (target, writer);
+            }
+        };
+        let permit =
+            tokio::time::timeout_at(deadline, Arc::clone(&target.disk.permits).acquire_owned())
+                .await
+                .map_err(|_| Error::TierFailed {
+                    tier: TIER,
+                    reason: format!(
+                        "partition {part}: no write permit on disk {} within {:?}",
+                        target.disk.root.display(),
+                        self.write_timeout
+                    ),
+                })?
+                .map_err(|_| Error::Internal {
+                    reason: "localfile write permits closed".to_owned(),
+                })?;
+        let committed = target.committed();
         let index = files::encode_index(batch.blocks(), committed.data_len);
         let batch = batch.clone();
         let sync = self.sync_on_write;
         #[cfg(test)]
         let fault = self.next_fault.lock().take();
 
-        let outcome = tokio::task::spawn_blocking(move || {
+        let file = Arc::clone(&target);
+        let task = tokio::task::spawn_blocking(move || {
             let (_gate, _permit, mut writer) = (gate, permit, writer);
             let job = AppendJob {
                 paths: &file.paths,
@@ -358,17 +472,34 @@ impl Tier for LocalFileTier {
                     writer.dirs_created = true;
                     writer.needs_truncate = false;
                     let added = batch.data_bytes() + index.len() as u64;
-                    {
-                        let mut c = file.committed.lock();
-                        c.data_len += batch.data_bytes();
-                        c.index_len += index.len() as u64;
+                    let mut state = file.state.lock();
+                    if state.sealed {
+                        // The partition moved to another part while this write ran (it hung
+                        // past the timeout): the batch is retried there, so cut it here.
+                        drop(state);
+                        writer.needs_truncate = files::truncate_to(&file.paths, committed).is_err();
+                        return Err(Error::TierFailed {
+                            tier: TIER,
+                            reason: format!(
+                                "disk {} finished a write after its partition moved on",
+                                file.disk.root.display()
+                            ),
+                        });
                     }
+                    state.committed.data_len += batch.data_bytes();
+                    state.committed.index_len += index.len() as u64;
+                    drop(state);
                     file.disk.add_written(added);
                     Ok(())
                 }
                 Err(failure) => {
                     writer.needs_truncate = !failure.rolled_back;
-                    if is_disk_fault(&failure.source) {
+                    if failure.source.kind() == io::ErrorKind::NotFound && writer.dirs_created {
+                        // The range directory vanished under us (a data path removed or
+                        // wiped): the part's earlier blocks are gone; start a new part.
+                        file.state.lock().lost = true;
+                        tracing::error!(path = %failure.path.display(), storage_id = file.disk.index, "partition files vanished from the disk; their blocks are lost, later spills go to a new file pair");
+                    } else if is_disk_fault(&failure.source) {
                         file.disk.mark_unhealthy(&format!(
                             "append to {} failed: {}",
                             failure.path.display(),
@@ -378,11 +509,27 @@ impl Tier for LocalFileTier {
                     Err(Error::io(failure.path, failure.source))
                 }
             }
-        })
-        .await;
-        outcome.map_err(|e| Error::Internal {
-            reason: format!("append task for partition {part} failed: {e}"),
-        })?
+        });
+        match tokio::time::timeout_at(deadline, task).await {
+            Ok(joined) => joined.map_err(|e| Error::Internal {
+                reason: format!("append task for partition {part} failed: {e}"),
+            })?,
+            Err(_) => {
+                target.disk.mark_unhealthy(&format!(
+                    "an append to {} did not finish within {:?}",
+                    target.paths.data.display(),
+                    self.write_timeout
+                ));
+                Err(Error::TierFailed {
+                    tier: TIER,
+                    reason: format!(
+                        "append of partition {part} to disk {} timed out after {:?}",
+                        target.disk.root.display(),
+                        self.write_timeout
+                    ),
+                })
+            }
+        }
     }
 
     /// Removes the scope's partitions and deletes `<path>/<appId>` (App) or
@@ -400,9 +547,11 @@ impl Tier for LocalFileTier {
             .collect();
         let mut freed = 0;
         for file in &removed {
-            let c = *file.committed.lock();
-            file.disk.sub_written(c.data_len + c.index_len);
-            freed += c.data_len + c.index_len;
+            for (part, state) in file.snapshot() {
+                let c = state.committed;
+                part.disk.sub_written(c.data_len + c.index_len);
+                freed += c.data_len + c.index_len;
+            }
         }
         let dirs: Vec<PathBuf> = self
             .disks
@@ -461,9 +610,11 @@ impl Tier for LocalFileTier {
     }
 
     fn location(&self, part: &PartitionKey) -> Option<String> {
-        let map = self.partitions.lock();
-        map.get(part)
-            .map(|f| f.disk.root.to_string_lossy().into_owned())
+        let file = self.lookup(part)?;
+        let parts = file.parts.lock();
+        parts
+            .last()
+            .map(|p| p.disk.root.to_string_lossy().into_owned())
     }
 
     /// Writable while at least `max(1, min_healthy_disks)` disks are healthy and under the

@@ -26,6 +26,9 @@ pub struct LocalFileOptions {
     /// fdatasync the data file, then the index file (and new directories) before an append
     /// returns `Ok`, so `Ok` survives a power loss, not just a process crash.
     pub sync_on_write: bool,
+    /// An append whose blocking write takes longer than this flags its disk unhealthy (a hung
+    /// disk), and the partition's retry goes to another disk.
+    pub write_timeout: std::time::Duration,
 }
 
 /// Checks the options once, at start-up: every error names the field.
@@ -43,6 +46,9 @@ pub(super) fn validate(opts: &LocalFileOptions) -> Result<()> {
         return bad(format!(
             "watermarks must satisfy 0 <= low ({lo}) <= high ({hi}) <= 1"
         ));
+    }
+    if opts.write_timeout.is_zero() {
+        return bad("write_timeout must be above zero".to_owned());
     }
     if opts.max_concurrency_per_disk == 0 {
         return bad("max_concurrency_per_disk must be at least 1".to_owned());

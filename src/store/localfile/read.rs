@@ -3,92 +3,171 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::disk::{is_disk_fault, Disk};
-use super::{files, LocalFileTier};
+use super::{files, LocalFileTier, Part, PartState};
 use crate::error::{Error, Result};
 use crate::ids::PartitionKey;
+use crate::store::index;
 use crate::store::{FileTier, IndexRead};
 
 #[async_trait]
 impl FileTier for LocalFileTier {
-    /// Reads the committed part of the index file (whole records only) from disk; a partition
-    /// never written here, or purged, answers an empty `IndexRead`.
+    /// The committed index records of every part, as one logical index: records of part n
+    /// have their offsets shifted by the data length of parts 0..n, so the client's ranges
+    /// are offsets into the concatenation of the parts' data files. A partition never written
+    /// here, or purged, answers an empty `IndexRead`; a part whose files vanished is left out
+    /// (its blocks are lost; the client reports them missing rather than reading garbage).
     async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
         let Some(file) = self.lookup(part) else {
             return Ok(IndexRead::default());
         };
-        let committed = *file.committed.lock();
-        if committed.index_len == 0 {
+        let parts = file.snapshot();
+        let Some((last, last_state)) = parts.last() else {
+            return Ok(IndexRead::default());
+        };
+        let data_len = last.base + last_state.committed.data_len;
+        let wanted: Vec<(Arc<Part>, u64)> = parts
+            .iter()
+            .filter(|(_, st)| !st.lost && st.committed.index_len > 0)
+            .map(|(p, st)| (Arc::clone(p), st.committed.index_len))
+            .collect();
+        if wanted.is_empty() {
             return Ok(IndexRead::default());
         }
-        let len = usize::try_from(committed.index_len).map_err(|_| Error::Internal {
-            reason: format!("index of {part} is too large to read"),
-        })?;
-        let path = file.paths.index.clone();
-        let read_path = path.clone();
-        let read = tokio::task::spawn_blocking(move || files::read_at(&read_path, 0, len, 0))
+        let storage_ids = vec![wanted[0].0.disk.index];
+        let key = part.clone();
+        let read = tokio::task::spawn_blocking(move || read_parts_index(&key, wanted))
             .await
             .map_err(|e| Error::Internal {
                 reason: format!("index read task for {part} failed: {e}"),
-            })?;
-        match read {
-            Ok(index) => Ok(IndexRead {
-                index,
-                data_len: committed.data_len,
-                storage_ids: vec![file.disk.index],
-            }),
+            })??;
+        if read.is_empty() {
             // Purged between the lookup and the read.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(IndexRead::default()),
-            Err(e) => Err(read_failed(&file.disk, path, e)),
+            return Ok(IndexRead::default());
         }
+        Ok(IndexRead {
+            index: read,
+            data_len,
+            storage_ids,
+        })
     }
 
-    /// Exactly `len` bytes at `offset` within the committed data; past the committed end is
-    /// `BadRequest`, an unknown partition is `Internal` ("no data file").
+    /// Exactly `len` bytes at logical `offset` within the committed data of the parts; past
+    /// the committed end is `BadRequest`, an unknown partition is `Internal` ("no data file").
     async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
         let Some(file) = self.lookup(part) else {
             return Err(Error::Internal {
                 reason: format!("no data file for partition {part} on this server"),
             });
         };
-        let data_len = file.committed.lock().data_len;
-        match offset.checked_add(len) {
-            Some(end) if end <= data_len => {}
+        let parts = file.snapshot();
+        let data_len = file_end(&parts);
+        let end = match offset.checked_add(len) {
+            Some(end) if end <= data_len => end,
             _ => {
                 return Err(Error::bad_request(format!(
                     "read of partition {part} at offset {offset} length {len} is past the data \
                      file length {data_len}"
                 )))
             }
-        }
+        };
         if len == 0 {
             return Ok(Bytes::new());
         }
-        let len = usize::try_from(len)
+        usize::try_from(len)
             .map_err(|_| Error::bad_request(format!("read length {len} is too large")))?;
-        let path = file.paths.data.clone();
-        let read_path = path.clone();
-        // Read-ahead of the next range of the same size, within what is committed.
-        let read_ahead = (len as u64).min(data_len - (offset + len as u64));
-        let read = tokio::task::spawn_blocking(move || {
-            files::read_at(&read_path, offset, len, read_ahead)
-        })
-        .await
-        .map_err(|e| Error::Internal {
-            reason: format!("data read task for {part} failed: {e}"),
-        })?;
-        match read {
-            Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(Error::Internal {
-                reason: format!("no data file for partition {part} on this server"),
-            }),
-            Err(e) => Err(read_failed(&file.disk, path, e)),
+        // The pieces of [offset, end) in each part it overlaps.
+        let mut pieces = Vec::new();
+        for (p, st) in &parts {
+            let (p_start, p_end) = (p.base, p.base + st.committed.data_len);
+            if p_end <= offset || p_start >= end {
+                continue;
+            }
+            if st.lost {
+                return Err(Error::Internal {
+                    reason: format!(
+                        "partition {part}: bytes {offset}..{end} were in a file pair on {} that \
+                         vanished",
+                        p.disk.root.display()
+                    ),
+                });
+            }
+            let from = offset.max(p_start) - p_start;
+            let to = end.min(p_end) - p_start;
+            // Read-ahead of the next range of the same size, within what is committed.
+            let ahead = (to - from).min(st.committed.data_len - to);
+            pieces.push((Arc::clone(p), from, (to - from) as usize, ahead));
         }
+        let key = part.clone();
+        tokio::task::spawn_blocking(move || read_pieces(&key, pieces))
+            .await
+            .map_err(|e| Error::Internal {
+                reason: format!("data read task for {part} failed: {e}"),
+            })?
     }
+}
+
+/// Logical end of a partition's data.
+fn file_end(parts: &[(Arc<Part>, PartState)]) -> u64 {
+    parts
+        .last()
+        .map_or(0, |(p, st)| p.base + st.committed.data_len)
+}
+
+/// Reads each part's committed index and joins them with offsets made logical. A missing
+/// index file of the only part means the partition was purged (empty answer); of one part
+/// among several, the part is skipped.
+fn read_parts_index(part: &PartitionKey, wanted: Vec<(Arc<Part>, u64)>) -> Result<Bytes> {
+    let single = wanted.len() == 1 && wanted[0].0.base == 0;
+    let mut joined = BytesMut::new();
+    for (p, index_len) in wanted {
+        let len = usize::try_from(index_len).map_err(|_| Error::Internal {
+            reason: format!("index of {part} is too large to read"),
+        })?;
+        let bytes = match files::read_at(&p.paths.index, 0, len, 0) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !single {
+                    tracing::warn!(partition = %part, path = %p.paths.index.display(), "an index file of the partition is missing; its blocks are left out");
+                }
+                continue;
+            }
+            Err(e) => return Err(read_failed(&p.disk, p.paths.index.clone(), e)),
+        };
+        if single {
+            return Ok(bytes);
+        }
+        let at = joined.len();
+        joined.extend_from_slice(&bytes);
+        index::shift_offsets(&mut joined[at..], p.base);
+    }
+    Ok(joined.freeze())
+}
+
+/// Reads the pieces of one logical range; one piece is returned as read (no copy).
+fn read_pieces(part: &PartitionKey, pieces: Vec<(Arc<Part>, u64, usize, u64)>) -> Result<Bytes> {
+    let read_one = |p: &Part, from: u64, len: usize, ahead: u64| {
+        files::read_at(&p.paths.data, from, len, ahead).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Error::Internal {
+                reason: format!("no data file for partition {part} on this server"),
+            },
+            _ => read_failed(&p.disk, p.paths.data.clone(), e),
+        })
+    };
+    if let [(p, from, len, ahead)] = pieces.as_slice() {
+        return read_one(p, *from, *len, *ahead);
+    }
+    let total = pieces.iter().map(|(_, _, len, _)| *len).sum();
+    let mut out = BytesMut::with_capacity(total);
+    for (p, from, len, ahead) in &pieces {
+        out.extend_from_slice(&read_one(p, *from, *len, *ahead)?);
+    }
+    Ok(out.freeze())
 }
 
 /// Maps a read error, flagging the disk when the error says the disk is failing.

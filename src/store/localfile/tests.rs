@@ -29,6 +29,7 @@ fn opts(paths: Vec<PathBuf>) -> LocalFileOptions {
         min_healthy_disks: 1,
         max_concurrency_per_disk: 2,
         sync_on_write: false,
+        write_timeout: std::time::Duration::from_secs(60),
     }
 }
 
@@ -77,6 +78,7 @@ async fn conformance_with_sync_on_write() {
     let dir = tempfile::tempdir().unwrap();
     let tier = LocalFileTier::new(LocalFileOptions {
         sync_on_write: true,
+        write_timeout: std::time::Duration::from_secs(60),
         max_concurrency_per_disk: 1,
         ..opts(disks(&dir, 2))
     })
@@ -177,14 +179,15 @@ async fn placement_spreads_partitions_and_keeps_each_on_its_disk() {
             .unwrap();
         assert_ne!(storage_id(&tier, &p).await, 2);
     }
-    // A partition on the broken disk fails fast and retryably instead of moving.
+    // A partition on the broken disk moves: its next append opens a part on a healthy disk.
     if let Some(n) = placed.iter().position(|&d| d == 2) {
-        let err = tier
-            .append(&parts[n], &batch(5000, 1, 10))
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::TierFailed { .. }), "{err}");
-        assert!(err.is_retryable());
+        tier.append(&parts[n], &batch(5000, 1, 10)).await.unwrap();
+        let now = tier.location(&parts[n]).unwrap();
+        assert_ne!(
+            now,
+            paths[2].to_string_lossy(),
+            "partition stayed on the broken disk"
+        );
     }
 }
 
@@ -517,4 +520,236 @@ async fn health_checks_run_until_cancelled() {
     cancel.cancel();
     tracker.close();
     tracker.wait().await;
+}
+
+/// The disk a partition's first part was placed on, and another one.
+async fn placed_and_other(tier: &LocalFileTier, p: &PartitionKey) -> (usize, usize) {
+    let first = storage_id(tier, p).await as usize;
+    (first, 1 - first)
+}
+
+fn part_files(root: &Path, p: &PartitionKey, seq: u32) -> (PathBuf, PathBuf) {
+    let dir = root
+        .join(p.app.as_str())
+        .join(p.shuffle.to_string())
+        .join(p.range.dir_name());
+    let stem = files::part_stem(PREFIX, seq);
+    (
+        dir.join(format!("{stem}.data")),
+        dir.join(format!("{stem}.index")),
+    )
+}
+
+#[tokio::test]
+async fn a_failing_disk_moves_the_partition_and_reads_see_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = disks(&dir, 2);
+    let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
+    let p = part(&app("failover"), 0, 0);
+    let first = batch(1, 3, 100);
+    tier.append(&p, &first).await.unwrap();
+    let (home, other) = placed_and_other(&tier, &p).await;
+    let mut want = first.blocks().to_vec();
+
+    // The disk fails under a write (EIO): the write is rolled back, the disk flagged, and the
+    // retry of the same batch goes to the other disk as part 1.
+    tier.inject_fault(Fault {
+        at: FaultPoint::AfterData,
+        errno: Errno::EIO as i32,
+    });
+    let second = batch(10, 2, 70);
+    assert!(tier.append(&p, &second).await.is_err());
+    assert_eq!(tier.disk_reports()[home].status, DiskStatus::Unhealthy);
+    tier.append(&p, &second).await.unwrap();
+    want.extend(second.blocks().iter().cloned());
+    let third = batch(20, 2, 30);
+    tier.append(&p, &third).await.unwrap();
+    want.extend(third.blocks().iter().cloned());
+
+    // One logical file: contiguous offsets across both parts, ranges spanning them.
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
+    let idx = tier.read_index(&p).await.unwrap();
+    assert_eq!(idx.data_len, 300 + 140 + 60);
+    let spanning = tier.read_data(&p, 250, 100).await.unwrap();
+    let mut expect = want[2].data[50..].to_vec();
+    expect.extend_from_slice(&want[3].data);
+    expect.extend_from_slice(&want[4].data[..]);
+    assert_eq!(&spanning[..], &expect[..100]);
+
+    // The files: part 0 untouched on the failed disk, part 1 under its own name on the other.
+    let (d0, i0) = part_files(&paths[home], &p, 0);
+    let (d1, i1) = part_files(&paths[other], &p, 1);
+    assert_eq!((file_len(&d0), file_len(&i0)), (300, 120));
+    assert_eq!((file_len(&d1), file_len(&i1)), (200, 160));
+    let local = IndexEntry::decode_all(&std::fs::read(&i1).unwrap());
+    assert_eq!(local[0].offset, 0, "offsets inside a part file start at 0");
+
+    // The recovered disk takes new partitions again; this one stays where it moved to.
+    tier.check_disks().await;
+    assert_eq!(tier.disk_reports()[home].status, DiskStatus::Normal);
+    tier.append(&p, &batch(30, 1, 10)).await.unwrap();
+    assert_eq!(file_len(&d1), 210);
+    tier.purge(&PurgeScope::App(p.app.clone())).await.unwrap();
+    assert!(!d0.exists() && !d1.exists());
+    assert!(tier.disk_reports().iter().all(|r| r.written_bytes == 0));
+}
+
+#[tokio::test]
+async fn a_partition_leaves_a_disk_over_the_high_watermark_when_another_has_room() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 2))).unwrap();
+    let p = part(&app("watermark"), 0, 0);
+    tier.append(&p, &batch(1, 2, 50)).await.unwrap();
+    let (home, other) = placed_and_other(&tier, &p).await;
+    tier.disks[home].apply_inspection(
+        Ok(disk::Usage {
+            capacity: 100,
+            available: 1,
+        }),
+        0.95,
+        0.85,
+    );
+    tier.append(&p, &batch(5, 2, 50)).await.unwrap();
+    assert_eq!(
+        tier.location(&p).unwrap(),
+        tier.disks[other].root.to_string_lossy()
+    );
+    assert_eq!(read_back(tier.as_ref(), &p).await.len(), 4);
+}
+
+#[tokio::test]
+async fn a_hung_write_times_out_flags_the_disk_and_is_cut_when_it_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(LocalFileOptions {
+        write_timeout: Duration::from_millis(300),
+        ..opts(disks(&dir, 2))
+    })
+    .unwrap();
+    let p = part(&app("hung"), 0, 0);
+    let first = batch(1, 2, 40);
+    tier.append(&p, &first).await.unwrap();
+    let (home, _) = placed_and_other(&tier, &p).await;
+
+    tier.inject_fault(Fault {
+        at: FaultPoint::StallMs(1500),
+        errno: 0,
+    });
+    let stalled = batch(10, 2, 40);
+    let err = tier.append(&p, &stalled).await.unwrap_err();
+    assert!(err.is_retryable(), "{err}");
+    assert_eq!(tier.disk_reports()[home].status, DiskStatus::Unhealthy);
+    // The retry does not wait for the hung write: it opens part 1 on the other disk.
+    let retried = tokio::time::timeout(Duration::from_millis(1000), tier.append(&p, &stalled))
+        .await
+        .expect("the retry does not wait behind the hung write");
+    retried.unwrap();
+    // Once the hung write finishes it is cut back: its blocks are not read twice.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut want = first.blocks().to_vec();
+    want.extend(stalled.blocks().iter().cloned());
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
+    let (d0, _) = part_files(&tier.disks[home].root, &p, 0);
+    assert_eq!(file_len(&d0), 80);
+}
+
+#[tokio::test]
+async fn a_vanished_partition_directory_starts_a_new_part() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let p = part(&app("vanished"), 0, 0);
+    tier.append(&p, &batch(1, 2, 40)).await.unwrap();
+    std::fs::remove_dir_all(dir.path().join("disk0").join("vanished")).unwrap();
+    assert!(tier.append(&p, &batch(10, 1, 40)).await.is_err());
+    let later = batch(10, 1, 40);
+    tier.append(&p, &later).await.unwrap();
+    // The lost part's blocks are left out of the index; the new part reads back.
+    let idx = tier.read_index(&p).await.unwrap();
+    let entries = IndexEntry::decode_all(&idx.index);
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].offset, 80);
+    assert_eq!(
+        tier.read_data(&p, 80, 40).await.unwrap(),
+        later.blocks()[0].data
+    );
+    assert!(tier.read_data(&p, 0, 40).await.is_err());
+}
+
+#[test]
+fn part_names_round_trip_and_reject_other_servers() {
+    for seq in [0, 1, 17] {
+        let name = format!("{}.index", files::part_stem(PREFIX, seq));
+        assert_eq!(files::parse_part_name(&name, PREFIX, "index"), Some(seq));
+    }
+    for other in [
+        "10.0.0.7-19998.index",
+        "10.0.0.7-19999.01.index",
+        "10.0.0.7-19999..index",
+        "10.0.0.7-19999.x.index",
+        "10.0.0.7-19999.0.index",
+        "10.0.0.7-19999.data",
+    ] {
+        assert_eq!(
+            files::parse_part_name(other, PREFIX, "index"),
+            None,
+            "{other}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_restart_adopts_every_part_and_drops_apps_not_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = disks(&dir, 2);
+    let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
+    let kept = part(&app("kept"), 0, 0);
+    let gone = part(&app("gone"), 1, 3);
+    let mut want = Vec::new();
+    for (n, b) in [batch(1, 2, 64), batch(10, 3, 32)].into_iter().enumerate() {
+        if n == 1 {
+            // Fail the first disk over so the partition has two parts.
+            let home = storage_id(&tier, &kept).await as usize;
+            tier.disks[home].mark_unhealthy("test");
+        }
+        tier.append(&kept, &b).await.unwrap();
+        want.extend(b.blocks().iter().cloned());
+    }
+    tier.append(&gone, &batch(50, 1, 10)).await.unwrap();
+    // A crash in the middle of a write: half a record and data past the last record.
+    let last_index = files::PartitionPaths::new(
+        paths[tier.disks.iter().position(|d| d.is_healthy()).unwrap()].join("kept/0/0-0"),
+        PREFIX,
+        1,
+    );
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&last_index.index)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &[9; 17]))
+        .unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&last_index.data)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &[7; 33]))
+        .unwrap();
+    // Another server's files in the same directory are left alone.
+    let foreign = last_index.dir.join("10.0.0.8-19999.index");
+    std::fs::write(&foreign, b"x").unwrap();
+    drop(tier);
+
+    let again = LocalFileTier::new(opts(paths.clone())).unwrap();
+    let report = again.recover(&|a| a.as_str() == "kept");
+    assert_eq!(report.partitions, 1, "{report:?}");
+    assert_eq!(report.parts, 2, "{report:?}");
+    assert_eq!(report.blocks, 5);
+    assert_eq!(report.repaired, 1);
+    assert_eq!(report.dropped_partitions, 1);
+    assert!(foreign.exists());
+    assert_blocks_eq(&read_back(again.as_ref(), &kept).await, &want);
+    assert_eq!(again.read_index(&gone).await.unwrap(), IndexRead::default());
+    assert!(!paths.iter().any(|p| p.join("gone").exists()));
+    // Appends continue after the recovered data, in the last part.
+    let more = batch(80, 1, 16);
+    again.append(&kept, &more).await.unwrap();
+    want.extend(more.blocks().iter().cloned());
+    assert_blocks_eq(&read_back(again.as_ref(), &kept).await, &want);
+    assert_eq!(file_len(&last_index.data), 3 * 32 + 16);
 }
