@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::disk::Disk;
-use super::files::{self, parse_part_name, Committed, PartitionPaths};
+use super::files::{parse_part_name, Committed, PartitionPaths};
 use super::{LocalFileTier, Part, PartState, PartitionFile, WriterState};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::index::IndexEntry;
@@ -324,7 +324,7 @@ mod tests {
         let blocks: Vec<crate::store::Block> = (0..3)
             .map(|i| crate::store::conformance::test_block(i, 1, vec![i as u8; 10].into()))
             .collect();
-        let index = files::encode_index(&blocks, 0);
+        let index = crate::store::index::encode_blocks(&blocks, 0);
         fs::write(&paths.data, vec![0u8; 25]).unwrap(); // the third block is cut short
         let mut torn = index.to_vec();
         torn.extend_from_slice(&[1, 2, 3]); // and a partial record
