@@ -29,6 +29,7 @@ pub mod memory;
 pub mod metrics;
 pub mod netty;
 pub mod proto;
+pub mod recovery;
 pub mod server;
 pub mod status;
 pub mod store;

@@ -29,12 +29,17 @@ struct Args {
     /// Log as JSON lines instead of text.
     #[arg(long)]
     log_json: bool,
+    /// Replace a running server of the same state (upgrade): bind the ports beside it, ask it
+    /// to stop, and serve once it has saved everything (`recovery.takeover`).
+    #[arg(long)]
+    takeover: bool,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let env = |key: &str| std::env::var(key).ok();
-    let config = spillway::config::Config::load(args.config.as_deref(), &env)?;
+    let mut config = spillway::config::Config::load(args.config.as_deref(), &env)?;
+    config.recovery.takeover |= args.takeover;
 
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let fmt = if args.log_json {

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::grpc::{InternalService, ShuffleService};
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
 use crate::metrics::Metrics;
+use crate::recovery::{JournalOptions, Recovery, RecoveryReport, StateLock};
 use crate::status::ServerStatus;
 use crate::store::hdfs::{HdfsOptions, HdfsTier, Kerberos};
 use crate::store::localfile::{LocalFileOptions, LocalFileTier};
@@ -68,6 +69,10 @@ pub struct Running {
     /// Fired by the server itself when it wants to stop (decommissioned).
     self_stop: CancellationToken,
     tracker: TaskTracker,
+    /// Restart recovery: what it did at start, and the journal flushed at shutdown.
+    recovery: Option<Recovery>,
+    /// Held until the very end of shutdown: a successor waits for it.
+    state_lock: Option<StateLock>,
 }
 
 /// What a shutdown did, for the log and for tests.
@@ -90,9 +95,8 @@ pub async fn start(config: Config) -> Result<Running> {
             .map_err(|e| Error::Startup(format!("bind_ip {:?}: {e}", config.bind_ip)))?,
         config.grpc_port,
     );
-    let listener = TcpListener::bind(bind)
-        .await
-        .map_err(|e| Error::Startup(format!("cannot bind gRPC port {bind}: {e}")))?;
+    let takeover = config.recovery.takeover;
+    let listener = listen(bind, "gRPC", takeover)?;
     let grpc_addr = listener
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of {bind}: {e}")))?;
@@ -101,9 +105,7 @@ pub async fn start(config: Config) -> Result<Running> {
         Err(_) => None,
         Ok(port) => {
             let bind = SocketAddr::new(bind.ip(), port);
-            let listener = TcpListener::bind(bind)
-                .await
-                .map_err(|e| Error::Startup(format!("cannot bind Netty port {bind}: {e}")))?;
+            let listener = listen(bind, "Netty", takeover)?;
             let addr = listener
                 .local_addr()
                 .map_err(|e| Error::Startup(format!("local address of {bind}: {e}")))?;
@@ -118,7 +120,7 @@ pub async fn start(config: Config) -> Result<Running> {
     };
 
     let http_listener =
-        crate::http::bind(SocketAddr::new(bind.ip(), config.metrics.http_port)).await?;
+        crate::http::bind(SocketAddr::new(bind.ip(), config.metrics.http_port), takeover)?;
     let http_addr = http_listener
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
@@ -146,6 +148,37 @@ pub async fn start(config: Config) -> Result<Running> {
     let mem = &config.memory_store;
     let hybrid = &config.hybrid_store;
     let lf = &config.localfile_store;
+
+    // The state lock before anything reads or writes the data paths: with `takeover` this
+    // waits (ports already bound, clients queueing) until the old process saved everything.
+    let journal_dirs = if config.recovery.enabled {
+        let data_paths: &[std::path::PathBuf] = if config.store_type.uses_localfile() {
+            &lf.data_paths
+        } else {
+            &[]
+        };
+        let dirs = Recovery::dirs(config.recovery.dir.as_ref(), data_paths);
+        if dirs.is_empty() {
+            tracing::warn!("restart recovery is off: store_type has no data paths and recovery.dir is not set");
+        }
+        dirs
+    } else {
+        Vec::new()
+    };
+    let state_lock = if journal_dirs.is_empty() {
+        None
+    } else {
+        let dirs = journal_dirs.clone();
+        let wait = config.shutdown.drain_timeout + config.shutdown.spill_timeout + Duration::from_secs(30);
+        Some(
+            tokio::task::spawn_blocking(move || {
+                crate::recovery::acquire_lock(&dirs, takeover, wait)
+            })
+            .await
+            .map_err(|e| Error::Startup(format!("state lock task failed: {e}")))??,
+        )
+    };
+
     let budget = MemoryBudget::new(
         mem.capacity.as_u64(),
         hybrid.memory_spill_high_watermark,
@@ -181,6 +214,27 @@ pub async fn start(config: Config) -> Result<Running> {
             },
         })
     });
+
+    // Replay the journal and adopt the data files before the registry exists.
+    let mut recovery = if journal_dirs.is_empty() {
+        None
+    } else {
+        let opts = JournalOptions {
+            dirs: journal_dirs,
+            sync: lf.sync_on_write,
+            compact_size: config.recovery.compact_size.as_u64(),
+            server_id: server_id.clone(),
+        };
+        let app_timeout = config.app.app_heartbeat_timeout;
+        let tier = local.clone();
+        Some(
+            tokio::task::spawn_blocking(move || {
+                Recovery::open(opts, app_timeout, tier.as_deref())
+            })
+            .await
+            .map_err(|e| Error::Startup(format!("recovery task failed: {e}")))??,
+        )
+    };
 
     let hot = Arc::new(MemoryTier::new(budget.clone()));
     let spill = SpillOptions {
@@ -251,6 +305,15 @@ pub async fn start(config: Config) -> Result<Running> {
         },
         tracker.clone(),
     ));
+    if let Some(r) = recovery.as_mut() {
+        r.attach(&registry);
+        r.spawn_seen(
+            Arc::clone(&registry),
+            (config.app.app_heartbeat_timeout / 6).clamp(Duration::from_secs(1), Duration::from_secs(10)),
+            tasks_stop.clone(),
+            &tracker,
+        );
+    }
     metrics.attach_server(Arc::clone(&registry), local.clone())?;
     registry.spawn_expiry(
         config.app.expiry_check_interval,
@@ -365,6 +428,8 @@ pub async fn start(config: Config) -> Result<Running> {
         metrics,
         self_stop,
         tracker,
+        recovery,
+        state_lock,
     })
 }
 
@@ -382,6 +447,11 @@ impl Running {
     /// The HDFS tier, when the store type has one.
     pub fn hdfs_tier(&self) -> Option<&Arc<HdfsTier>> {
         self.hdfs.as_ref()
+    }
+
+    /// What restart recovery did at start-up (`None` when recovery is off).
+    pub fn recovery_report(&self) -> Option<&RecoveryReport> {
+        self.recovery.as_ref().map(|r| r.report())
     }
 
     /// The metric registries (what `/metrics` serves).
@@ -450,6 +520,13 @@ impl Running {
             report.spill_timed_out = true;
         }
         report.bytes_left_in_memory = store.memory().budget().snapshot().used;
+        if let Some(r) = &self.recovery {
+            // Drops and commits are queued without waiting; make them durable before the
+            // successor (waiting on the lock) replays the journal.
+            if let Err(e) = r.journal().flush().await {
+                tracing::error!(error = %e, "could not flush the journal at shutdown");
+            }
+        }
 
         // Final push of the numbers after the spill, then the HTTP port closes.
         self.late_stop.cancel();
@@ -461,10 +538,48 @@ impl Running {
         {
             tracing::warn!("some background tasks did not stop in time");
         }
+        if let Some(r) = &self.recovery {
+            // The last-seen task wrote its final record on the way out.
+            let _ = r.journal().flush().await;
+        }
+        drop(self.state_lock);
         tracing::info!(?report, "spillway stopped");
         report
     }
 }
+
+/// Binds a listener with `SO_REUSEPORT` and the system's full backlog. Reuse lets an upgraded
+/// process bind the same ports while the old one still drains (`takeover`): new connections
+/// then wait in the new process's backlog instead of being refused, and only one of the two
+/// ever serves (the state lock). Without `takeover` the port is first bound plainly, so a
+/// port another process listens on is refused as usual rather than silently shared.
+pub fn listen(addr: SocketAddr, what: &str, takeover: bool) -> Result<TcpListener> {
+    let fail = |e: std::io::Error| Error::Startup(format!("cannot bind {what} port {addr}: {e}"));
+    let socket = |reuse: bool| -> std::io::Result<tokio::net::TcpSocket> {
+        let s = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }?;
+        s.set_reuseaddr(true)?;
+        s.set_reuseport(reuse)?;
+        Ok(s)
+    };
+    let mut addr = addr;
+    if !takeover {
+        let probe = socket(false).map_err(fail)?;
+        probe.bind(addr).map_err(fail)?;
+        // Port 0: keep the port the kernel picked.
+        addr = probe.local_addr().map_err(fail)?;
+        drop(probe);
+    }
+    let s = socket(true).map_err(fail)?;
+    s.bind(addr).map_err(fail)?;
+    s.listen(LISTEN_BACKLOG).map_err(fail)
+}
+
+/// Asked of `listen(2)`; the kernel caps it at `net.core.somaxconn` (4096 by default).
+const LISTEN_BACKLOG: u32 = 4096;
 
 /// The coordinators to heartbeat: the configured quorum, plus this server's own address when
 /// it runs the embedded coordinator (so a single binary is a complete service).

@@ -166,6 +166,32 @@ impl ReportedBlockIds {
         self.inner.lock().total
     }
 
+    /// `bitmapNum` and every partition's ids (shared, not copied), for a journal snapshot.
+    pub fn export(&self) -> (Option<i32>, Vec<(i32, Arc<RoaringTreemap>)>) {
+        let inner = self.inner.lock();
+        (
+            inner.bitmap_num,
+            inner
+                .by_partition
+                .iter()
+                .map(|(p, m)| (*p, Arc::clone(m)))
+                .collect(),
+        )
+    }
+
+    /// Adds ids recovered after a restart (as if reported), fixing `bitmapNum` if unset.
+    pub fn import(&self, bitmap_num: i32, parts: Vec<(i32, RoaringTreemap)>) {
+        let mut inner = self.inner.lock();
+        inner.bitmap_num.get_or_insert(bitmap_num);
+        for (p, ids) in parts {
+            let map = Arc::make_mut(inner.by_partition.entry(p).or_default());
+            let before = map.len();
+            *map |= ids;
+            let added = map.len() - before;
+            inner.total += added;
+        }
+    }
+
     /// Number of partition ids with at least one reported block id.
     pub fn partition_count(&self) -> usize {
         self.inner.lock().by_partition.len()

@@ -31,6 +31,7 @@ pub use write::RequireOutcome;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};
 use crate::memory::{ReadBudget, Tickets};
+use crate::recovery::{Journal, Record};
 use crate::status::ServerStatus;
 use crate::store::tiered::TieredStore;
 use crate::store::PurgeScope;
@@ -88,6 +89,9 @@ pub struct AppRegistry {
     tracker: TaskTracker,
     /// Request counters for `/metrics` (shared with background purges).
     stats: Arc<RegistryStats>,
+    /// Restart recovery's journal, when enabled: registrations and reports are answered only
+    /// once their record is written; drops and commits are queued in order.
+    journal: std::sync::OnceLock<Arc<Journal>>,
 }
 
 impl AppRegistry {
@@ -110,7 +114,45 @@ impl AppRegistry {
             opts,
             tracker,
             stats: Arc::default(),
+            journal: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Connects the journal (once, at start-up, after the registry was restored).
+    pub fn set_journal(&self, journal: Arc<Journal>) {
+        let _ = self.journal.set(journal);
+    }
+
+    /// Writes `rec` and waits for it; without a journal, nothing to do.
+    async fn journal(&self, rec: Record) -> Result<()> {
+        match self.journal.get() {
+            Some(j) => j.write(&rec).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Queues `rec` (order kept, no wait); without a journal, nothing to do.
+    fn journal_detached(&self, rec: Record) {
+        if let Some(j) = self.journal.get() {
+            j.write_detached(&rec);
+        }
+    }
+
+    /// Puts an app recovered after a restart into the registry, with a buffer for each of its
+    /// ranges (restart recovery only; the app is new to this process).
+    pub(crate) fn adopt_app(&self, app: Arc<App>) {
+        for id in app.shuffle_ids() {
+            let Some(shuffle) = app.shuffle(id) else {
+                continue;
+            };
+            for range in shuffle.ranges() {
+                let key = PartitionKey::new(app.id().clone(), id, range);
+                self.store.memory().ensure(key, shuffle.local_order());
+            }
+        }
+        self.store
+            .register_app(app.id(), &app.user(), app.remote_storage().as_ref());
+        self.apps.write().insert(app.id().clone(), app);
     }
 
     /// Request counters (bytes received and served, refusals), read by `/metrics`.
@@ -180,7 +222,28 @@ impl AppRegistry {
     /// Runs under the apps write lock (registration is rare), so it cannot interleave with a
     /// purge taking the same app out: either it lands before and is purged with the app, or it
     /// sees the purge and is refused.
-    pub fn register(&self, reg: Registration) -> Result<()> {
+    /// Answered once the registration is journaled (restart recovery).
+    pub async fn register(&self, reg: Registration) -> Result<()> {
+        let record = Record::Register {
+            app: reg.app.to_string(),
+            shuffle: reg.shuffle,
+            ranges: reg.ranges.iter().map(|r| (r.start, r.end)).collect(),
+            local_order: reg.local_order,
+            user: reg.user.clone(),
+            remote: reg
+                .remote_storage
+                .as_ref()
+                .map(|r| (r.path.clone(), r.conf.clone())),
+            at_ms: crate::recovery::now_ms(),
+        };
+        let (app, shuffle) = (reg.app.clone(), reg.shuffle);
+        self.register_in_memory(reg)?;
+        self.journal(record).await?;
+        tracing::info!(app_id = %app, shuffle_id = shuffle, "registered shuffle");
+        Ok(())
+    }
+
+    fn register_in_memory(&self, reg: Registration) -> Result<()> {
         let mut apps = self.apps.write();
         if self.purging.lock().contains(&reg.app) {
             return Err(Error::InvalidState {
@@ -213,7 +276,6 @@ impl AppRegistry {
             self.store.memory().ensure(key, shuffle.local_order());
         }
         drop(apps);
-        tracing::info!(app_id = %reg.app, shuffle_id = reg.shuffle, "registered shuffle");
         Ok(())
     }
 
@@ -256,6 +318,10 @@ impl AppRegistry {
             return Ok(());
         };
         a.remove_shuffle(shuffle);
+        self.journal_detached(Record::DropShuffle {
+            app: app.to_string(),
+            shuffle,
+        });
         let scope = PurgeScope::Shuffle(ShuffleKey {
             app: app.clone(),
             shuffle,
@@ -296,6 +362,9 @@ impl AppRegistry {
             apps.remove(app)?;
             self.purging.lock().insert(app.clone());
         }
+        self.journal_detached(Record::DropApp {
+            app: app.to_string(),
+        });
         self.tickets.purge_app(app);
         let scope = PurgeScope::App(app.clone());
         let in_memory = self.store.memory().purge(&scope);

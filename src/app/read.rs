@@ -42,8 +42,9 @@ pub struct MemoryReadArgs {
 }
 
 impl AppRegistry {
-    /// `reportShuffleResult`.
-    pub fn report(
+    /// `reportShuffleResult`; answered once the report is journaled (restart recovery), so
+    /// `getShuffleResult` after a restart answers exactly as before it.
+    pub async fn report(
         &self,
         app_id: &AppId,
         shuffle: i32,
@@ -51,9 +52,16 @@ impl AppRegistry {
         parts: &[(i32, Vec<i64>)],
     ) -> Result<()> {
         let app = self.verify_and_touch(app_id)?;
-        let shuffle = Self::shuffle_of(&app, shuffle)?;
-        shuffle.block_ids.report(bitmap_num, parts)?;
-        Ok(())
+        let shuffle_state = Self::shuffle_of(&app, shuffle)?;
+        shuffle_state.block_ids.report(bitmap_num, parts)?;
+        self.journal(crate::recovery::Record::Report {
+            app: app_id.to_string(),
+            shuffle,
+            bitmap_num,
+            parts: parts.to_vec(),
+            at_ms: crate::recovery::now_ms(),
+        })
+        .await
     }
 
     /// `getShuffleResult` / `getShuffleResultForMultiPart`: the Java-legacy bitmap of block ids

@@ -47,6 +47,11 @@ impl App {
         *self.last_seen.lock() = Instant::now();
     }
 
+    /// Sets when the app was last seen (restart recovery).
+    pub(crate) fn set_last_seen(&self, at: Instant) {
+        *self.last_seen.lock() = at;
+    }
+
     /// When the app was last seen.
     pub fn last_seen(&self) -> Instant {
         *self.last_seen.lock()
@@ -194,6 +199,16 @@ impl Shuffle {
     pub fn key_of(&self, app: &AppId, partition: i32) -> Option<PartitionKey> {
         self.range_of(partition)
             .map(|r| PartitionKey::new(app.clone(), self.id, r))
+    }
+
+    /// `commitShuffleTask`s counted so far.
+    pub fn commits(&self) -> i32 {
+        self.commits.load(Ordering::Acquire)
+    }
+
+    /// Raises the counter to `count` (restart recovery; never lowers it).
+    pub(crate) fn restore_commits(&self, count: i32) {
+        self.commits.fetch_max(count, Ordering::AcqRel);
     }
 
     /// Counts one `commitShuffleTask`; returns the new count.

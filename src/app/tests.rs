@@ -81,7 +81,7 @@ impl Fixture {
         }
     }
 
-    fn register(&self, app: &AppId, partitions: i32) {
+    async fn register(&self, app: &AppId, partitions: i32) {
         self.registry
             .register(Registration {
                 app: app.clone(),
@@ -94,6 +94,7 @@ impl Fixture {
                 remote_storage: None,
                 properties: Default::default(),
             })
+            .await
             .unwrap();
     }
 
@@ -179,8 +180,8 @@ fn app(s: &str) -> AppId {
 async fn apps_without_heartbeat_expire_and_are_purged_everywhere() {
     let f = Fixture::new(1 << 20, opts());
     let (a, b) = (app("app_a"), app("app_b"));
-    f.register(&a, 2);
-    f.register(&b, 2);
+    f.register(&a, 2).await;
+    f.register(&b, 2).await;
     f.write(&a, 0, 1, 100).unwrap();
     f.write(&b, 0, 1, 100).unwrap();
     f.registry.finish_shuffle(&a, 0).await.unwrap();
@@ -239,7 +240,7 @@ async fn expiry_task_runs_on_tokio_time() {
     f.registry
         .spawn_expiry(Duration::from_secs(10), f.stop.clone(), &f.tracker);
     let a = app("app_a");
-    f.register(&a, 1);
+    f.register(&a, 1).await;
     tokio::time::sleep(Duration::from_secs(75)).await;
     assert_eq!(f.registry.app_count(), 0);
     f.stop().await;
@@ -249,7 +250,7 @@ async fn expiry_task_runs_on_tokio_time() {
 async fn failing_spills_keep_blocks_readable_until_they_succeed() {
     let f = Fixture::new(1 << 20, opts());
     let a = app("app_a");
-    f.register(&a, 1);
+    f.register(&a, 1).await;
     f.write(&a, 0, 1, 1000).unwrap();
     f.faulty.fail_next_appends(3);
     let flush = {
@@ -287,7 +288,7 @@ async fn failing_spills_keep_blocks_readable_until_they_succeed() {
 async fn a_hung_disk_becomes_back_pressure_not_data_loss() {
     let f = Fixture::new(4000, opts());
     let a = app("app_a");
-    f.register(&a, 1);
+    f.register(&a, 1).await;
     f.faulty.stall_appends();
     let mut accepted = Vec::new();
     let mut refused = 0;
@@ -329,7 +330,7 @@ async fn huge_partition_gets_its_own_no_buffer() {
         },
     );
     let a = app("app_a");
-    f.register(&a, 2);
+    f.register(&a, 2).await;
     f.faulty.stall_appends(); // keep the huge partition's bytes in memory
                               // Once over the threshold, the partition may hold at most 2000 bytes in memory.
     let err = (0..10)
@@ -349,7 +350,7 @@ async fn huge_partition_gets_its_own_no_buffer() {
 async fn decommissioning_refuses_new_apps_only() {
     let f = Fixture::new(1 << 20, opts());
     let a = app("app_a");
-    f.register(&a, 1);
+    f.register(&a, 1).await;
     f.registry.status().decommission().unwrap();
     let err = f
         .registry
@@ -362,11 +363,12 @@ async fn decommissioning_refuses_new_apps_only() {
             remote_storage: None,
             properties: Default::default(),
         })
+        .await
         .unwrap_err();
     assert_eq!(err.status(), StatusCode::InvalidRequest);
-    f.register(&a, 1); // live apps keep working
+    f.register(&a, 1).await; // live apps keep working
     f.write(&a, 0, 1, 10).unwrap();
     f.registry.status().cancel_decommission();
-    f.register(&app("app_new"), 1);
+    f.register(&app("app_new"), 1).await;
     f.stop().await;
 }

@@ -254,7 +254,13 @@ impl AppRegistry {
     /// `commitShuffleTask`: counts a finished map task; returns the count.
     pub fn commit_task(&self, app_id: &AppId, shuffle: i32) -> Result<i32> {
         let app = self.verify_and_touch(app_id)?;
-        Ok(Self::shuffle_of(&app, shuffle)?.commit())
+        let count = Self::shuffle_of(&app, shuffle)?.commit();
+        self.journal_detached(crate::recovery::Record::Commit {
+            app: app_id.to_string(),
+            shuffle,
+            count,
+        });
+        Ok(count)
     }
 
     /// `finishShuffle`: spills every buffer of the shuffle and waits until it is durable.

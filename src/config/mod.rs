@@ -110,6 +110,8 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     /// The embedded Uniffle coordinator. Default: see [`CoordinatorConfig`].
     pub coordinator: CoordinatorConfig,
+    /// Restart recovery (the metadata journal). Default: see [`RecoveryConfig`].
+    pub recovery: RecoveryConfig,
 }
 
 impl Default for Config {
@@ -130,6 +132,7 @@ impl Default for Config {
             app: AppConfig::default(),
             metrics: MetricsConfig::default(),
             shutdown: ShutdownConfig::default(),
+            recovery: RecoveryConfig::default(),
             coordinator: CoordinatorConfig::default(),
         }
     }
@@ -427,6 +430,41 @@ impl Default for ShutdownConfig {
         ShutdownConfig {
             drain_timeout: Duration::from_secs(30),
             spill_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `[recovery]`: what the server writes so that a restart finds its apps again. The block data
+/// is in the data files already; the journal adds the apps, shuffles, ranges, commit counters and
+/// reported block ids (see `src/recovery/`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecoveryConfig {
+    /// Keep the journal and recover on start. Off: a restart starts empty and deletes nothing
+    /// (as the Java server). Default: true.
+    pub enabled: bool,
+    /// Where the journal lives; `None` keeps it in `.spillway-meta/` of the first writable data
+    /// path (moving to the next one when that disk fails). Required for `MEMORY_HDFS`, which
+    /// has no data paths. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dir: Option<PathBuf>,
+    /// The journal is rewritten as a snapshot of the live state once it grows past this (and
+    /// past twice the last snapshot). Default: `64M`.
+    pub compact_size: ByteSize,
+    /// When another process holds this server's state (an upgrade), ask it to stop (SIGTERM)
+    /// and take over once it has saved everything, instead of refusing to start. The ports are
+    /// bound first with `SO_REUSEPORT`, so clients queue rather than being refused. Also set by
+    /// `--takeover`. Default: false.
+    pub takeover: bool,
+}
+
+impl Default for RecoveryConfig {
+    fn default() -> Self {
+        RecoveryConfig {
+            enabled: true,
+            dir: None,
+            compact_size: ByteSize(64 << 20),
+            takeover: false,
         }
     }
 }

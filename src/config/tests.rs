@@ -99,6 +99,7 @@ fn example_documents_every_key() {
     full.coordinator.remote_storage_path = Some("hdfs://ns/rss".into());
     full.hdfs_store.kerberos_principal = Some("rss@EXAMPLE.COM".into());
     full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
+    full.recovery.dir = Some("/data1/spillway-meta".into());
     let table = toml::Table::try_from(&full).unwrap();
     let mut all_keys = BTreeSet::new();
     for (key, value) in &table {

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{
+    RecoveryConfig,
     AppConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
     HybridStoreConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig, ShutdownConfig,
     StoreType,
@@ -47,6 +48,7 @@ impl Config {
             metrics,
             shutdown,
             coordinator,
+            recovery,
         } = self;
 
         if bind_ip.parse::<std::net::IpAddr>().is_err() {
@@ -85,7 +87,26 @@ impl Config {
         app.check()?;
         metrics.check(*grpc_port)?;
         shutdown.check()?;
+        recovery.check()?;
         coordinator.check()
+    }
+}
+
+impl RecoveryConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let RecoveryConfig {
+            enabled: _,
+            dir,
+            compact_size,
+            takeover: _,
+        } = self;
+        if dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
+            return Err(ConfigError::new("recovery.dir", "is empty"));
+        }
+        if compact_size.as_u64() == 0 {
+            return Err(ConfigError::new("recovery.compact_size", "must be above zero"));
+        }
+        Ok(())
     }
 }
 

@@ -54,7 +54,7 @@ impl ShuffleServer for ShuffleService {
         request: Request<proto::ShuffleRegisterRequest>,
     ) -> Rpc<proto::ShuffleRegisterResponse> {
         let req = request.into_inner();
-        let result = (|| {
+        let result = async {
             let remote = req
                 .remote_storage
                 .filter(|r| !r.path.is_empty())
@@ -66,7 +66,8 @@ impl ShuffleServer for ShuffleService {
                         .map(|i| (i.key, i.value))
                         .collect(),
                 });
-            self.registry.register(Registration {
+            self.registry
+                .register(Registration {
                 app: convert::app_id(&req.app_id)?,
                 shuffle: req.shuffle_id,
                 ranges: convert::ranges(&req.partition_ranges)?,
@@ -75,7 +76,9 @@ impl ShuffleServer for ShuffleService {
                 remote_storage: remote,
                 properties: req.properties.into_iter().collect(),
             })
-        })();
+            .await
+        }
+        .await;
         reply(
             "registerShuffle",
             &req.app_id,
@@ -256,10 +259,14 @@ impl ShuffleServer for ShuffleService {
             .into_iter()
             .map(|p| (p.partition_id, p.block_ids))
             .collect();
-        let result = convert::app_id(&req.app_id).and_then(|app| {
-            self.registry
-                .report(&app, req.shuffle_id, req.bitmap_num, &parts)
-        });
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => {
+                self.registry
+                    .report(&app, req.shuffle_id, req.bitmap_num, &parts)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         reply(
             "reportShuffleResult",
             &req.app_id,

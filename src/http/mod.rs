@@ -84,10 +84,8 @@ pub async fn serve(listener: TcpListener, router: Router, stop: CancellationToke
 }
 
 /// Binds the HTTP port.
-pub async fn bind(addr: SocketAddr) -> crate::error::Result<TcpListener> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|e| crate::error::Error::Startup(format!("cannot bind HTTP port {addr}: {e}")))
+pub fn bind(addr: SocketAddr, takeover: bool) -> crate::error::Result<TcpListener> {
+    crate::server::listen(addr, "HTTP", takeover)
 }
 
 /// The repeated `name[]=` parameters.
