@@ -119,8 +119,10 @@ pub async fn start(config: Config) -> Result<Running> {
         None => format!("{ip}-{}", grpc_addr.port()),
     };
 
-    let http_listener =
-        crate::http::bind(SocketAddr::new(bind.ip(), config.metrics.http_port), takeover)?;
+    let http_listener = crate::http::bind(
+        SocketAddr::new(bind.ip(), config.metrics.http_port),
+        takeover,
+    )?;
     let http_addr = http_listener
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
@@ -159,7 +161,9 @@ pub async fn start(config: Config) -> Result<Running> {
         };
         let dirs = Recovery::dirs(config.recovery.dir.as_ref(), data_paths);
         if dirs.is_empty() {
-            tracing::warn!("restart recovery is off: store_type has no data paths and recovery.dir is not set");
+            tracing::warn!(
+                "restart recovery is off: store_type has no data paths and recovery.dir is not set"
+            );
         }
         dirs
     } else {
@@ -169,7 +173,8 @@ pub async fn start(config: Config) -> Result<Running> {
         None
     } else {
         let dirs = journal_dirs.clone();
-        let wait = config.shutdown.drain_timeout + config.shutdown.spill_timeout + Duration::from_secs(30);
+        let wait =
+            config.shutdown.drain_timeout + config.shutdown.spill_timeout + Duration::from_secs(30);
         Some(
             tokio::task::spawn_blocking(move || {
                 crate::recovery::acquire_lock(&dirs, takeover, wait)
@@ -224,15 +229,14 @@ pub async fn start(config: Config) -> Result<Running> {
             sync: lf.sync_on_write,
             compact_size: config.recovery.compact_size.as_u64(),
             server_id: server_id.clone(),
+            write_timeout: lf.write_timeout,
         };
         let app_timeout = config.app.app_heartbeat_timeout;
         let tier = local.clone();
         Some(
-            tokio::task::spawn_blocking(move || {
-                Recovery::open(opts, app_timeout, tier.as_deref())
-            })
-            .await
-            .map_err(|e| Error::Startup(format!("recovery task failed: {e}")))??,
+            tokio::task::spawn_blocking(move || Recovery::open(opts, app_timeout, tier.as_deref()))
+                .await
+                .map_err(|e| Error::Startup(format!("recovery task failed: {e}")))??,
         )
     };
 
@@ -309,7 +313,8 @@ pub async fn start(config: Config) -> Result<Running> {
         r.attach(&registry);
         r.spawn_seen(
             Arc::clone(&registry),
-            (config.app.app_heartbeat_timeout / 6).clamp(Duration::from_secs(1), Duration::from_secs(10)),
+            (config.app.app_heartbeat_timeout / 6)
+                .clamp(Duration::from_secs(1), Duration::from_secs(10)),
             tasks_stop.clone(),
             &tracker,
         );

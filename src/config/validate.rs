@@ -4,10 +4,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{
-    RecoveryConfig,
     AppConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
-    HybridStoreConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig, ShutdownConfig,
-    StoreType,
+    HybridStoreConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig, RecoveryConfig,
+    ShutdownConfig, StoreType,
 };
 
 impl Config {
@@ -104,7 +103,10 @@ impl RecoveryConfig {
             return Err(ConfigError::new("recovery.dir", "is empty"));
         }
         if compact_size.as_u64() == 0 {
-            return Err(ConfigError::new("recovery.compact_size", "must be above zero"));
+            return Err(ConfigError::new(
+                "recovery.compact_size",
+                "must be above zero",
+            ));
         }
         Ok(())
     }

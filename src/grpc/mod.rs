@@ -68,15 +68,16 @@ impl ShuffleServer for ShuffleService {
                 });
             self.registry
                 .register(Registration {
-                app: convert::app_id(&req.app_id)?,
-                shuffle: req.shuffle_id,
-                ranges: convert::ranges(&req.partition_ranges)?,
-                local_order: req.shuffle_data_distribution == DataDistribution::LocalOrder as i32,
-                user: req.user,
-                remote_storage: remote,
-                properties: req.properties.into_iter().collect(),
-            })
-            .await
+                    app: convert::app_id(&req.app_id)?,
+                    shuffle: req.shuffle_id,
+                    ranges: convert::ranges(&req.partition_ranges)?,
+                    local_order: req.shuffle_data_distribution
+                        == DataDistribution::LocalOrder as i32,
+                    user: req.user,
+                    remote_storage: remote,
+                    properties: req.properties.into_iter().collect(),
+                })
+                .await
         }
         .await;
         reply(

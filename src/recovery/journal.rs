@@ -40,6 +40,9 @@ pub struct JournalOptions {
     pub compact_size: u64,
     /// Written into every header; a journal of another id is not replayed.
     pub server_id: String,
+    /// A batch write (with its sync) taking longer counts as failed: the journal moves to
+    /// another directory, so a hung disk cannot hold registrations and reports forever.
+    pub write_timeout: std::time::Duration,
 }
 
 /// What [`load`] found.
@@ -119,7 +122,10 @@ pub fn load(dirs: &[PathBuf], server_id: &str) -> Loaded {
         };
         let mut lines = bytes.split(|b| *b == b'\n');
         match lines.next().and_then(Record::from_line) {
-            Some(Record::Header { gen: g, server_id: id }) if g == gen && id == server_id => {}
+            Some(Record::Header {
+                gen: g,
+                server_id: id,
+            }) if g == gen && id == server_id => {}
             Some(Record::Header { server_id: id, .. }) if id != server_id => {
                 loaded.skipped.push(format!(
                     "{}: written by server id {id}, this server is {server_id}",
@@ -332,12 +338,37 @@ impl Writer {
 
     fn append(&mut self, buf: &[u8]) -> io::Result<()> {
         #[cfg(test)]
-        if self.fail_next.swap(false, std::sync::atomic::Ordering::SeqCst) {
+        if self
+            .fail_next
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
             return Err(io::Error::from_raw_os_error(28)); // ENOSPC
         }
-        self.file.write_all(buf)?;
-        if self.opts.sync {
-            self.file.sync_data()?;
+        // The write runs on its own thread so that a hung disk (the call never returns) turns
+        // into a timeout here; the stuck thread is abandoned with the old file.
+        let mut file = self.file.try_clone()?;
+        let data = buf.to_vec();
+        let sync = self.opts.sync;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("spillway-journal-io".to_owned())
+            .spawn(move || {
+                let r =
+                    file.write_all(&data)
+                        .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+                let _ = tx.send(r);
+            })?;
+        match rx.recv_timeout(self.opts.write_timeout) {
+            Ok(r) => r?,
+            Err(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "journal write did not finish within {:?}",
+                        self.opts.write_timeout
+                    ),
+                ))
+            }
         }
         self.len += buf.len() as u64;
         Ok(())
@@ -345,7 +376,12 @@ impl Writer {
 
     /// Starts the next generation with a fresh snapshot plus `pending`. After a failure the
     /// other directories are tried first, for compaction the current one.
-    fn rotate(&mut self, snap: Option<&SnapshotFn>, pending: &[u8], failed: bool) -> io::Result<()> {
+    fn rotate(
+        &mut self,
+        snap: Option<&SnapshotFn>,
+        pending: &[u8],
+        failed: bool,
+    ) -> io::Result<()> {
         let Some(snap) = snap else {
             return Err(io::Error::other("no snapshot source yet"));
         };
@@ -362,7 +398,12 @@ impl Writer {
             match write_generation(&self.opts, dir_index, gen, &records, pending) {
                 Ok((file, path, len)) => {
                     let old = std::mem::replace(&mut self.path, path);
-                    let _ = fs::remove_file(&old);
+                    // Off this thread: on a hung disk the unlink hangs too.
+                    let _ = std::thread::Builder::new()
+                        .name("spillway-journal-rm".to_owned())
+                        .spawn(move || {
+                            let _ = fs::remove_file(&old);
+                        });
                     self.file = file;
                     self.gen = gen;
                     self.dir_index = dir_index;
@@ -446,6 +487,7 @@ mod tests {
             sync: false,
             compact_size: 1 << 20,
             server_id: "10.0.0.1-19999".into(),
+            write_timeout: std::time::Duration::from_secs(10),
         }
     }
 
@@ -512,10 +554,7 @@ mod tests {
         assert!(gen_path(&o.dirs[1], 2).exists());
         let l = load(&o.dirs, &o.server_id);
         assert_eq!(l.gen, 2);
-        assert_eq!(
-            l.state.apps.keys().collect::<Vec<_>>(),
-            vec!["w", "y", "z"]
-        );
+        assert_eq!(l.state.apps.keys().collect::<Vec<_>>(), vec!["w", "y", "z"]);
     }
 
     #[tokio::test]

@@ -89,7 +89,10 @@ fn lock_file(mut file: File, path: PathBuf, takeover: bool, wait: Duration) -> R
                 }
                 if signalled.is_none() {
                     if let Some(pid) = holder {
-                        tracing::info!(old_pid = pid, "asking the running server to stop (SIGTERM) and waiting for its state");
+                        tracing::info!(
+                            old_pid = pid,
+                            "asking the running server to stop (SIGTERM) and waiting for its state"
+                        );
                         let _ = nix::sys::signal::kill(
                             nix::unistd::Pid::from_raw(pid),
                             nix::sys::signal::Signal::SIGTERM,

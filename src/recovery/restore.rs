@@ -27,7 +27,11 @@ pub fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
         };
         let app = App::new(app_id.clone());
         let idle = Duration::from_millis(now.saturating_sub(a.last_seen_ms));
-        app.set_last_seen(Instant::now().checked_sub(idle).unwrap_or_else(Instant::now));
+        app.set_last_seen(
+            Instant::now()
+                .checked_sub(idle)
+                .unwrap_or_else(Instant::now),
+        );
         let remote = a.remote.map(|(path, conf)| RemoteStorage { path, conf });
         app.set_registration(a.user, remote, Default::default());
         for (shuffle_id, s) in a.shuffles {

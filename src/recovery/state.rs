@@ -111,7 +111,9 @@ impl RecoveredState {
                 for (p, encoded) in partitions {
                     match decode_treemap(&encoded) {
                         Some(map) => *s.ids.entry(p).or_default() |= map,
-                        None => tracing::warn!(app_id = %app, shuffle_id = shuffle, partition = p, "journal: undecodable block-id bitmap skipped"),
+                        None => {
+                            tracing::warn!(app_id = %app, shuffle_id = shuffle, partition = p, "journal: undecodable block-id bitmap skipped")
+                        }
                     }
                 }
             }
@@ -174,11 +176,7 @@ impl RecoveredState {
                         app: app.clone(),
                         shuffle: *id,
                         bitmap_num,
-                        partitions: s
-                            .ids
-                            .iter()
-                            .map(|(p, m)| (*p, encode_treemap(m)))
-                            .collect(),
+                        partitions: s.ids.iter().map(|(p, m)| (*p, encode_treemap(m))).collect(),
                     });
                 }
             }
