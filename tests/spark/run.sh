@@ -9,6 +9,7 @@
 #   --versions "A B"      Uniffle client versions (default "0.9.2 0.9.0"; env SPARK_E2E_VERSIONS)
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
 #   --no-replica          skip the two-server replica job
+#   --no-restart          skip the upgrade job (the server is replaced by --takeover mid-read)
 #   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC GRPC_NETTY";
 #                         env SPARK_E2E_CLIENT_TYPES); GRPC_NETTY uses Spillway's Netty plane
 #   --keep                keep the work dir (configs, server and Spark logs) even on success
@@ -19,7 +20,10 @@
 # Phases: Maven build per client version (cached by a stamp; offline first, online if the
 # artefacts are missing) -> cargo build -> vanilla baseline -> per client version: one Spillway
 # server with the embedded coordinator + all jobs -> replica job: server A (coordinator) and
-# server B, replica 2, B is SIGKILLed mid-read (each reduce task pauses after its first record) -> HDFS suites:
+# server B, replica 2, B is SIGKILLed mid-read (each reduce task pauses after its first record) ->
+# upgrade job: one server (fixed ports), the same paused job, a second spillway binary started
+# with --takeover replaces it while every reduce task is mid-read (the old one spills, journals
+# and exits; the new one recovers the shuffle from disk and serves the rest) -> HDFS suites:
 # a MiniHdfs (tests/hdfs) on loopback, one server per store type MEMORY_HDFS and
 # MEMORY_LOCALFILE_HDFS (cold threshold 1 MiB), client 0.9.2 over GRPC with
 # spark.rss.remote.storage.path on that HDFS: the client reads the spilled shuffle straight from
@@ -41,6 +45,7 @@ JOBS=all
 CLIENT_TYPES=${SPARK_E2E_CLIENT_TYPES:-"GRPC GRPC_NETTY"}
 VANILLA_ONLY=0
 REPLICA=1
+RESTART=1
 KEEP=0
 HDFS=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
@@ -50,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --versions) VERSIONS=$2; shift ;;
     --jobs) JOBS=$2; shift ;;
     --no-replica) REPLICA=0 ;;
+    --no-restart) RESTART=0 ;;
     --client-types) CLIENT_TYPES=$2; shift ;;
     --keep) KEEP=1 ;;
     --no-hdfs) HDFS=0 ;;
@@ -277,7 +283,8 @@ start_server() {
   {
     echo "store_type = \"${STORE_TYPE:-MEMORY_LOCALFILE}\""
     echo "grpc_port = $port"
-    echo 'netty_port = 0'
+    # A fixed Netty port keeps the server id across a restart (the upgrade job).
+    echo "netty_port = ${SERVER_NETTY_PORT:-0}"
     echo 'bind_ip = "127.0.0.1"'
     echo 'worker_ip = "127.0.0.1"'
     echo "coordinator_quorum = [$quorum]"
@@ -450,7 +457,7 @@ fi
 BASELINE="$WORK/baseline.tsv"
 phase "vanilla baseline"
 BASE_JOBS=$JOBS
-if [[ $REPLICA == 1 ]]; then
+if [[ $REPLICA == 1 || $RESTART == 1 ]]; then
   BASE_JOBS="$JOBS,replica"
 fi
 run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" \
@@ -520,6 +527,67 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
         fail "uniffle-$ver-$CLIENT_TYPE-replica: cluster not ready (see above; coordinator $COORD)"
       fi
       stop_cluster
+      phase_done
+    fi
+    if [[ $RESTART == 1 ]]; then
+      ver=$BASE_VER
+      phase "upgrade job (--takeover mid-read), client $ver, $CLIENT_TYPE"
+      if SERVER_NETTY_PORT=$(free_port) start_cluster "$ver" 1 "u_${CLIENT_TYPE}_"; then
+        name="uniffle-$ver-$CLIENT_TYPE-upgrade"
+        pause="$WORK/pause-up-$CLIENT_TYPE"; rm -rf "$pause"
+        mkdir -p "$pause" "$WORK/spark-local"
+        rc=0
+        timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
+          -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+          io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
+          --mode rss --coordinator "$COORD" --job replica --replica 1 \
+          --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
+          --rss-conf spark.rss.client.read.buffer.size=256k \
+          --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+        jpid=$!
+        PIDS+=("$jpid")
+        deadline=$((SECONDS + PAUSE_TIMEOUT))
+        while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
+          sleep 0.2
+        done
+        old_var="u_${CLIENT_TYPE}_0_PID"; old_pid=${!old_var}
+        sdir="$WORK/u_${CLIENT_TYPE}_0"
+        if [[ -e $pause/paused ]]; then
+          log "reduce stage paused: starting the new server with --takeover (old pid $old_pid)"
+          t0=$(date +%s%N)
+          RUST_LOG=${SPILLWAY_LOG:-info} WORKER_IP=127.0.0.1 NO_COLOR=1 \
+            "$SPILLWAY_BIN" --config "$sdir/config.toml" --takeover >"$sdir/server2.log" 2>&1 &
+          new_pid=$!
+          PIDS+=("$new_pid")
+          deadline=$((SECONDS + SERVER_START_TIMEOUT))
+          while ! grep -q 'spillway listening' "$sdir/server2.log" && kill -0 "$new_pid" 2>/dev/null \
+              && ((SECONDS < deadline)); do
+            sleep 0.05
+          done
+          t1=$(date +%s%N)
+          wait "$old_pid" 2>/dev/null || true
+          forget_pid "$old_pid"
+          if grep -q 'spillway listening' "$sdir/server2.log"; then
+            log "new server (pid $new_pid) serving $(( (t1 - t0) / 1000000 )) ms after it started; $(grep -o 'recovery done.*' "$sdir/server2.log" | head -c 300)"
+          else
+            fail "$name: the new server did not take over (log $sdir/server2.log)"
+          fi
+        else
+          log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
+        fi
+        touch "$pause/resume"
+        wait "$jpid" || rc=$?
+        forget_pid "$jpid"
+        cat "$WORK/$name.out"
+        count_results "$WORK/$name.out" "$rc" "$name"
+        if [[ -n ${new_pid:-} ]] && ! kill -0 "$new_pid" 2>/dev/null; then
+          fail "$name: the new server died (log $sdir/server2.log)"
+        fi
+      else
+        fail "uniffle-$ver-$CLIENT_TYPE-upgrade: cluster not ready (see above; coordinator $COORD)"
+      fi
+      stop_cluster
+      unset new_pid
       phase_done
     fi
   done
