@@ -129,3 +129,29 @@ fn a_server_that_loses_data_fails_the_run() {
         "{out}"
     );
 }
+
+#[test]
+fn restart_keeps_what_was_in_memory_on_both_modes() {
+    for mode in ["sigterm", "takeover"] {
+        let dir = tempfile::TempDir::new().unwrap();
+        let out = Command::new(BENCH)
+            .args(["restart", "--mode", mode, "--server-bin", SERVER])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(["--transport", "netty", "--total", "64M", "--maps", "8"])
+            .args(["--partitions", "4", "--block-size", "256K", "--capacity", "256M"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("spillway-bench runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{mode}: exit {:?}:\n{text}", out.status);
+        assert!(text.contains("verified after       : 256 blocks, all intact"), "{mode}: {text}");
+        if mode == "takeover" {
+            assert!(text.contains("refused connections  : 0 over"), "{text}");
+        }
+    }
+}

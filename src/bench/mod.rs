@@ -18,6 +18,7 @@ pub mod driver;
 pub mod payload;
 pub mod procstat;
 mod report;
+pub mod restart;
 mod spawn;
 
 use std::net::SocketAddr;

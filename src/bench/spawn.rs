@@ -42,6 +42,10 @@ pub struct Spillway {
     pub data_dir: PathBuf,
     /// Whether the run created the data dir (and removes it).
     owns_dir: bool,
+    /// The binary and the config it runs with (a restart runs the same again).
+    pub bin: PathBuf,
+    /// The config file written for it.
+    pub config: PathBuf,
 }
 
 impl Spillway {
@@ -122,7 +126,14 @@ impl Spillway {
             target,
             data_dir: data,
             owns_dir,
+            bin,
+            config: config_path,
         })
+    }
+
+    /// The server process (a restart measurement signals and replaces it).
+    pub fn child_mut(&mut self) -> &mut Child {
+        &mut self.child
     }
 
     /// Stops the server and removes a data dir the run created.

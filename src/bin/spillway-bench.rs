@@ -20,6 +20,15 @@ struct Cli {
 enum Command {
     /// Write, read back and verify a shuffle; measure the ceilings in the same run.
     Run(Box<spillway::bench::Options>),
+    /// Write a shuffle (kept in memory), restart the server, measure how long requests went
+    /// unserved and how many connections were refused, then verify every block.
+    Restart {
+        /// SIGTERM then start, or a `--takeover` start.
+        #[arg(long, value_enum, default_value = "sigterm")]
+        mode: spillway::bench::restart::Mode,
+        #[command(flatten)]
+        opts: Box<spillway::bench::Options>,
+    },
     /// Serve the discard endpoints (gRPC and Netty) until killed.
     Discard {
         /// gRPC port (0: ephemeral).
@@ -56,6 +65,11 @@ fn main() -> std::process::ExitCode {
                 let report = spillway::bench::run(&opts).await?;
                 print!("{report}");
                 Ok(report.verified())
+            }
+            Command::Restart { mode, opts } => {
+                let report = spillway::bench::restart::measure(&opts, mode).await?;
+                print!("{report}");
+                Ok(report.ok)
             }
             Command::Discard {
                 grpc_port,

@@ -359,6 +359,28 @@ start_cluster() {
   wait_coordinator "$ver" "$COORD" "$n"
 }
 
+# start_paused_job NAME PAUSE_DIR REPLICA: starts the replica job in the background (sets jpid)
+# and waits until its reduce stage paused mid-read (PAUSE_DIR/paused), it ended, or
+# PAUSE_TIMEOUT passed. The job resumes when PAUSE_DIR/resume appears.
+start_paused_job() {
+  local name=$1 pause=$2 replica=$3 deadline
+  rm -rf "$pause"
+  mkdir -p "$pause" "$WORK/spark-local"
+  timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
+    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+    io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
+    --mode rss --coordinator "$COORD" --job replica --replica "$replica" \
+    --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
+    --rss-conf spark.rss.client.read.buffer.size=256k \
+    --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  jpid=$!
+  PIDS+=("$jpid")
+  deadline=$((SECONDS + PAUSE_TIMEOUT))
+  while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
+    sleep 0.2
+  done
+}
+
 stop_cluster() {
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
@@ -487,22 +509,9 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       phase "replica job, client $ver, $CLIENT_TYPE"
       if start_cluster "$ver" 2 "r_${CLIENT_TYPE}_"; then
         name="uniffle-$ver-$CLIENT_TYPE-replica"
-        pause="$WORK/pause-$CLIENT_TYPE"; rm -rf "$pause"
-        mkdir -p "$pause" "$WORK/spark-local"
+        pause="$WORK/pause-$CLIENT_TYPE"
         rc=0
-        timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
-          -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
-          io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
-          --mode rss --coordinator "$COORD" --job replica --replica 2 \
-          --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
-          --rss-conf spark.rss.client.read.buffer.size=256k \
-          --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
-        jpid=$!
-        PIDS+=("$jpid")
-        deadline=$((SECONDS + PAUSE_TIMEOUT))
-        while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
-          sleep 0.2
-        done
+        start_paused_job "$name" "$pause" 2
         if [[ -e $pause/paused ]]; then
           b_pid_var="r_${CLIENT_TYPE}_1_PID" b_addr_var="r_${CLIENT_TYPE}_1_ADDR"
           b_pid=${!b_pid_var}
@@ -534,22 +543,9 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       phase "upgrade job (--takeover mid-read), client $ver, $CLIENT_TYPE"
       if SERVER_NETTY_PORT=$(free_port) start_cluster "$ver" 1 "u_${CLIENT_TYPE}_"; then
         name="uniffle-$ver-$CLIENT_TYPE-upgrade"
-        pause="$WORK/pause-up-$CLIENT_TYPE"; rm -rf "$pause"
-        mkdir -p "$pause" "$WORK/spark-local"
+        pause="$WORK/pause-up-$CLIENT_TYPE"
         rc=0
-        timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
-          -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
-          io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
-          --mode rss --coordinator "$COORD" --job replica --replica 1 \
-          --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
-          --rss-conf spark.rss.client.read.buffer.size=256k \
-          --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
-        jpid=$!
-        PIDS+=("$jpid")
-        deadline=$((SECONDS + PAUSE_TIMEOUT))
-        while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
-          sleep 0.2
-        done
+        start_paused_job "$name" "$pause" 1
         old_var="u_${CLIENT_TYPE}_0_PID"; old_pid=${!old_var}
         sdir="$WORK/u_${CLIENT_TYPE}_0"
         if [[ -e $pause/paused ]]; then
