@@ -139,7 +139,14 @@ fn restart_keeps_what_was_in_memory_on_both_modes() {
             .arg("--data-dir")
             .arg(dir.path())
             .args(["--transport", "netty", "--total", "64M", "--maps", "8"])
-            .args(["--partitions", "4", "--block-size", "256K", "--capacity", "256M"])
+            .args([
+                "--partitions",
+                "4",
+                "--block-size",
+                "256K",
+                "--capacity",
+                "256M",
+            ])
             .stdin(Stdio::null())
             .output()
             .expect("spillway-bench runs");
@@ -148,8 +155,15 @@ fn restart_keeps_what_was_in_memory_on_both_modes() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(out.status.success(), "{mode}: exit {:?}:\n{text}", out.status);
-        assert!(text.contains("verified after       : 256 blocks, all intact"), "{mode}: {text}");
+        assert!(
+            out.status.success(),
+            "{mode}: exit {:?}:\n{text}",
+            out.status
+        );
+        assert!(
+            text.contains("verified after       : 256 blocks, all intact"),
+            "{mode}: {text}"
+        );
         if mode == "takeover" {
             assert!(text.contains("refused connections  : 0 over"), "{text}");
         }
