@@ -107,8 +107,16 @@ impl Recovery {
                 .sum(),
             ..RecoveryReport::default()
         };
-        if let Some(local) = local {
-            report.scan = Some(local.recover(&|app| state.apps.contains_key(app.as_str())));
+        match local {
+            // Without any journal (first start, or the disk that held it is gone) nothing says
+            // which files are live: leave them all alone rather than delete a live shuffle.
+            Some(_) if loaded.gen == 0 => tracing::warn!(
+                "no journal found: files already in the data paths are neither served nor deleted"
+            ),
+            Some(local) => {
+                report.scan = Some(local.recover(&|app| state.apps.contains_key(app.as_str())));
+            }
+            None => {}
         }
         let journal = Journal::start(opts, loaded.gen + 1, state.to_records())?;
         report.elapsed = started.elapsed();
@@ -179,5 +187,90 @@ impl Recovery {
     /// The journal (the registry writes through it).
     pub fn journal(&self) -> &Arc<Journal> {
         &self.journal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{AppId, PartitionKey, PartitionRange};
+    use crate::store::localfile::LocalFileOptions;
+    use crate::store::{BlockBatch, FileTier, Tier};
+
+    fn tier(root: &std::path::Path) -> Arc<LocalFileTier> {
+        LocalFileTier::new(LocalFileOptions {
+            data_paths: vec![root.join("d0")],
+            file_prefix: "127.0.0.1-1-2".into(),
+            high_watermark: 1.0,
+            low_watermark: 1.0,
+            min_healthy_disks: 1,
+            max_concurrency_per_disk: 1,
+            sync_on_write: false,
+            write_timeout: Duration::from_secs(60),
+        })
+        .unwrap()
+    }
+
+    fn opts(root: &std::path::Path) -> JournalOptions {
+        JournalOptions {
+            dirs: vec![root.join("d0").join(META_DIR)],
+            sync: false,
+            compact_size: 1 << 20,
+            server_id: "127.0.0.1-1-2".into(),
+            write_timeout: Duration::from_secs(10),
+        }
+    }
+
+    #[tokio::test]
+    async fn files_are_kept_for_journaled_apps_only_and_never_deleted_without_a_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = PartitionKey::new(
+            AppId::parse("live").unwrap(),
+            0,
+            PartitionRange::new(0, 0).unwrap(),
+        );
+        let gone = PartitionKey::new(
+            AppId::parse("gone").unwrap(),
+            0,
+            PartitionRange::new(0, 0).unwrap(),
+        );
+        let t = tier(dir.path());
+        let batch = BlockBatch::new(vec![crate::store::conformance::test_block(
+            1,
+            1,
+            vec![7u8; 16].into(),
+        )]);
+        t.append(&live, &batch).await.unwrap();
+        t.append(&gone, &batch).await.unwrap();
+        drop(t);
+
+        // No journal yet: nothing is adopted, nothing deleted.
+        let t = tier(dir.path());
+        let r = Recovery::open(opts(dir.path()), Duration::from_secs(60), Some(&t)).unwrap();
+        assert!(r.report().scan.is_none());
+        assert!(dir.path().join("d0/gone").exists());
+        // The journal now exists (generation 1, empty); journal "live" only.
+        r.journal()
+            .write(&Record::Register {
+                app: "live".into(),
+                shuffle: 0,
+                ranges: vec![(0, 0)],
+                local_order: false,
+                user: String::new(),
+                remote: None,
+                at_ms: now_ms(),
+            })
+            .await
+            .unwrap();
+        drop(r);
+        drop(t);
+
+        let t = tier(dir.path());
+        let r = Recovery::open(opts(dir.path()), Duration::from_secs(60), Some(&t)).unwrap();
+        let scan = r.report().scan.clone().unwrap();
+        assert_eq!((scan.partitions, scan.dropped_partitions), (1, 1));
+        assert_eq!(r.report().apps, 1);
+        assert!(!dir.path().join("d0/gone").exists());
+        assert_eq!(t.read_index(&live).await.unwrap().data_len, 16);
     }
 }
