@@ -201,6 +201,7 @@ struct Case {
     data: Vec<PathBuf>,
     grpc: SocketAddr,
     netty: SocketAddr,
+    http: SocketAddr,
     /// Taken out while a case stops and restarts it (writers only need the addresses).
     server: Mutex<Option<Server>>,
     app: String,
@@ -279,6 +280,7 @@ impl Case {
             data,
             grpc,
             netty,
+            http: format!("127.0.0.1:{h}").parse().unwrap(),
             server: Mutex::new(Some(server)),
             app: format!("app_faults_{name}_{transport:?}").replace('-', "_"),
             shape: Shape {
@@ -502,6 +504,21 @@ impl Case {
         drop(self.dir);
     }
 
+    /// The sample of metric `name` whose labels contain `label` (Prometheus text format).
+    async fn metric(&self, name: &str, label: &str) -> f64 {
+        let text = reqwest::get(format!("http://{}/prometheus/metrics/all", self.http))
+            .await
+            .expect("metrics answer")
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .next()
+            .unwrap_or_else(|| panic!("no sample of {name} with {label}:\n{text}"))
+    }
+
     fn take_server(&self) -> Server {
         self.server
             .lock()
@@ -540,8 +557,15 @@ async fn disk_full(transport: Transport) {
     let case = Arc::new(case);
     case.register().await;
     case.write_all_remaining().await;
+    let moved = case
+        .metric("total_partition_failover", "local_disk_path=\"ALL\"")
+        .await;
+    assert!(moved > 0.0, "no partition moved off the full disk");
     let c = unwrap_case(case);
-    c.finish("served; the full disk's partitions moved").await;
+    c.finish(&format!(
+        "served; {moved} partitions moved off the full disk"
+    ))
+    .await;
     drop(mount);
 }
 
@@ -600,6 +624,9 @@ async fn stall(transport: Transport) {
     })
     .await;
     // Reads of data already on the frozen disk work (page cache); the final spill avoids it.
+    let frozen = format!("local_disk_path=\"{}\"", case.data[0].display());
+    assert_eq!(case.metric("local_storage_is_timeout", &frozen).await, 1.0);
+    assert!(case.metric("total_partition_failover", &frozen).await > 0.0);
     let c = unwrap_case(case);
     c.finish("served; writes to the frozen disk timed out and moved")
         .await;

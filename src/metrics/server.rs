@@ -240,8 +240,12 @@ impl Collector for ServerCollector {
         f.push(
             "local_storage_is_timeout",
             MetricType::GAUGE,
-            per_disk(&|_| 0.0),
+            per_disk(&|d| d.timed_out as u8 as f64),
         );
+        // Spillway's own: partitions that failed over from each disk to another.
+        let mut moved = vec![(all(), sum(&|d| d.partitions_moved_off))];
+        moved.extend(per_disk(&|d| d.partitions_moved_off as f64));
+        f.push("total_partition_failover", MetricType::COUNTER, moved);
         f.gauge(
             "storage_used_bytes",
             disks.iter().map(|d| d.written_bytes).sum::<u64>() as f64,

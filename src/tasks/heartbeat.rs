@@ -319,6 +319,8 @@ impl Reporter {
             } else {
                 DiskStatus::Unhealthy
             },
+            timed_out: false,
+            partitions_moved_off: 0,
         };
         Some((report, StorageMedia::Hdfs))
     }
@@ -515,6 +517,8 @@ mod tests {
                         available_bytes: 4_000,
                         written_bytes: 1_234,
                         status: DiskStatus::Normal,
+                        timed_out: false,
+                        partitions_moved_off: 0,
                     },
                     StorageMedia::Ssd,
                 ),
@@ -526,6 +530,8 @@ mod tests {
                         available_bytes: 100,
                         written_bytes: 7,
                         status: DiskStatus::Overused,
+                        timed_out: false,
+                        partitions_moved_off: 0,
                     },
                     StorageMedia::StorageTypeUnknown,
                 ),

@@ -59,6 +59,10 @@ pub struct DiskReport {
     pub written_bytes: u64,
     /// Status now.
     pub status: DiskStatus,
+    /// The disk is unhealthy because a write hung past `write_timeout` (`local_storage_is_timeout`).
+    pub timed_out: bool,
+    /// Partitions that moved off this disk to another (failover), since start.
+    pub partitions_moved_off: u64,
 }
 
 /// File-system numbers from one `statvfs`.
@@ -96,6 +100,10 @@ pub(crate) struct Disk {
     probing: AtomicBool,
     /// Why the disk is unhealthy or overused, for `Health::detail`; empty when normal.
     reason: parking_lot::Mutex<String>,
+    /// Set when a write hung; cleared by the next good probe.
+    timed_out: AtomicBool,
+    /// Partitions moved off this disk (failover).
+    moved_off: AtomicU64,
 }
 
 impl Disk {
@@ -112,6 +120,8 @@ impl Disk {
             written: AtomicU64::new(0),
             probing: AtomicBool::new(false),
             reason: parking_lot::Mutex::new("not probed yet".to_owned()),
+            timed_out: AtomicBool::new(false),
+            moved_off: AtomicU64::new(0),
         }
     }
 
@@ -149,8 +159,20 @@ impl Disk {
         }
     }
 
+    /// Flags the disk unhealthy because a write hung (reported as `local_storage_is_timeout`).
+    pub fn mark_timed_out(&self, reason: &str) {
+        self.timed_out.store(true, Ordering::Release);
+        self.mark_unhealthy(reason);
+    }
+
+    /// Counts a partition that moved off this disk.
+    pub fn count_moved_off(&self) {
+        self.moved_off.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Flags the disk healthy after a good probe; logs only on the transition.
     fn mark_healthy(&self) {
+        self.timed_out.store(false, Ordering::Release);
         if !self.healthy.swap(true, Ordering::AcqRel) {
             self.reason.lock().clear();
             tracing::info!(disk = %self.root.display(), storage_id = self.index, "disk is healthy");
@@ -228,6 +250,8 @@ impl Disk {
             available_bytes: self.available.load(Ordering::Relaxed),
             written_bytes: self.written.load(Ordering::Relaxed),
             status: self.status(),
+            timed_out: self.timed_out.load(Ordering::Acquire),
+            partitions_moved_off: self.moved_off.load(Ordering::Relaxed),
         }
     }
 }

@@ -297,6 +297,7 @@ impl LocalFileTier {
         let disk = self.place(part)?;
         let (seq, base) = match parts.last() {
             Some(last) => {
+                last.disk.count_moved_off();
                 let mut state = last.state.lock();
                 state.sealed = true;
                 (last.seq + 1, last.base + state.committed.data_len)
@@ -515,7 +516,7 @@ impl Tier for LocalFileTier {
                 reason: format!("append task for partition {part} failed: {e}"),
             })?,
             Err(_) => {
-                target.disk.mark_unhealthy(&format!(
+                target.disk.mark_timed_out(&format!(
                     "an append to {} did not finish within {:?}",
                     target.paths.data.display(),
                     self.write_timeout
