@@ -318,10 +318,11 @@ impl AppRegistry {
             return Ok(());
         };
         a.remove_shuffle(shuffle);
-        self.journal_detached(Record::DropShuffle {
+        self.journal(Record::DropShuffle {
             app: app.to_string(),
             shuffle,
-        });
+        })
+        .await?;
         let scope = PurgeScope::Shuffle(ShuffleKey {
             app: app.clone(),
             shuffle,

@@ -252,14 +252,17 @@ impl AppRegistry {
     }
 
     /// `commitShuffleTask`: counts a finished map task; returns the count.
-    pub fn commit_task(&self, app_id: &AppId, shuffle: i32) -> Result<i32> {
+    /// Answered once the new count is journaled, so a restart never counts a commit twice
+    /// or forgets one.
+    pub async fn commit_task(&self, app_id: &AppId, shuffle: i32) -> Result<i32> {
         let app = self.verify_and_touch(app_id)?;
         let count = Self::shuffle_of(&app, shuffle)?.commit();
-        self.journal_detached(crate::recovery::Record::Commit {
+        self.journal(crate::recovery::Record::Commit {
             app: app_id.to_string(),
             shuffle,
             count,
-        });
+        })
+        .await?;
         Ok(count)
     }
 

@@ -238,8 +238,10 @@ impl ShuffleServer for ShuffleService {
         request: Request<proto::ShuffleCommitRequest>,
     ) -> Rpc<proto::ShuffleCommitResponse> {
         let req = request.into_inner();
-        let result = convert::app_id(&req.app_id)
-            .and_then(|app| self.registry.commit_task(&app, req.shuffle_id));
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => self.registry.commit_task(&app, req.shuffle_id).await,
+            Err(e) => Err(e),
+        };
         reply(
             "commitShuffleTask",
             &req.app_id,
