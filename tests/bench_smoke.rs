@@ -9,9 +9,15 @@ const BENCH: &str = env!("CARGO_BIN_EXE_spillway-bench");
 const SERVER: &str = env!("CARGO_BIN_EXE_spillway");
 
 fn run_bench(extra: &[&str]) -> (bool, i32, String) {
+    bench(&["run"], extra)
+}
+
+/// Runs `spillway-bench <command…> --server-bin … --data-dir <tmp> <extra…>`; (success, exit
+/// code, stdout + stderr).
+fn bench(command: &[&str], extra: &[&str]) -> (bool, i32, String) {
     let dir = tempfile::TempDir::new().unwrap();
     let out = Command::new(BENCH)
-        .arg("run")
+        .args(command)
         .args(["--server-bin", SERVER])
         .arg("--data-dir")
         .arg(dir.path())
@@ -133,33 +139,24 @@ fn a_server_that_loses_data_fails_the_run() {
 #[test]
 fn restart_keeps_what_was_in_memory_on_both_modes() {
     for mode in ["sigterm", "takeover"] {
-        let dir = tempfile::TempDir::new().unwrap();
-        let out = Command::new(BENCH)
-            .args(["restart", "--mode", mode, "--server-bin", SERVER])
-            .arg("--data-dir")
-            .arg(dir.path())
-            .args(["--transport", "netty", "--total", "64M", "--maps", "8"])
-            .args([
+        let (ok, code, text) = bench(
+            &["restart", "--mode", mode],
+            &[
+                "--transport",
+                "netty",
+                "--total",
+                "64M",
+                "--maps",
+                "8",
                 "--partitions",
                 "4",
                 "--block-size",
                 "256K",
                 "--capacity",
                 "256M",
-            ])
-            .stdin(Stdio::null())
-            .output()
-            .expect("spillway-bench runs");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            ],
         );
-        assert!(
-            out.status.success(),
-            "{mode}: exit {:?}:\n{text}",
-            out.status
-        );
+        assert!(ok, "{mode}: exit {code}:\n{text}");
         assert!(
             text.contains("verified after       : 256 blocks, all intact"),
             "{mode}: {text}"

@@ -197,7 +197,9 @@ impl Drop for Mount {
 struct Case {
     name: &'static str,
     transport: Transport,
-    dir: TempDir,
+    /// Unmounted before `dir` is removed (fields drop in order).
+    mount: Option<Mount>,
+    _dir: TempDir,
     data: Vec<PathBuf>,
     grpc: SocketAddr,
     netty: SocketAddr,
@@ -254,7 +256,7 @@ impl Case {
         transport: Transport,
         prepare: impl FnOnce(&Path) -> Option<Mount>,
         extra: &str,
-    ) -> (Case, Option<Mount>) {
+    ) -> Arc<Case> {
         let dir = TempDir::new().unwrap();
         let mount = prepare(dir.path());
         let first = mount
@@ -276,7 +278,8 @@ impl Case {
         let case = Case {
             name,
             transport,
-            dir,
+            mount,
+            _dir: dir,
             data,
             grpc,
             netty,
@@ -296,7 +299,16 @@ impl Case {
             peak_rss: Mutex::new(0),
             thaw: Mutex::new(None),
         };
-        (case, mount)
+        Arc::new(case)
+    }
+
+    /// The mount point of the case's mounted data path.
+    fn mount_path(&self) -> PathBuf {
+        self.mount
+            .as_ref()
+            .expect("the case has a mount")
+            .path
+            .clone()
     }
 
     async fn client(&self) -> anyhow::Result<Client> {
@@ -501,7 +513,6 @@ impl Case {
             "[{}] server exit after the final SIGTERM",
             self.name
         );
-        drop(self.dir);
     }
 
     /// The sample of metric `name` whose labels contain `label` (Prometheus text format).
@@ -547,14 +558,13 @@ fn unwrap_case(c: Arc<Case>) -> Case {
 
 async fn disk_full(transport: Transport) {
     // The first data path is a 24 MiB tmpfs: a quarter of the shuffle's 96 MiB fits.
-    let (case, mount) = Case::start(
+    let case = Case::start(
         "disk-full",
         transport,
         |d| Some(Mount::tmpfs(&d.join("small"), 24)),
         "",
     )
     .await;
-    let case = Arc::new(case);
     case.register().await;
     case.write_all_remaining().await;
     let moved = case
@@ -566,22 +576,20 @@ async fn disk_full(transport: Transport) {
         "served; {moved} partitions moved off the full disk"
     ))
     .await;
-    drop(mount);
 }
 
 async fn read_only(transport: Transport) {
     // The kernel remounts read-only only with no file open for writing there, so the journal
     // (always open) lives elsewhere in this case; a disk that the kernel turns read-only after
     // errors does not wait for that.
-    let (case, mount) = Case::start(
+    let case = Case::start(
         "read-only",
         transport,
         |d| Some(Mount::tmpfs(&d.join("ro"), 256)),
         "[recovery]\ndir = \"JOURNAL_DIR\"",
     )
     .await;
-    let case = Arc::new(case);
-    let path = mount.as_ref().unwrap().path.clone();
+    let path = case.mount_path();
     case.half_then(async {
         // The kernel refuses while a file is open for writing there (an append in flight):
         // retry until an instant between appends.
@@ -605,19 +613,17 @@ async fn read_only(transport: Transport) {
     .await;
     let c = unwrap_case(case);
     c.finish("served; partitions left the read-only disk").await;
-    drop(mount);
 }
 
 async fn stall(transport: Transport) {
-    let (case, mount) = Case::start(
+    let case = Case::start(
         "stalled-io",
         transport,
         |d| Some(Mount::ext4(&d.join("frozen"), &d.join("ext4.img"), 512)),
         "",
     )
     .await;
-    let case = Arc::new(case);
-    let path = mount.as_ref().unwrap().path.clone();
+    let path = case.mount_path();
     case.half_then(async {
         sh(&format!("fsfreeze -f {}", path.display()));
         *case.thaw.lock() = Some(path.clone());
@@ -630,12 +636,10 @@ async fn stall(transport: Transport) {
     let c = unwrap_case(case);
     c.finish("served; writes to the frozen disk timed out and moved")
         .await;
-    drop(mount);
 }
 
 async fn path_removed(transport: Transport) {
-    let (case, mount) = Case::start("path-removed", transport, |_| None, "").await;
-    let case = Arc::new(case);
+    let case = Case::start("path-removed", transport, |_| None, "").await;
     let removed = case.data[0].clone();
     let c2 = Arc::clone(&case);
     case.half_then(async move {
@@ -649,7 +653,6 @@ async fn path_removed(transport: Transport) {
     let c = unwrap_case(case);
     c.finish("served; later spills went to new file pairs")
         .await;
-    drop(mount);
 }
 
 /// Block ids in the index files under `root`.
@@ -676,8 +679,7 @@ async fn restart_mid_write(transport: Transport, kill: bool) {
     } else {
         "sigterm-mid-write"
     };
-    let (case, mount) = Case::start(name, transport, |_| None, "").await;
-    let case = Arc::new(case);
+    let case = Case::start(name, transport, |_| None, "").await;
     case.register().await;
     case.write((0..MAPS / 2).collect()).await;
     // Writers keep going while the server goes down and comes back.
@@ -711,7 +713,6 @@ async fn restart_mid_write(transport: Transport, kill: bool) {
     let c = unwrap_case(case);
     c.finish(&format!("restarted in {} ms", down.as_millis()))
         .await;
-    drop(mount);
 }
 
 async fn restart_mid_read(transport: Transport, kill: bool) {
@@ -720,8 +721,7 @@ async fn restart_mid_read(transport: Transport, kill: bool) {
     } else {
         "sigterm-mid-read"
     };
-    let (case, mount) = Case::start(name, transport, |_| None, "").await;
-    let case = Arc::new(case);
+    let case = Case::start(name, transport, |_| None, "").await;
     case.register().await;
     case.write_all_remaining().await;
     if kill {
@@ -749,14 +749,12 @@ async fn restart_mid_read(transport: Transport, kill: bool) {
     let c = unwrap_case(case);
     c.finish(&format!("restarted in {} ms", down.as_millis()))
         .await;
-    drop(mount);
 }
 
 /// Upgrade: a second binary started with `--takeover` while writers run. Counts refused
 /// connections on the gRPC port during the handover.
 async fn takeover(transport: Transport) {
-    let (case, mount) = Case::start("takeover-mid-write", transport, |_| None, "").await;
-    let case = Arc::new(case);
+    let case = Case::start("takeover-mid-write", transport, |_| None, "").await;
     case.register().await;
     case.write((0..MAPS / 2).collect()).await;
     let writers = {
@@ -809,7 +807,6 @@ async fn takeover(transport: Transport) {
     ))
     .await;
     assert_eq!(refused, 0, "connections were refused during the handover");
-    drop(mount);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -107,6 +107,23 @@ pub struct Options {
     pub no_ceilings: bool,
 }
 
+impl Options {
+    /// The workload these options describe, writing `shape` as app `app`.
+    pub fn workload(&self, shape: Shape, app: String) -> Workload {
+        Workload {
+            shape,
+            app,
+            shuffle: 0,
+            request_bytes: self.request_size.0 as usize,
+            concurrency: self.concurrency.max(1),
+            grpc_connections: self.grpc_connections.max(1),
+            read_size: self.read_size.0 as usize,
+            backoff: Duration::from_millis(self.backoff_ms.max(1)),
+            transport: self.transport,
+        }
+    }
+}
+
 /// Runs the server and the ceilings phase by phase and returns the report.
 pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     let block_size = usize::try_from(opts.block_size.0).context("--block-size")?;
@@ -123,16 +140,11 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()
         .as_millis();
-    let workload = |tag: &str| Workload {
-        shape,
-        app: format!("spillway_bench_{tag}_{now}_{}", std::process::id()),
-        shuffle: 0,
-        request_bytes: opts.request_size.0 as usize,
-        concurrency: opts.concurrency.max(1),
-        grpc_connections: opts.grpc_connections.max(1),
-        read_size: opts.read_size.0 as usize,
-        backoff: Duration::from_millis(opts.backoff_ms.max(1)),
-        transport: opts.transport,
+    let workload = |tag: &str| {
+        opts.workload(
+            shape,
+            format!("spillway_bench_{tag}_{now}_{}", std::process::id()),
+        )
     };
     let mut report = Report::new(opts, &shape);
 

@@ -13,7 +13,7 @@ use tokio::process::Command;
 use super::driver::{self, Target};
 use super::payload::{Payloads, Shape};
 use super::spawn::Spillway;
-use super::{Options, Workload};
+use super::Options;
 use crate::ids::BlockIdLayout;
 use crate::proto;
 
@@ -104,17 +104,10 @@ pub async fn measure(opts: &Options, mode: Mode) -> anyhow::Result<RestartReport
     let payloads = Arc::new(Payloads::new(block_size));
     let mut server = Spillway::start(opts).await?;
     let target = server.target;
-    let w = Workload {
+    let w = opts.workload(
         shape,
-        app: format!("spillway_bench_restart_{}", std::process::id()),
-        shuffle: 0,
-        request_bytes: opts.request_size.0 as usize,
-        concurrency: opts.concurrency.max(1),
-        grpc_connections: opts.grpc_connections.max(1),
-        read_size: opts.read_size.0 as usize,
-        backoff: Duration::from_millis(opts.backoff_ms.max(1)),
-        transport: opts.transport,
-    };
+        format!("spillway_bench_restart_{}", std::process::id()),
+    );
     driver::write(&target, &w, &payloads).await?;
 
     let refused = Arc::new(AtomicU64::new(0));
