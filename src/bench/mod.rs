@@ -108,6 +108,20 @@ pub struct Options {
 }
 
 impl Options {
+    /// The shuffle these options describe, and the payload pool its blocks are cut from.
+    pub fn shape(&self) -> anyhow::Result<(Shape, Arc<Payloads>)> {
+        let block_size = usize::try_from(self.block_size.0).context("--block-size")?;
+        anyhow::ensure!(block_size > 0, "--block-size must be > 0");
+        let shape = Shape::for_total(
+            self.total.0,
+            self.maps.max(1),
+            self.partitions.max(1),
+            block_size,
+            BlockIdLayout::DEFAULT,
+        );
+        Ok((shape, Arc::new(Payloads::new(block_size))))
+    }
+
     /// The workload these options describe, writing `shape` as app `app`.
     pub fn workload(&self, shape: Shape, app: String) -> Workload {
         Workload {
@@ -126,16 +140,7 @@ impl Options {
 
 /// Runs the server and the ceilings phase by phase and returns the report.
 pub async fn run(opts: &Options) -> anyhow::Result<Report> {
-    let block_size = usize::try_from(opts.block_size.0).context("--block-size")?;
-    anyhow::ensure!(block_size > 0, "--block-size must be > 0");
-    let shape = Shape::for_total(
-        opts.total.0,
-        opts.maps.max(1),
-        opts.partitions.max(1),
-        block_size,
-        BlockIdLayout::DEFAULT,
-    );
-    let payloads = Arc::new(Payloads::new(block_size));
+    let (shape, payloads) = opts.shape()?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()

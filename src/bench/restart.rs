@@ -7,14 +7,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use tokio::process::Command;
 
 use super::driver::{self, Target};
-use super::payload::{Payloads, Shape};
 use super::spawn::Spillway;
 use super::Options;
-use crate::ids::BlockIdLayout;
 use crate::proto;
 
 /// How the server is replaced.
@@ -93,15 +90,7 @@ pub async fn measure(opts: &Options, mode: Mode) -> anyhow::Result<RestartReport
         opts.addr.is_none(),
         "restart spawns its own server: drop --addr"
     );
-    let block_size = usize::try_from(opts.block_size.0).context("--block-size")?;
-    let shape = Shape::for_total(
-        opts.total.0,
-        opts.maps.max(1),
-        opts.partitions.max(1),
-        block_size,
-        BlockIdLayout::DEFAULT,
-    );
-    let payloads = Arc::new(Payloads::new(block_size));
+    let (shape, payloads) = opts.shape()?;
     let mut server = Spillway::start(opts).await?;
     let target = server.target;
     let w = opts.workload(
