@@ -381,6 +381,17 @@ start_paused_job() {
   done
 }
 
+# finish_paused_job NAME PAUSE_DIR: resumes the job started by start_paused_job, waits for it
+# and counts its results.
+finish_paused_job() {
+  local name=$1 pause=$2 rc=0
+  touch "$pause/resume"
+  wait "$jpid" || rc=$?
+  forget_pid "$jpid"
+  cat "$WORK/$name.out"
+  count_results "$WORK/$name.out" "$rc" "$name"
+}
+
 stop_cluster() {
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
@@ -510,7 +521,6 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       if start_cluster "$ver" 2 "r_${CLIENT_TYPE}_"; then
         name="uniffle-$ver-$CLIENT_TYPE-replica"
         pause="$WORK/pause-$CLIENT_TYPE"
-        rc=0
         start_paused_job "$name" "$pause" 2
         if [[ -e $pause/paused ]]; then
           b_pid_var="r_${CLIENT_TYPE}_1_PID" b_addr_var="r_${CLIENT_TYPE}_1_ADDR"
@@ -523,11 +533,7 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
         else
           log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
         fi
-        touch "$pause/resume"
-        wait "$jpid" || rc=$?
-        forget_pid "$jpid"
-        cat "$WORK/$name.out"
-        count_results "$WORK/$name.out" "$rc" "$name"
+        finish_paused_job "$name" "$pause"
         a_pid_var="r_${CLIENT_TYPE}_0_PID"
         if ! kill -0 "${!a_pid_var}" 2>/dev/null; then
           fail "$name: server A died (log $WORK/r_${CLIENT_TYPE}_0/server.log)"
@@ -544,7 +550,6 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       if SERVER_NETTY_PORT=$(free_port) start_cluster "$ver" 1 "u_${CLIENT_TYPE}_"; then
         name="uniffle-$ver-$CLIENT_TYPE-upgrade"
         pause="$WORK/pause-up-$CLIENT_TYPE"
-        rc=0
         start_paused_job "$name" "$pause" 1
         old_var="u_${CLIENT_TYPE}_0_PID"; old_pid=${!old_var}
         sdir="$WORK/u_${CLIENT_TYPE}_0"
@@ -571,11 +576,7 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
         else
           log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
         fi
-        touch "$pause/resume"
-        wait "$jpid" || rc=$?
-        forget_pid "$jpid"
-        cat "$WORK/$name.out"
-        count_results "$WORK/$name.out" "$rc" "$name"
+        finish_paused_job "$name" "$pause"
         if [[ -n ${new_pid:-} ]] && ! kill -0 "$new_pid" 2>/dev/null; then
           fail "$name: the new server died (log $sdir/server2.log)"
         fi

@@ -416,18 +416,19 @@ impl Tier for LocalFileTier {
         let deadline = tokio::time::Instant::now() + self.write_timeout;
         // Waits behind a hung append of the same part end at the deadline too (without
         // blaming the disk: only the write that hangs does).
+        let waited_too_long = |what: &str, disk: &Disk| Error::TierFailed {
+            tier: TIER,
+            reason: format!(
+                "partition {part}: {what} on disk {} after {:?}",
+                disk.root.display(),
+                self.write_timeout
+            ),
+        };
         let (target, writer) = loop {
             let target = self.active_part(part)?;
             let writer = tokio::time::timeout_at(deadline, Arc::clone(&target.writer).lock_owned())
                 .await
-                .map_err(|_| Error::TierFailed {
-                    tier: TIER,
-                    reason: format!(
-                        "partition {part}: an earlier append to disk {} is still running after {:?}",
-                        target.disk.root.display(),
-                        self.write_timeout
-                    ),
-                })?;
+                .map_err(|_| waited_too_long("an earlier append is still running", &target.disk))?;
             // The partition may have moved on while we waited for the lock.
             let state = *target.state.lock();
             if !state.sealed && !state.lost {
@@ -437,14 +438,7 @@ impl Tier for LocalFileTier {
         let permit =
             tokio::time::timeout_at(deadline, Arc::clone(&target.disk.permits).acquire_owned())
                 .await
-                .map_err(|_| Error::TierFailed {
-                    tier: TIER,
-                    reason: format!(
-                        "partition {part}: no write permit on disk {} within {:?}",
-                        target.disk.root.display(),
-                        self.write_timeout
-                    ),
-                })?
+                .map_err(|_| waited_too_long("no write permit", &target.disk))?
                 .map_err(|_| Error::Internal {
                     reason: "localfile write permits closed".to_owned(),
                 })?;
