@@ -31,6 +31,10 @@ pub const ENV_WORKER_IP: &str = "WORKER_IP";
 /// unset.
 pub const ENV_WORKER_CONFIG_PATH: &str = "WORKER_CONFIG_PATH";
 
+/// Env variable that sets `metrics.admin_token` (kept out of config files that many can read).
+/// Empty means unset.
+pub const ENV_ADMIN_TOKEN: &str = "SPILLWAY_ADMIN_TOKEN";
+
 /// Where spilled data goes, mirroring Uniffle's `rss.storage.type`.
 ///
 /// Memory is always the first tier; the variant names the tiers behind it.
@@ -112,6 +116,8 @@ pub struct Config {
     pub coordinator: CoordinatorConfig,
     /// Restart recovery (the metadata journal). Default: see [`RecoveryConfig`].
     pub recovery: RecoveryConfig,
+    /// What one client, connection or request may take. Default: see [`LimitsConfig`].
+    pub limits: LimitsConfig,
 }
 
 impl Default for Config {
@@ -134,6 +140,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             recovery: RecoveryConfig::default(),
             coordinator: CoordinatorConfig::default(),
+            limits: LimitsConfig::default(),
         }
     }
 }
@@ -364,6 +371,12 @@ pub struct MetricsConfig {
     /// tokio-console port on `bind_ip`, served only by a binary built with the `console`
     /// feature. Default: 6669 (tokio-console's default).
     pub console_port: u16,
+    /// Token the HTTP endpoints that change state or cost resources (decommission, profiles)
+    /// require as `Authorization: Bearer <token>`. Unset: those endpoints answer loopback
+    /// clients only. Env `SPILLWAY_ADMIN_TOKEN` overrides it. Never shown by the conf
+    /// endpoint. Default: none.
+    #[serde(skip_serializing)]
+    pub admin_token: Option<String>,
 }
 
 impl Default for MetricsConfig {
@@ -376,6 +389,7 @@ impl Default for MetricsConfig {
             push_gateway_grouping_key: String::new(),
             push_timeout: Duration::from_secs(5),
             console_port: 6669,
+            admin_token: None,
         }
     }
 }
@@ -465,6 +479,67 @@ impl Default for RecoveryConfig {
             dir: None,
             compact_size: ByteSize(64 << 20),
             takeover: false,
+        }
+    }
+}
+
+/// `[limits]`: hard limits against broken or hostile clients. Each refusal gets a clear status
+/// (requests) or a logged close (connections) and counts in `total_limit_hits{limit}`. The
+/// defaults are far above what released Uniffle clients send, so only misbehaving peers meet
+/// them.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Open connections per plane (gRPC, Netty). At the cap a newcomer is still accepted and the
+    /// longest-idle connection is closed instead (clients reconnect on their next request);
+    /// only when every connection is inside a request is the newcomer closed at once. Accepting
+    /// always keeps the kernel's accept queue empty, so no client waits unseen. Default: 16384.
+    pub max_connections: usize,
+    /// Open connections per client IP address and plane, handled like `max_connections` among
+    /// that address's connections. Default: 8192.
+    pub max_connections_per_address: usize,
+    /// A connection with no request in flight and no bytes moving for this long is closed
+    /// (Java's Netty server: 600 s). Default: `600s`.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Longest pause inside a request being received or a response being sent: a peer that
+    /// sends half a request (or stops reading its answer) is cut off after it, and what it held
+    /// (receive budget, read memory) is released. Default: `60s`.
+    #[serde(with = "humantime_serde")]
+    pub stall_timeout: Duration,
+    /// Bytes of requests received and not yet handled, server-wide, on both planes. A request
+    /// waits for its share before its body is read, so no number of connections makes the
+    /// server buffer more; a request larger than this is refused. Default: `256M`.
+    pub receive_budget: ByteSize,
+    /// Blocks in one sendShuffleData request. Default: 1000000.
+    pub max_blocks_per_request: usize,
+    /// Partitions (or ranges) named in one request (register, requireBuffer, send, report,
+    /// getShuffleResultForMultiPart). Default: 1000000.
+    pub max_partitions_per_request: usize,
+    /// Block ids in one reportShuffleResult, and in one serialized bitmap sent by a client
+    /// (a read's expected task ids). Default: 16000000.
+    pub max_block_ids_per_request: usize,
+    /// Bytes of any string in a request other than the app id (which is a file name and capped
+    /// at 255): user, storage path, conf and property keys and values. Default: `16K`.
+    pub max_string_length: ByteSize,
+    /// Bytes of one response's payload (a read's data, index or block-id bitmap); larger
+    /// answers fail with a status instead of being built. Default: `1G`.
+    pub max_response_size: ByteSize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_connections: 16384,
+            max_connections_per_address: 8192,
+            idle_timeout: Duration::from_secs(600),
+            stall_timeout: Duration::from_secs(60),
+            receive_budget: ByteSize(256 * ByteSize::MIB),
+            max_blocks_per_request: 1_000_000,
+            max_partitions_per_request: 1_000_000,
+            max_block_ids_per_request: 16_000_000,
+            max_string_length: ByteSize(16 << 10),
+            max_response_size: ByteSize(ByteSize::GIB),
         }
     }
 }
@@ -574,6 +649,9 @@ impl Config {
     fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) {
         if let Some(ip) = non_empty_env(env, ENV_WORKER_IP) {
             self.worker_ip = Some(ip);
+        }
+        if let Some(token) = non_empty_env(env, ENV_ADMIN_TOKEN) {
+            self.metrics.admin_token = Some(token);
         }
     }
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{
     AppConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
-    HybridStoreConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig, RecoveryConfig,
-    ShutdownConfig, StoreType,
+    HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig,
+    RecoveryConfig, ShutdownConfig, StoreType,
 };
 
 impl Config {
@@ -48,6 +48,7 @@ impl Config {
             shutdown,
             coordinator,
             recovery,
+            limits,
         } = self;
 
         if bind_ip.parse::<std::net::IpAddr>().is_err() {
@@ -87,7 +88,68 @@ impl Config {
         metrics.check(*grpc_port)?;
         shutdown.check()?;
         recovery.check()?;
+        limits.check()?;
         coordinator.check()
+    }
+}
+
+impl LimitsConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let LimitsConfig {
+            max_connections,
+            max_connections_per_address,
+            idle_timeout,
+            stall_timeout,
+            receive_budget,
+            max_blocks_per_request,
+            max_partitions_per_request,
+            max_block_ids_per_request,
+            max_string_length,
+            max_response_size,
+        } = self;
+        let positive = [
+            ("limits.max_connections", *max_connections as u64),
+            (
+                "limits.max_connections_per_address",
+                *max_connections_per_address as u64,
+            ),
+            (
+                "limits.max_blocks_per_request",
+                *max_blocks_per_request as u64,
+            ),
+            (
+                "limits.max_partitions_per_request",
+                *max_partitions_per_request as u64,
+            ),
+            (
+                "limits.max_block_ids_per_request",
+                *max_block_ids_per_request as u64,
+            ),
+            ("limits.max_string_length", max_string_length.as_u64()),
+        ];
+        for (key, value) in positive {
+            if value == 0 {
+                return Err(ConfigError::new(key, "must be above zero"));
+            }
+        }
+        nonzero_duration("limits.idle_timeout", *idle_timeout)?;
+        nonzero_duration("limits.stall_timeout", *stall_timeout)?;
+        // One semaphore acquisition counts in u32, and a request must fit a Netty frame.
+        let budget = receive_budget.as_u64();
+        if budget < (1 << 20) || budget > i32::MAX as u64 {
+            return Err(ConfigError::new(
+                "limits.receive_budget",
+                format!("{receive_budget}: must be between 1M and 2G - 1"),
+            ));
+        }
+        let response = max_response_size.as_u64();
+        if response == 0 || response > i32::MAX as u64 {
+            return Err(ConfigError::new(
+                "limits.max_response_size",
+                format!("{max_response_size}: must be between 1 and 2G - 1 (a Netty frame's int32 length)"),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -320,7 +382,17 @@ impl MetricsConfig {
             push_gateway_grouping_key,
             push_timeout,
             console_port: _,
+            admin_token,
         } = self;
+        if admin_token
+            .as_ref()
+            .is_some_and(|t| t.len() < 16 || t.contains(char::is_whitespace))
+        {
+            return Err(ConfigError::new(
+                "metrics.admin_token",
+                "must be at least 16 characters without spaces",
+            ));
+        }
         if push_gateway_job.is_empty() || push_gateway_job.contains('/') {
             return Err(ConfigError::new(
                 "metrics.push_gateway_job",
