@@ -72,6 +72,15 @@ pub enum Error {
         /// What is wrong, naming the field.
         reason: String,
     },
+    /// The request exceeds one of `[limits]` (counts, string lengths, response size). Not
+    /// retryable as is; the limit's config key is in the message.
+    #[error("request exceeds limits.{limit}: {reason}")]
+    LimitExceeded {
+        /// The `[limits]` key.
+        limit: &'static str,
+        /// The numbers.
+        reason: String,
+    },
     /// The request is well-formed but cannot be served in the server's current state.
     #[error("invalid state: {reason}")]
     InvalidState {
@@ -124,6 +133,7 @@ impl Error {
             Error::HugePartitionHardLimit { .. } => StatusCode::ExceedHugePartitionHardLimit,
             Error::TicketNotFound { .. } => StatusCode::InternalError,
             Error::BadRequest { .. } => StatusCode::InvalidRequest,
+            Error::LimitExceeded { .. } => StatusCode::InvalidRequest,
             Error::InvalidState { .. } => StatusCode::InvalidRequest,
             Error::NotSupported { .. } => StatusCode::InternalError,
             Error::Internal { .. } => StatusCode::InternalError,

@@ -25,6 +25,7 @@ pub mod error;
 pub mod grpc;
 pub mod http;
 pub mod ids;
+pub mod limits;
 pub mod memory;
 pub mod metrics;
 pub mod netty;

@@ -23,6 +23,8 @@ use crate::config::Config;
 use crate::coordinator::{Coordinator, CoordinatorService};
 use crate::error::{Error, Result};
 use crate::grpc::{InternalService, ShuffleService};
+use crate::limits::grpc::{RequestLimitLayer, TrackedConn};
+use crate::limits::{ConnectionLimits, ConnectionTable, RequestLimits};
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
 use crate::metrics::Metrics;
 use crate::recovery::{JournalOptions, Recovery, RecoveryReport, StateLock};
@@ -346,12 +348,37 @@ pub async fn start(config: Config) -> Result<Running> {
     });
 
     let grpc_stop = CancellationToken::new();
+    let limits = &config.limits;
+    let limit_metrics = Arc::clone(metrics.limits());
+    let request_limits = RequestLimits::new(limits, Arc::clone(&limit_metrics));
+    let connection_limits = ConnectionLimits {
+        max_total: limits.max_connections,
+        max_per_address: limits.max_connections_per_address,
+        idle_timeout: limits.idle_timeout,
+        stall_timeout: limits.stall_timeout,
+    };
+    let grpc_connections =
+        ConnectionTable::new("grpc", connection_limits, Arc::clone(&limit_metrics));
+    grpc_connections.spawn_sweeper(tasks_stop.clone(), &tracker);
+    // Released clients only send what requireBuffer reserved, so the gRPC budget sits above
+    // the write capacity: only requests beyond what the protocol allows ever meet it.
+    let grpc_budget = (limits.receive_budget.as_u64() + mem.capacity.as_u64())
+        .min(crate::grpc::MAX_REQUEST_SIZE as u64 * 4) as usize;
+    let grpc_limits = RequestLimitLayer::new(
+        grpc_budget,
+        limits.stall_timeout,
+        Arc::clone(&limit_metrics),
+    );
     let grpc_task = {
         let router = tonic::transport::Server::builder()
             .initial_stream_window_size(Some(4 << 20))
             .initial_connection_window_size(Some(16 << 20))
             .layer(metrics.grpc().layer())
-            .add_service(ShuffleService::new(Arc::clone(&registry)).into_server())
+            .layer(grpc_limits)
+            .add_service(
+                ShuffleService::new(Arc::clone(&registry), request_limits.clone())
+                    .into_server(grpc_budget),
+            )
             .add_service(InternalService::new(Arc::clone(&registry)).into_server())
             .add_optional_service(
                 coordinator
@@ -362,9 +389,20 @@ pub async fn start(config: Config) -> Result<Running> {
         // `tcp_nodelay` does not apply to an incoming stream we bind ourselves.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let grpc_metrics = Arc::clone(metrics.grpc());
-        let incoming = tokio_stream::StreamExt::map(incoming, move |accepted| {
-            accepted.map(|conn| grpc_metrics.count_connection(conn))
-        });
+        let table = Arc::clone(&grpc_connections);
+        // Every connection is accepted and put in the table; over a cap the table closes an
+        // idle one, or this one (dropped here, which closes the socket).
+        let incoming =
+            tokio_stream::StreamExt::filter_map(incoming, move |accepted| match accepted {
+                Ok(conn) => {
+                    let peer = conn.peer_addr().ok()?;
+                    let lease = table.admit(peer).ok()?;
+                    Some(Ok(
+                        grpc_metrics.count_connection(TrackedConn::new(conn, lease))
+                    ))
+                }
+                Err(e) => Some(Err(e)),
+            });
         let stop = grpc_stop.clone();
         tokio::spawn(async move {
             router
@@ -373,11 +411,27 @@ pub async fn start(config: Config) -> Result<Running> {
         })
     };
     let netty_task = netty_listener.map(|(listener, _)| {
+        let shared = crate::netty::NettyShared {
+            registry: Arc::clone(&registry),
+            metrics: Arc::clone(metrics.netty()),
+            connections: {
+                let table =
+                    ConnectionTable::new("netty", connection_limits, Arc::clone(&limit_metrics));
+                table.spawn_sweeper(tasks_stop.clone(), &tracker);
+                table
+            },
+            limits: request_limits.clone(),
+            limit_metrics: Arc::clone(&limit_metrics),
+        };
+        let options = crate::netty::NettyOptions {
+            receive_budget: limits.receive_budget.as_u64() as usize,
+            max_frame: crate::grpc::MAX_REQUEST_SIZE,
+            stall_timeout: limits.stall_timeout,
+        };
         tokio::spawn(crate::netty::serve(
             listener,
-            Arc::clone(&registry),
-            crate::netty::NettyOptions::default(),
-            Arc::clone(metrics.netty()),
+            shared,
+            options,
             grpc_stop.clone(),
         ))
     });

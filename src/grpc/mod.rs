@@ -10,6 +10,7 @@ use tonic::{Request, Response, Status};
 
 use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs, Registration, RemoteStorage};
 use crate::error::{Error, Result};
+use crate::limits::RequestLimits;
 use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
 use crate::proto::shuffle_server_server::ShuffleServer;
 use crate::proto::{self, DataDistribution, StatusCode};
@@ -29,19 +30,28 @@ pub const MAX_RESPONSE_SIZE: usize = i32::MAX as usize;
 #[derive(Clone)]
 pub struct ShuffleService {
     registry: Arc<AppRegistry>,
+    limits: RequestLimits,
 }
 
+/// The plane label of this service's limit hits.
+const PLANE: &str = "grpc";
+
 impl ShuffleService {
-    /// A service over `registry`.
-    pub fn new(registry: Arc<AppRegistry>) -> Self {
-        ShuffleService { registry }
+    /// A service over `registry`, refusing requests beyond `limits`.
+    pub fn new(registry: Arc<AppRegistry>, limits: RequestLimits) -> Self {
+        ShuffleService { registry, limits }
     }
 
-    /// The tonic server with Uniffle's message-size limits.
-    pub fn into_server(self) -> proto::shuffle_server_server::ShuffleServerServer<Self> {
+    /// The tonic server with Uniffle's message-size limits; a request must also fit the
+    /// plane's receive budget (`max_request`).
+    pub fn into_server(
+        self,
+        max_request: usize,
+    ) -> proto::shuffle_server_server::ShuffleServerServer<Self> {
+        let max_response = self.limits.response.min(MAX_RESPONSE_SIZE);
         proto::shuffle_server_server::ShuffleServerServer::new(self)
-            .max_decoding_message_size(MAX_REQUEST_SIZE)
-            .max_encoding_message_size(MAX_RESPONSE_SIZE)
+            .max_decoding_message_size(MAX_REQUEST_SIZE.min(max_request))
+            .max_encoding_message_size(max_response)
     }
 }
 
@@ -55,6 +65,29 @@ impl ShuffleServer for ShuffleService {
     ) -> Rpc<proto::ShuffleRegisterResponse> {
         let req = request.into_inner();
         let result = async {
+            let limits = &self.limits;
+            limits.partitions(PLANE, req.partition_ranges.len())?;
+            limits.partitions(PLANE, req.properties.len())?;
+            limits.strings(PLANE, [("user", req.user.as_str())])?;
+            limits.strings(
+                PLANE,
+                req.properties.iter().flat_map(|(k, v)| {
+                    [("property key", k.as_str()), ("property value", v.as_str())]
+                }),
+            )?;
+            if let Some(r) = &req.remote_storage {
+                limits.partitions(PLANE, r.remote_storage_conf.len())?;
+                limits.strings(PLANE, [("remote storage path", r.path.as_str())])?;
+                limits.strings(
+                    PLANE,
+                    r.remote_storage_conf.iter().flat_map(|i| {
+                        [
+                            ("remote storage conf key", i.key.as_str()),
+                            ("remote storage conf value", i.value.as_str()),
+                        ]
+                    }),
+                )?;
+            }
             let remote = req
                 .remote_storage
                 .filter(|r| !r.path.is_empty())
@@ -125,6 +158,9 @@ impl ShuffleServer for ShuffleService {
         let app_raw = req.app_id;
         let result = (|| {
             let app = convert::app_id(&app_raw)?;
+            self.limits.partitions(PLANE, req.shuffle_data.len())?;
+            self.limits
+                .blocks(PLANE, req.shuffle_data.iter().map(|p| p.block.len()).sum())?;
             let parts = convert::blocks(req.shuffle_data)?;
             self.registry
                 .send(&app, req.shuffle_id, req.require_buffer_id, parts, 0)
@@ -150,7 +186,8 @@ impl ShuffleServer for ShuffleService {
         let result = match convert::app_id(&req.app_id) {
             Ok(app) => self.registry.read_index(&app, args).await,
             Err(e) => Err(e),
-        };
+        }
+        .and_then(|read| self.limits.response(PLANE, read.index.len()).map(|()| read));
         reply(
             "getLocalShuffleIndex",
             &req.app_id,
@@ -176,11 +213,14 @@ impl ShuffleServer for ShuffleService {
             partition_num: req.partition_num,
         };
         let result = match convert::app_id(&req.app_id) {
-            Ok(app) => {
-                self.registry
-                    .read_data(&app, args, req.offset, req.length)
-                    .await
-            }
+            Ok(app) => match self.limits.response(PLANE, req.length.max(0) as usize) {
+                Ok(()) => {
+                    self.registry
+                        .read_data(&app, args, req.offset, req.length)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         reply(
@@ -200,6 +240,14 @@ impl ShuffleServer for ShuffleService {
         crate::metrics::handler_start(&request, request.get_ref().timestamp);
         let req = request.into_inner();
         let result = convert::app_id(&req.app_id).and_then(|app| {
+            self.limits
+                .response(PLANE, req.read_buffer_size.max(0) as usize)?;
+            self.limits.expected_tasks_bitmap(
+                PLANE,
+                req.serialized_expected_task_ids_bitmap
+                    .as_ref()
+                    .map_or(0, |b| b.len()),
+            )?;
             self.registry.read_memory(
                 &app,
                 MemoryReadArgs {
@@ -257,6 +305,25 @@ impl ShuffleServer for ShuffleService {
         request: Request<proto::ReportShuffleResultRequest>,
     ) -> Rpc<proto::ReportShuffleResultResponse> {
         let req = request.into_inner();
+        if let Err(e) = self
+            .limits
+            .partitions(PLANE, req.partition_to_block_ids.len())
+            .and_then(|()| {
+                self.limits.block_ids(
+                    PLANE,
+                    req.partition_to_block_ids
+                        .iter()
+                        .map(|p| p.block_ids.len())
+                        .sum(),
+                )
+            })
+        {
+            return reply::<proto::ReportShuffleResultResponse>(
+                "reportShuffleResult",
+                &req.app_id,
+                Err(e),
+            );
+        }
         let parts: Vec<(i32, Vec<i64>)> = req
             .partition_to_block_ids
             .into_iter()
@@ -285,8 +352,11 @@ impl ShuffleServer for ShuffleService {
         let result = (|| {
             let app = convert::app_id(&req.app_id)?;
             let layout = convert::layout(req.block_id_layout.as_ref())?;
-            self.registry
-                .block_ids(&app, req.shuffle_id, &[req.partition_id], layout)
+            let bitmap =
+                self.registry
+                    .block_ids(&app, req.shuffle_id, &[req.partition_id], layout)?;
+            self.limits.response(PLANE, bitmap.len())?;
+            Ok(bitmap)
         })();
         reply(
             "getShuffleResult",
@@ -306,8 +376,12 @@ impl ShuffleServer for ShuffleService {
         let result = (|| {
             let app = convert::app_id(&req.app_id)?;
             let layout = convert::layout(req.block_id_layout.as_ref())?;
-            self.registry
-                .block_ids(&app, req.shuffle_id, &req.partitions, layout)
+            self.limits.partitions(PLANE, req.partitions.len())?;
+            let bitmap = self
+                .registry
+                .block_ids(&app, req.shuffle_id, &req.partitions, layout)?;
+            self.limits.response(PLANE, bitmap.len())?;
+            Ok(bitmap)
         })();
         reply(
             "getShuffleResultForMultiPart",
@@ -347,7 +421,16 @@ impl ShuffleServer for ShuffleService {
             true => Ok(None),
             false => convert::app_id(&req.app_id).map(Some),
         };
-        let result = match app {
+        let result = match app.and_then(|app| {
+            self.limits
+                .partitions(
+                    PLANE,
+                    req.partition_ids
+                        .len()
+                        .max(req.partition_require_sizes.len()),
+                )
+                .map(|()| app)
+        }) {
             Ok(app) => {
                 self.registry
                     .require_buffer_waiting(

@@ -81,6 +81,7 @@ pub(crate) fn log(method: &'static str, app_id: &str, e: &Error) {
             tracing::info!(method, app_id, status, error = %e, "request refused")
         }
         Error::BadRequest { .. }
+        | Error::LimitExceeded { .. }
         | Error::InvalidState { .. }
         | Error::HugePartitionHardLimit { .. }
         | Error::Internal { .. } => {

@@ -23,7 +23,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounter, IntGauge, Opts, Registry};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 use crate::app::AppRegistry;
 use crate::error::{Error, Result};
@@ -66,15 +66,22 @@ impl FromStr for Kind {
     }
 }
 
+/// Family of the HTTP requests refused at a protected endpoint, by `reason`.
+pub const ADMIN_DENIED: &str = "total_admin_requests_denied";
+
 /// The server's registries.
 pub struct Metrics {
     tags: String,
     server: Registry,
+    /// [`ADMIN_DENIED`]: kept here rather than in `ServerCollector` because it counts events the
+    /// HTTP layer sees, not state read at scrape time.
+    admin_denied: IntCounterVec,
     grpc: Registry,
     netty: Registry,
     jvm: Registry,
     grpc_metrics: Arc<GrpcMetrics>,
     netty_metrics: Arc<NettyMetrics>,
+    limit_metrics: Arc<crate::limits::LimitMetrics>,
 }
 
 fn registration(e: prometheus::Error) -> Error {
@@ -129,14 +136,27 @@ impl Metrics {
             process::RuntimeCollector::new(&tags).map_err(registration)?,
         ))
         .map_err(registration)?;
+        let server = Registry::new();
+        let admin_denied = IntCounterVec::new(
+            Opts::new(ADMIN_DENIED, format!("Counter {ADMIN_DENIED}")).const_label("tags", &tags),
+            &["reason"],
+        )
+        .map_err(registration)?;
+        server
+            .register(Box::new(admin_denied.clone()))
+            .map_err(registration)?;
+        let limit_metrics =
+            Arc::new(crate::limits::LimitMetrics::new(&server, &tags).map_err(registration)?);
         Ok(Arc::new(Metrics {
             tags,
-            server: Registry::new(),
+            server,
+            admin_denied,
             grpc,
             netty,
             jvm,
             grpc_metrics,
             netty_metrics,
+            limit_metrics,
         }))
     }
 
@@ -163,9 +183,19 @@ impl Metrics {
         &self.grpc_metrics
     }
 
+    /// `total_limit_hits`, shared by every limit.
+    pub fn limits(&self) -> &Arc<crate::limits::LimitMetrics> {
+        &self.limit_metrics
+    }
+
     /// The Netty-plane metrics.
     pub fn netty(&self) -> &Arc<NettyMetrics> {
         &self.netty_metrics
+    }
+
+    /// [`ADMIN_DENIED`], labelled by `reason`.
+    pub fn admin_denied(&self) -> &IntCounterVec {
+        &self.admin_denied
     }
 
     /// Every family of `kind`; with `names` non-empty, only those families (the `name[]=`

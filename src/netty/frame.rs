@@ -56,6 +56,13 @@ pub enum FrameError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// The peer paused longer than `limits.stall_timeout` inside a frame or while its response
+    /// was being written.
+    #[error("peer stalled while the {phase} was in transit")]
+    Stalled {
+        /// "header", "body" or "response".
+        phase: &'static str,
+    },
     /// The socket failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),

@@ -21,4 +21,4 @@ pub mod server;
 
 pub use frame::{FrameError, Header, HEADER_LEN};
 pub use messages::{Request, Response, ResponseHead};
-pub use server::{serve, NettyOptions};
+pub use server::{serve, NettyOptions, NettyShared};

@@ -1,6 +1,7 @@
-//! The Netty listener and per-connection handler: a `Listener` accepts (capped by a
-//! semaphore, with backoff on accept errors) and a `Handler` serves one connection, one
-//! request at a time: read a whole frame → call the registry → write the response.
+//! The Netty listener and per-connection handler: a `Listener` accepts every connection
+//! (admitted by the plane's [`ConnectionTable`], with backoff on accept errors) and a
+//! `Handler` serves one connection, one request at a time: read a whole frame → call the
+//! registry → write the response.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,12 +19,12 @@ use super::messages::{DataRequest, Request, Response, ResponseHead, SendRequest}
 use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs};
 use crate::error::{Error, Result};
 use crate::grpc::{convert, reply};
+use crate::limits::{ConnectionTable, Lease, LimitMetrics, RequestLimits};
 use crate::metrics::NettyMetrics;
 use crate::proto::StatusCode;
 use crate::store::Block;
 
-/// Limits of the Netty plane. Not configurable: the defaults follow Java's and the gRPC
-/// plane's caps.
+/// Limits of the Netty plane (`[limits]`; the frame cap follows the gRPC plane's).
 #[derive(Debug, Clone, Copy)]
 pub struct NettyOptions {
     /// Bytes of received frames not yet handled, server-wide. A frame waits for its share
@@ -32,19 +33,18 @@ pub struct NettyOptions {
     pub receive_budget: usize,
     /// Largest `msgLen + bodyLen` accepted (before the budget cap).
     pub max_frame: usize,
-    /// Open connections; further clients wait in the kernel's accept queue.
-    pub max_connections: usize,
-    /// A connection with no request for this long is closed (Java: 600 s); clients reconnect.
-    pub idle_timeout: Duration,
+    /// Longest pause inside a frame being received or a response being written; the peer is
+    /// then cut off and what its request held is released.
+    pub stall_timeout: Duration,
 }
 
 impl Default for NettyOptions {
     fn default() -> Self {
+        let limits = crate::config::LimitsConfig::default();
         NettyOptions {
-            receive_budget: 256 << 20,
+            receive_budget: limits.receive_budget.as_u64() as usize,
             max_frame: crate::grpc::MAX_REQUEST_SIZE,
-            max_connections: 4096,
-            idle_timeout: Duration::from_secs(600),
+            stall_timeout: limits.stall_timeout,
         }
     }
 }
@@ -59,21 +59,32 @@ impl NettyOptions {
     }
 }
 
+/// What the Netty plane shares with the rest of the server.
+pub struct NettyShared {
+    /// What every request calls.
+    pub registry: Arc<AppRegistry>,
+    /// Connection and request metrics.
+    pub metrics: Arc<NettyMetrics>,
+    /// The plane's connection table (caps, idle sweep).
+    pub connections: Arc<ConnectionTable>,
+    /// Per-request caps.
+    pub limits: RequestLimits,
+    /// Counts frames cut off by the stall timeout.
+    pub limit_metrics: Arc<LimitMetrics>,
+}
+
 /// Serves `listener` until `stop` fires, then stops accepting, lets every connection finish the
 /// frame it is handling, and returns once all connections are closed. The caller bounds that
 /// wait; dropping (aborting) the returned future's task closes the remaining connections.
 pub async fn serve(
     listener: TcpListener,
-    registry: Arc<AppRegistry>,
+    shared: NettyShared,
     options: NettyOptions,
-    metrics: Arc<NettyMetrics>,
     stop: CancellationToken,
 ) {
     Listener {
         listener,
-        registry,
-        metrics,
-        limit_connections: Arc::new(Semaphore::new(options.max_connections)),
+        shared: Arc::new(shared),
         receive_budget: Arc::new(Semaphore::new(options.receive_budget)),
         options,
         stop,
@@ -86,12 +97,8 @@ pub async fn serve(
 struct Listener {
     /// Bound by `server::start`, so the port is known before serving.
     listener: TcpListener,
-    /// What every request calls.
-    registry: Arc<AppRegistry>,
-    /// Connection and request metrics.
-    metrics: Arc<NettyMetrics>,
-    /// One permit per open connection; a permit returns when its handler ends.
-    limit_connections: Arc<Semaphore>,
+    /// Registry, metrics, connection table, limits.
+    shared: Arc<NettyShared>,
     /// Bytes of frames received and not yet handled (see [`NettyOptions::receive_budget`]).
     receive_budget: Arc<Semaphore>,
     /// Limits.
@@ -106,36 +113,32 @@ impl Listener {
         // is dropped and every connection closes with it.
         let mut connections = JoinSet::new();
         loop {
-            let permit = tokio::select! {
-                _ = self.stop.cancelled() => break,
-                p = Arc::clone(&self.limit_connections).acquire_owned() => match p {
-                    Ok(p) => p,
-                    Err(_) => break,
-                },
-            };
             let (stream, peer) = tokio::select! {
                 _ = self.stop.cancelled() => break,
                 accepted = self.accept() => accepted,
             };
             while connections.try_join_next().is_some() {}
+            // Always accepted, so nobody waits unseen in the kernel's queue; over a cap the
+            // table closes an idle connection, or this one (dropping it closes the socket).
+            let Ok(lease) = self.shared.connections.admit(peer) else {
+                drop(stream);
+                continue;
+            };
             if let Err(e) = stream.set_nodelay(true) {
                 tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
             }
             let handler = Handler {
                 stream,
                 peer,
-                buffer: BytesMut::with_capacity(READ_CHUNK),
-                registry: Arc::clone(&self.registry),
-                metrics: Arc::clone(&self.metrics),
+                buffer: BytesMut::new(),
+                shared: Arc::clone(&self.shared),
+                lease,
                 receive_budget: Arc::clone(&self.receive_budget),
                 frame_limit: self.options.frame_limit(),
-                idle_timeout: self.options.idle_timeout,
+                stall_timeout: self.options.stall_timeout,
                 stop: self.stop.clone(),
             };
-            connections.spawn(async move {
-                handler.run().await;
-                drop(permit);
-            });
+            connections.spawn(handler.run());
         }
         drop(self.listener);
         while connections.join_next().await.is_some() {}
@@ -158,6 +161,9 @@ impl Listener {
     }
 }
 
+/// The plane label of this plane's limit hits.
+const PLANE: &str = "netty";
+
 /// Spare capacity kept for reading headers, so small frames need few reads.
 const READ_CHUNK: usize = 8 << 10;
 
@@ -167,29 +173,42 @@ struct Handler {
     stream: TcpStream,
     /// For log lines.
     peer: SocketAddr,
-    /// Bytes read and not yet parsed; frames are split off it without copying.
+    /// Bytes read and not yet parsed; frames are split off it without copying. Empty (no
+    /// allocation) while the connection is idle, so idle connections cost no buffer.
     buffer: BytesMut,
-    /// What every request calls.
-    registry: Arc<AppRegistry>,
-    /// Connection and request metrics.
-    metrics: Arc<NettyMetrics>,
+    /// Registry, metrics, connection table, limits.
+    shared: Arc<NettyShared>,
+    /// This connection's place in the table: activity is reported to it, and it says when
+    /// the table closes the connection (idle, or shed for a newcomer).
+    lease: Lease,
     /// Server-wide budget of received, unhandled bytes.
     receive_budget: Arc<Semaphore>,
     /// Largest `msgLen + bodyLen` accepted.
     frame_limit: usize,
-    /// Close after this long without a request.
-    idle_timeout: Duration,
+    /// Longest pause inside a frame or a response.
+    stall_timeout: Duration,
     /// Between frames, a fired stop closes the connection; a frame being handled finishes.
     stop: CancellationToken,
 }
 
 impl Handler {
     async fn run(mut self) {
-        let _open = self.metrics.connection();
+        let _open = self.shared.metrics.connection();
         match self.serve().await {
             Ok(()) => tracing::debug!(peer = %self.peer, "Netty connection closed"),
+            Err(FrameError::Stalled { phase }) => {
+                self.shared
+                    .limit_metrics
+                    .count("netty", "stall_timeout", "closed");
+                tracing::warn!(
+                    peer = %self.peer,
+                    phase,
+                    stall_timeout = ?self.stall_timeout,
+                    "closing Netty connection: the peer stalled inside a frame"
+                )
+            }
             Err(e) => {
-                self.metrics.exception();
+                self.shared.metrics.exception();
                 tracing::warn!(peer = %self.peer, error = %e, "closing Netty connection")
             }
         }
@@ -197,20 +216,25 @@ impl Handler {
 
     async fn serve(&mut self) -> Result<(), FrameError> {
         loop {
-            let stop = self.stop.clone();
-            let idle = self.idle_timeout;
-            let peer = self.peer;
-            let more = tokio::select! {
-                _ = stop.cancelled() => return Ok(()),
-                r = tokio::time::timeout(idle, self.fill(HEADER_LEN)) => match r {
-                    Ok(more) => more?,
-                    Err(_) => {
-                        tracing::debug!(%peer, "idle Netty connection closed");
-                        return Ok(());
-                    }
-                },
-            };
-            if !more {
+            // Between frames: wait for the first byte of the next one, or for the table to
+            // close this connection (idle timeout, shed for a newcomer), or for shutdown.
+            if self.buffer.is_empty() {
+                let stop = self.stop.clone();
+                let closing = self.lease.slot().closing().clone();
+                // Nothing buffered: release the previous frame's spare capacity so an idle
+                // connection holds no memory.
+                self.buffer = BytesMut::new();
+                let more = tokio::select! {
+                    _ = stop.cancelled() => return Ok(()),
+                    _ = closing.cancelled() => return Ok(()),
+                    more = self.read_some() => more?,
+                };
+                if !more {
+                    return Ok(());
+                }
+            }
+            let _busy = self.lease.slot().busy();
+            if !self.fill(HEADER_LEN, "header").await? {
                 return Ok(());
             }
             let header = Header::parse(&self.buffer[..HEADER_LEN], self.frame_limit)?;
@@ -226,7 +250,7 @@ impl Handler {
                     field: "receive budget",
                     reason: "closed",
                 })?;
-            if !self.fill(HEADER_LEN + payload).await? {
+            if !self.fill(HEADER_LEN + payload, "body").await? {
                 return Err(FrameError::Eof {
                     got: 0,
                     want: HEADER_LEN + payload,
@@ -235,7 +259,7 @@ impl Handler {
             let frame = self.buffer.split_to(HEADER_LEN + payload).freeze();
             let msg = frame.slice(HEADER_LEN..HEADER_LEN + header.msg_len);
             let request = Request::decode(header.ty, msg)?;
-            let timing = self.metrics.request(&request);
+            let timing = self.shared.metrics.request(&request);
             let response = self.handle(request, header.msg_len).await;
             drop(timing);
             // The request's bytes are in the registry (accounted by the memory budget) or gone.
@@ -243,19 +267,41 @@ impl Handler {
             drop(permit);
             let mut out = response.encode_head().freeze().chain(response.body());
             drop(response);
-            self.stream.write_all_buf(&mut out).await?;
+            while out.has_remaining() {
+                let n = tokio::time::timeout(self.stall_timeout, self.stream.write_buf(&mut out))
+                    .await
+                    .map_err(|_| FrameError::Stalled { phase: "response" })??;
+                if n == 0 {
+                    return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+                }
+                self.lease.slot().touch();
+            }
         }
     }
 
-    /// Reads until `want` bytes are buffered. `Ok(false)` on a clean end of stream with
-    /// nothing buffered; an end of stream inside a frame is [`FrameError::Eof`].
-    async fn fill(&mut self, want: usize) -> Result<bool, FrameError> {
+    /// One read into the buffer (the first bytes of a frame, not timed: the connection is
+    /// idle until they come). `Ok(false)` on a clean end of stream.
+    async fn read_some(&mut self) -> Result<bool, FrameError> {
+        self.buffer.reserve(READ_CHUNK);
+        let n = self.stream.read_buf(&mut self.buffer).await?;
+        self.lease.slot().touch();
+        Ok(n > 0)
+    }
+
+    /// Reads until `want` bytes are buffered, each read within the stall timeout. `Ok(false)`
+    /// on a clean end of stream with nothing buffered; an end of stream inside a frame is
+    /// [`FrameError::Eof`].
+    async fn fill(&mut self, want: usize, phase: &'static str) -> Result<bool, FrameError> {
         let spare = want.saturating_sub(self.buffer.len()).max(READ_CHUNK);
         if self.buffer.capacity() - self.buffer.len() < spare {
             self.buffer.reserve(spare);
         }
         while self.buffer.len() < want {
-            if self.stream.read_buf(&mut self.buffer).await? == 0 {
+            let n =
+                tokio::time::timeout(self.stall_timeout, self.stream.read_buf(&mut self.buffer))
+                    .await
+                    .map_err(|_| FrameError::Stalled { phase })??;
+            if n == 0 {
                 if self.buffer.is_empty() {
                     return Ok(false);
                 }
@@ -264,6 +310,7 @@ impl Handler {
                     want,
                 });
             }
+            self.lease.slot().touch();
         }
         Ok(true)
     }
@@ -284,10 +331,13 @@ impl Handler {
                     partition_num: r.partition_num,
                 };
                 let result = match convert::app_id(&r.app_id) {
-                    Ok(app) => self.registry.read_index(&app, args).await,
+                    Ok(app) => self.shared.registry.read_index(&app, args).await,
                     Err(e) => Err(e),
                 }
-                .and_then(|read| fits_i32(read.index.len()).map(|()| read));
+                .and_then(|read| {
+                    self.shared.limits.response(PLANE, read.index.len())?;
+                    fits_i32(read.index.len()).map(|()| read)
+                });
                 let head = head(request_id, "getLocalShuffleIndex", &r.app_id, &result);
                 match result {
                     Ok(read) => Response::Index {
@@ -312,7 +362,13 @@ impl Handler {
             }
             Request::Memory(r) => {
                 let result = convert::app_id(&r.app_id).and_then(|app| {
-                    self.registry.read_memory(
+                    let limits = &self.shared.limits;
+                    limits.response(PLANE, r.read_buffer_size.max(0) as usize)?;
+                    limits.expected_tasks_bitmap(
+                        PLANE,
+                        r.expected_task_ids.as_ref().map_or(0, |b| b.len()),
+                    )?;
+                    self.shared.registry.read_memory(
                         &app,
                         MemoryReadArgs {
                             shuffle: r.shuffle_id,
@@ -351,6 +407,10 @@ impl Handler {
     /// payloads are moved out of the request (slices of the frame), nothing is copied.
     fn send(&self, r: SendRequest, msg_len: usize) -> Result<()> {
         let app = convert::app_id(&r.app_id)?;
+        self.shared.limits.partitions(PLANE, r.partitions.len())?;
+        self.shared
+            .limits
+            .blocks(PLANE, r.partitions.iter().map(|(_, b)| b.len()).sum())?;
         let parts = r
             .partitions
             .into_iter()
@@ -376,7 +436,7 @@ impl Handler {
                 Ok((p, blocks))
             })
             .collect::<Result<Vec<_>>>()?;
-        self.registry.send(
+        self.shared.registry.send(
             &app,
             r.shuffle_id,
             r.require_buffer_id,
@@ -390,13 +450,17 @@ impl Handler {
     /// API hands back bytes so the read budget can be attached to them).
     async fn read_data(&self, r: &DataRequest) -> Result<Bytes> {
         let app = convert::app_id(&r.app_id)?;
+        self.shared
+            .limits
+            .response(PLANE, r.length.max(0) as usize)?;
         let args = ReadArgs {
             shuffle: r.shuffle_id,
             partition: r.partition_id,
             per_range: r.partition_num_per_range,
             partition_num: r.partition_num,
         };
-        self.registry
+        self.shared
+            .registry
             .read_data(&app, args, r.offset, r.length)
             .await
     }
