@@ -2,17 +2,24 @@
 //! Java's paths and formats, the config and a thread listing for the Uniffle dashboard, a
 //! status/health pair, decommission admin calls, and profiling (`pprof.rs`).
 //!
-//! | Path | Answer |
-//! |---|---|
-//! | `GET /metrics`, `/metrics/{type}`, `/api/shuffleServer/metrics/{type}` | JSON samples |
-//! | `GET /prometheus/metrics/{type}`, `/api/shuffleServer/prometheus/metrics/{type}` | text 0.0.4 |
-//! | `GET /api/shuffleServer/conf` | every config key as a string |
-//! | `GET /api/shuffleServer/stacks` | threads and runtime summary (text) |
-//! | `GET /status`, `GET /health` | JSON state; 200/503 |
-//! | `POST /admin/decommission`, `POST /admin/cancel_decommission`, `GET /admin/state` | ShuffleServerInternal over HTTP |
-//! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles |
+//! | Path | Answer | Access |
+//! |---|---|---|
+//! | `GET /metrics`, `/metrics/{type}`, `/api/shuffleServer/metrics/{type}` | JSON samples | open |
+//! | `GET /prometheus/metrics/{type}`, `/api/shuffleServer/prometheus/metrics/{type}` | text 0.0.4 | open |
+//! | `GET /api/shuffleServer/conf` | every config key as a string (never `metrics.admin_token`) | open |
+//! | `GET /api/shuffleServer/stacks` | threads and runtime summary (text) | open |
+//! | `GET /status`, `GET /health` | JSON state; 200/503 | open |
+//! | `GET /admin/state` | JSON state | open |
+//! | `POST /admin/decommission`, `POST /admin/cancel_decommission` | ShuffleServerInternal over HTTP | admin |
+//! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles | admin |
+//!
+//! "open" is unauthenticated, as in Uniffle. "admin" (`auth.rs`): with `metrics.admin_token` /
+//! env `SPILLWAY_ADMIN_TOKEN` set, every caller needs `Authorization: Bearer <token>` (else 401
+//! with `WWW-Authenticate: Bearer`); without one, loopback peers only (else 403). Refusals are
+//! logged and counted in `total_admin_requests_denied{reason}` of the `server` registry.
 
 mod admin;
+mod auth;
 mod pprof;
 
 use std::net::SocketAddr;
@@ -20,6 +27,7 @@ use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -44,8 +52,21 @@ pub struct HttpState {
     pub stop: CancellationToken,
 }
 
-/// The router over `state`.
+/// The router over `state`. Built once per server: it also logs which admin mode applies.
 pub fn router(state: Arc<HttpState>) -> Router {
+    let auth = Arc::new(auth::AdminAuth::new(&state.config, &state.metrics));
+    // route_layer: the guard runs only for these routes, after routing, so open paths and 404s
+    // never reach it.
+    let admin = Router::new()
+        .route("/admin/decommission", post(admin::decommission))
+        .route(
+            "/admin/cancel_decommission",
+            post(admin::cancel_decommission),
+        )
+        .route("/debug/pprof/profile", get(pprof::profile))
+        .route("/debug/pprof/flamegraph", get(pprof::flamegraph))
+        .route("/debug/pprof/heap", get(pprof::heap))
+        .route_layer(middleware::from_fn_with_state(auth, auth::require_admin));
     Router::new()
         .route("/metrics", get(json_all))
         .route("/metrics/{kind}", get(json_metrics))
@@ -60,22 +81,17 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/status", get(admin::status))
         .route("/health", get(admin::health))
         .route("/admin/state", get(admin::status))
-        .route("/admin/decommission", post(admin::decommission))
-        .route(
-            "/admin/cancel_decommission",
-            post(admin::cancel_decommission),
-        )
-        .route("/debug/pprof/profile", get(pprof::profile))
-        .route("/debug/pprof/flamegraph", get(pprof::flamegraph))
-        .route("/debug/pprof/heap", get(pprof::heap))
+        .merge(admin)
         .with_state(state)
 }
 
 /// Serves `router` on `listener` until `stop` fires; in-flight requests finish first (the
-/// profile endpoints end their sampling early on the same token).
+/// profile endpoints end their sampling early on the same token). Requests carry the peer
+/// address (`ConnectInfo`), which the admin guard needs without a token.
 pub async fn serve(listener: TcpListener, router: Router, stop: CancellationToken) {
     let addr = listener.local_addr().ok();
-    if let Err(e) = axum::serve(listener, router)
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    if let Err(e) = axum::serve(listener, service)
         .with_graceful_shutdown(async move { stop.cancelled().await })
         .await
     {
