@@ -351,9 +351,11 @@ pub async fn start(config: Config) -> Result<Running> {
     let limits = &config.limits;
     let limit_metrics = Arc::clone(metrics.limits());
     let request_limits = RequestLimits::new(limits, Arc::clone(&limit_metrics));
+    let planes = if netty_listener.is_some() { 2 } else { 1 };
+    let max_total = crate::limits::fit_open_files(limits.max_connections, planes);
     let connection_limits = ConnectionLimits {
-        max_total: limits.max_connections,
-        max_per_address: limits.max_connections_per_address,
+        max_total,
+        max_per_address: limits.max_connections_per_address.min(max_total),
         idle_timeout: limits.idle_timeout,
         stall_timeout: limits.stall_timeout,
     };

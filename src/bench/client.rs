@@ -277,7 +277,7 @@ impl Client {
                 req.request_id = self.next_request;
                 self.next_request += 1;
                 req.require_buffer_id = ticket;
-                match conn.call(&Request::Send(req)).await? {
+                match conn.call_reconnecting(&Request::Send(req)).await? {
                     Response::Rpc(h) => check(
                         "send (Netty)",
                         h.status,
@@ -418,7 +418,7 @@ impl Client {
                     expected_task_ids: None,
                 });
                 self.next_request += 1;
-                match conn.call(&req).await? {
+                match conn.call_reconnecting(&req).await? {
                     Response::Memory {
                         head,
                         segments,
@@ -497,7 +497,7 @@ impl Client {
                     partition_num: partitions,
                 });
                 self.next_request += 1;
-                match conn.call(&req).await? {
+                match conn.call_reconnecting(&req).await? {
                     Response::Index { head, index, .. } | Response::IndexV2 { head, index, .. } => {
                         check(
                             "getLocalShuffleIndex (Netty)",
@@ -556,7 +556,7 @@ impl Client {
                     task_attempt_id: 0,
                 });
                 self.next_request += 1;
-                match conn.call(&req).await? {
+                match conn.call_reconnecting(&req).await? {
                     Response::Data { head, data } => {
                         check(
                             "getLocalShuffleData (Netty)",

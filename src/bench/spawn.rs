@@ -73,9 +73,16 @@ impl Spillway {
         let data = data_dir.join("data");
         std::fs::create_dir_all(&data)?;
         let (grpc, netty, http) = (free_port()?, free_port()?, free_port()?);
+        // A gRPC run gets a gRPC-only server, as operators run one for GRPC clients: its
+        // connection cap then has the whole open-files limit to itself.
+        let netty = match opts.transport {
+            super::client::Transport::Grpc => None,
+            super::client::Transport::Netty => Some(netty),
+        };
+        let netty_port = netty.map_or(-1, i32::from);
         let config = format!(
             "store_type = \"MEMORY_LOCALFILE\"\n\
-             grpc_port = {grpc}\nnetty_port = {netty}\n\
+             grpc_port = {grpc}\nnetty_port = {netty_port}\n\
              bind_ip = \"127.0.0.1\"\nworker_ip = \"127.0.0.1\"\n\
              [memory_store]\ncapacity = \"{cap}B\"\n\
              [localfile_store]\ndata_paths = [{data:?}]\nsync_on_write = {sync}\n\
@@ -100,7 +107,7 @@ impl Spillway {
         let pid = child.id().context("server pid")?;
         let target = Target {
             grpc: SocketAddr::from(([127, 0, 0, 1], grpc)),
-            netty: Some(SocketAddr::from(([127, 0, 0, 1], netty))),
+            netty: netty.map(|port| SocketAddr::from(([127, 0, 0, 1], port))),
         };
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -496,7 +496,9 @@ pub struct LimitsConfig {
     /// always keeps the kernel's accept queue empty, so no client waits unseen. Default: 16384.
     pub max_connections: usize,
     /// Open connections per client IP address and plane, handled like `max_connections` among
-    /// that address's connections. Default: 8192.
+    /// that address's connections. As high as the total by default: a host that leaks
+    /// connections is already handled by the total cap (its idle connections go first), and
+    /// many executors may share one address behind NAT. Default: 16384.
     pub max_connections_per_address: usize,
     /// A connection with no request in flight and no bytes moving for this long is closed
     /// (Java's Netty server: 600 s). Default: `600s`.
@@ -531,7 +533,7 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
             max_connections: 16384,
-            max_connections_per_address: 8192,
+            max_connections_per_address: 16384,
             idle_timeout: Duration::from_secs(600),
             stall_timeout: Duration::from_secs(60),
             receive_budget: ByteSize(256 * ByteSize::MIB),

@@ -36,6 +36,9 @@ pub struct ConnectionLimits {
     pub stall_timeout: Duration,
 }
 
+/// How long a connection must have been quiet before it may be closed for a newcomer.
+const SHED_MIN_IDLE: Duration = Duration::from_secs(1);
+
 /// One open connection as the table sees it. The connection's owner reports activity and
 /// requests in flight, and watches `close`.
 #[derive(Debug)]
@@ -180,12 +183,16 @@ impl Table {
         Some(slot)
     }
 
-    /// The connection idle longest, among those of `peer` when given; busy ones never.
-    fn longest_idle(&self, peer: Option<IpAddr>, now_ms: u64) -> Option<u64> {
+    /// The connection idle longest, among those of `peer` when given, if it has been idle for
+    /// `min_idle_ms`; busy ones never. A connection that moved bytes a moment ago may have a
+    /// request on the wire that the server has not parsed yet, and closing it would fail that
+    /// request (HTTP/2 clients retry only what a GOAWAY names, which a plain close cannot send).
+    fn longest_idle(&self, peer: Option<IpAddr>, now_ms: u64, min_idle_ms: u64) -> Option<u64> {
         self.open
             .values()
             .filter(|s| peer.is_none_or(|p| s.peer == p) && !s.is_busy())
             .max_by_key(|s| s.idle_ms(now_ms))
+            .filter(|s| s.idle_ms(now_ms) >= min_idle_ms)
             .map(|s| s.id)
     }
 }
@@ -225,8 +232,9 @@ impl ConnectionTable {
         let mut shed = Vec::new();
         let slot = {
             let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+            let min_idle_ms = SHED_MIN_IDLE.min(self.limits.idle_timeout).as_millis() as u64;
             if t.per_address.get(&ip).copied().unwrap_or(0) >= self.limits.max_per_address {
-                match t.longest_idle(Some(ip), now_ms) {
+                match t.longest_idle(Some(ip), now_ms, min_idle_ms) {
                     Some(id) => shed.extend(t.take(id).map(|s| (s, CloseReason::ShedForAddress))),
                     None => {
                         drop(t);
@@ -236,7 +244,7 @@ impl ConnectionTable {
                 }
             }
             if t.open.len() >= self.limits.max_total {
-                match t.longest_idle(None, now_ms) {
+                match t.longest_idle(None, now_ms, min_idle_ms) {
                     Some(id) => shed.extend(t.take(id).map(|s| (s, CloseReason::ShedForTotal))),
                     None => {
                         drop(t);
@@ -361,7 +369,7 @@ impl ConnectionTable {
             limit,
             max_connections = self.limits.max_total,
             max_connections_per_address = self.limits.max_per_address,
-            "connection refused: at the cap and every connection is inside a request"
+            "connection refused: at the cap, and every connection is busy or was active within the last second"
         );
         self.metrics.hit(self.plane, why);
     }
@@ -413,6 +421,7 @@ mod tests {
         let a = t.admit(peer(1, 1)).unwrap();
         let b = t.admit(peer(2, 1)).unwrap();
         let _busy = b.slot().busy();
+        std::thread::sleep(Duration::from_millis(210));
         // `a` is idle, `b` is inside a request: the newcomer takes `a`'s place.
         let c = t.admit(peer(3, 1)).unwrap();
         assert!(a.slot().closing().is_cancelled());
@@ -428,6 +437,12 @@ mod tests {
             "every connection is busy"
         );
         drop(_busy_c);
+        assert_eq!(
+            t.admit(peer(4, 1)).unwrap_err(),
+            CloseReason::RefusedTotal,
+            "active a moment ago: not shed"
+        );
+        std::thread::sleep(Duration::from_millis(210));
         assert!(t.admit(peer(4, 1)).is_ok());
         assert!(c.slot().closing().is_cancelled());
     }
@@ -439,10 +454,11 @@ mod tests {
         let a1 = t.admit(peer(1, 1)).unwrap();
         std::thread::sleep(Duration::from_millis(5));
         let a2 = t.admit(peer(1, 2)).unwrap();
+        std::thread::sleep(Duration::from_millis(210));
         a2.slot().touch();
         let a3 = t.admit(peer(1, 3)).unwrap();
         assert!(a1.slot().closing().is_cancelled(), "the idlest of 10.0.0.1");
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(210));
         a3.slot().touch();
         assert!(!a2.slot().closing().is_cancelled());
         assert!(!other.slot().closing().is_cancelled());

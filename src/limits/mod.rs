@@ -19,6 +19,48 @@ pub use connections::{
     BusyGuard, CloseReason, ConnectionLimits, ConnectionTable, Lease, SendingGuard, Slot,
 };
 
+/// File descriptors kept for files, journals, HDFS and the HTTP port.
+const FDS_RESERVED: u64 = 2048;
+
+/// Raises the open-files limit so `wanted` connections per plane fit (beyond the hard limit
+/// too when the process may, as root can), and returns the connection cap per plane that
+/// fits: `wanted`, or less with a warning. Connections beyond the open-files limit would fail
+/// in `accept` (and spills in `open`), which is worse than a cap.
+pub fn fit_open_files(wanted: usize, planes: usize) -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return wanted;
+    };
+    let needed = (wanted as u64)
+        .saturating_mul(planes.max(1) as u64)
+        .saturating_add(FDS_RESERVED);
+    let mut limit = soft;
+    if soft < needed {
+        // Beyond the hard limit needs CAP_SYS_RESOURCE; otherwise settle for the hard limit.
+        let target = needed.max(hard);
+        limit = match setrlimit(Resource::RLIMIT_NOFILE, target, target) {
+            Ok(()) => target,
+            Err(_) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                Ok(()) => hard,
+                Err(_) => soft,
+            },
+            Err(_) => soft,
+        };
+        tracing::info!(from = soft, to = limit, "raised the open-files limit");
+    }
+    let fit = (limit.saturating_sub(FDS_RESERVED) / planes.max(1) as u64).max(64) as usize;
+    if fit < wanted {
+        tracing::warn!(
+            open_files_limit = limit,
+            wanted,
+            cap = fit,
+            "limits.max_connections lowered to fit the open-files limit (raise `ulimit -n` / LimitNOFILE)"
+        );
+        return fit;
+    }
+    wanted
+}
+
 /// `total_limit_hits`: one counter family for every limit, by plane, limit and what was done.
 #[derive(Debug)]
 pub struct LimitMetrics {

@@ -15,6 +15,7 @@ use super::messages::{ty, Request, Response, SendRequest};
 
 /// One connection to a Netty data-plane port.
 pub struct NettyClient {
+    addr: SocketAddr,
     stream: TcpStream,
     /// Bytes read past the current frame (a server never sends them unasked, but a read may
     /// return them).
@@ -27,6 +28,7 @@ impl NettyClient {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         Ok(NettyClient {
+            addr,
             stream,
             buffer: BytesMut::with_capacity(64 << 10),
         })
@@ -44,6 +46,27 @@ impl NettyClient {
             other => self.stream.write_all(&other.encode()).await?,
         }
         self.read_response().await
+    }
+
+    /// [`call`](Self::call), reopening the connection when the server closed it before
+    /// answering (a few tries, with a short pause): servers close idle connections, and shed
+    /// them for newcomers at their connection cap, between requests, as the Java client's
+    /// connection factory expects (it reopens inactive connections). A request the server was
+    /// handling is never cut off that way, so a retried request was not handled.
+    pub async fn call_reconnecting(&mut self, req: &Request) -> Result<Response, FrameError> {
+        let mut pause = std::time::Duration::from_millis(10);
+        for _ in 0..5 {
+            match self.call(req).await {
+                Err(e) if closed_before_answer(&e) => {
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                    let fresh = NettyClient::connect(self.addr).await?;
+                    *self = fresh;
+                }
+                other => return other,
+            }
+        }
+        self.call(req).await
     }
 
     /// Writes a type-3 frame with the payloads as their own slices of one vectored write.
@@ -88,6 +111,22 @@ impl NettyClient {
             }
         }
         Ok(())
+    }
+}
+
+/// Whether `e` means the server closed the connection without answering.
+fn closed_before_answer(e: &FrameError) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        FrameError::Eof { got: 0, .. } => true,
+        FrameError::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionReset
+                | ErrorKind::BrokenPipe
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::UnexpectedEof
+        ),
+        _ => false,
     }
 }
 
