@@ -40,7 +40,9 @@ pub(super) fn error_with_key(input: &str, err: &toml::de::Error) -> ConfigError 
     };
     let (root, _syntax_errors) = DeTable::parse_recoverable(input);
     let mut path = Vec::new();
-    if key_path_at(root.get_ref(), span.start, &mut path) {
+    // Recovery from a syntax error can invent an entry with an empty key (`[]`), which names
+    // nothing an operator could fix: then the line is the better pointer.
+    if key_path_at(root.get_ref(), span.start, &mut path) && path.iter().any(|k| !k.is_empty()) {
         return ConfigError::new(path.join("."), message);
     }
     // Syntax errors (duplicate keys, unquoted strings) may leave no spanned entry: fall back to

@@ -82,8 +82,15 @@ pub struct Header {
 impl Header {
     /// Parses the first [`HEADER_LEN`] bytes of `raw` and checks that both lengths are
     /// non-negative and that `msgLen + bodyLen <= limit`, so nothing is allocated for a
-    /// hostile length. The caller guarantees `raw.len() >= HEADER_LEN`.
+    /// hostile length. Fewer than [`HEADER_LEN`] bytes is [`FrameError::Eof`]: callers wait
+    /// for a whole header first, but a decoder of untrusted bytes must not rely on that.
     pub fn parse(raw: &[u8], limit: usize) -> Result<Header, FrameError> {
+        if raw.len() < HEADER_LEN {
+            return Err(FrameError::Eof {
+                got: raw.len(),
+                want: HEADER_LEN,
+            });
+        }
         let mut raw = raw;
         let msg_len = raw.get_i32();
         let ty = raw.get_i8();

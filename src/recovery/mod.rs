@@ -28,7 +28,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use journal::{Journal, JournalOptions, Loaded};
+pub use journal::{load as load_journal, Journal, JournalOptions, Loaded};
 pub use lock::{acquire as acquire_lock, StateLock};
 pub use record::{now_ms, Record};
 pub use state::{AppState, RecoveredState, ShuffleState};

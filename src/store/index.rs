@@ -86,13 +86,19 @@ pub fn encode_blocks(blocks: &[Block], data_offset: u64) -> Bytes {
 /// Adds `by` to the offset of every whole record in `records` (in place). Used to present
 /// several data files of a partition as one logical file whose offsets continue where the
 /// previous file ended.
+///
+/// The records come back from disk, so a damaged one may hold any offset: the sum saturates
+/// rather than overflowing (a panic in debug builds) or wrapping (which could turn it into a
+/// plausible offset of another block). A saturated offset lies past the end of the data, so a
+/// reader's request for it is refused.
 pub fn shift_offsets(records: &mut [u8], by: u64) {
     if by == 0 {
         return;
     }
+    let by = i64::try_from(by).unwrap_or(i64::MAX);
     for rec in records.chunks_exact_mut(IndexEntry::SIZE) {
         let old = i64::from_be_bytes(rec[..8].try_into().expect("8 bytes"));
-        rec[..8].copy_from_slice(&(old + by as i64).to_be_bytes());
+        rec[..8].copy_from_slice(&old.saturating_add(by).to_be_bytes());
     }
 }
 
