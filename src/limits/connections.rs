@@ -233,26 +233,26 @@ impl ConnectionTable {
         let slot = {
             let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
             let min_idle_ms = SHED_MIN_IDLE.min(self.limits.idle_timeout).as_millis() as u64;
-            if t.per_address.get(&ip).copied().unwrap_or(0) >= self.limits.max_per_address {
-                match t.longest_idle(Some(ip), now_ms, min_idle_ms) {
-                    Some(id) => shed.extend(t.take(id).map(|s| (s, CloseReason::ShedForAddress))),
-                    None => {
-                        drop(t);
-                        self.count(CloseReason::RefusedAddress, peer);
-                        return Err(CloseReason::RefusedAddress);
-                    }
-                }
-            }
             if t.open.len() >= self.limits.max_total {
                 match t.longest_idle(None, now_ms, min_idle_ms) {
                     Some(id) => shed.extend(t.take(id).map(|s| (s, CloseReason::ShedForTotal))),
                     None => {
                         drop(t);
-                        // Whatever was shed for the address stays closed: it was idle, and
-                        // its place goes to the next newcomer.
-                        self.close_all(shed, peer);
                         self.count(CloseReason::RefusedTotal, peer);
                         return Err(CloseReason::RefusedTotal);
+                    }
+                }
+            }
+            if t.per_address.get(&ip).copied().unwrap_or(0) >= self.limits.max_per_address {
+                match t.longest_idle(Some(ip), now_ms, min_idle_ms) {
+                    Some(id) => shed.extend(t.take(id).map(|s| (s, CloseReason::ShedForAddress))),
+                    None => {
+                        drop(t);
+                        // Whatever was shed for the total stays closed: it was idle, and its
+                        // place goes to the next newcomer.
+                        self.close_all(shed, peer);
+                        self.count(CloseReason::RefusedAddress, peer);
+                        return Err(CloseReason::RefusedAddress);
                     }
                 }
             }
