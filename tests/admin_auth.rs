@@ -246,7 +246,7 @@ async fn on_all_interfaces(token: Option<String>) -> TestServer {
     capture_logs();
     let mut s = start(1, |c| {
         c.bind_ip = "0.0.0.0".into();
-        c.metrics.admin_token = token;
+        c.metrics.admin_token = token.map(spillway::config::Secret);
     })
     .await;
     // An app keeps a decommissioning server from finishing (and stopping) at once.

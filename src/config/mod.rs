@@ -35,6 +35,25 @@ pub const ENV_WORKER_CONFIG_PATH: &str = "WORKER_CONFIG_PATH";
 /// Empty means unset.
 pub const ENV_ADMIN_TOKEN: &str = "SPILLWAY_ADMIN_TOKEN";
 
+/// A config value that must not reach logs: `Debug` prints `"<redacted>"`, so a config logged
+/// with `?config` does not leak it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"<redacted>\"")
+    }
+}
+
+impl std::ops::Deref for Secret {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
 /// Where spilled data goes, mirroring Uniffle's `rss.storage.type`.
 ///
 /// Memory is always the first tier; the variant names the tiers behind it.
@@ -376,7 +395,7 @@ pub struct MetricsConfig {
     /// clients only. Env `SPILLWAY_ADMIN_TOKEN` overrides it. Never shown by the conf
     /// endpoint. Default: none.
     #[serde(skip_serializing)]
-    pub admin_token: Option<String>,
+    pub admin_token: Option<Secret>,
 }
 
 impl Default for MetricsConfig {
@@ -653,7 +672,7 @@ impl Config {
             self.worker_ip = Some(ip);
         }
         if let Some(token) = non_empty_env(env, ENV_ADMIN_TOKEN) {
-            self.metrics.admin_token = Some(token);
+            self.metrics.admin_token = Some(Secret(token));
         }
     }
 }

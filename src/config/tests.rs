@@ -718,3 +718,14 @@ fn grouping_key_pairs_parse_in_order() {
     m.push_gateway_grouping_key.clear();
     assert!(m.grouping_key().is_empty());
 }
+
+#[test]
+fn admin_token_never_shows_in_debug_output() {
+    let env = map_env(&[(ENV_ADMIN_TOKEN, "0123456789abcdef-secret")]);
+    let config = Config::load(None, &env).unwrap();
+    assert_eq!(
+        config.metrics.admin_token.as_deref(),
+        Some("0123456789abcdef-secret")
+    );
+    assert!(!format!("{config:?}").contains("0123456789abcdef-secret"));
+}
