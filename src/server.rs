@@ -636,11 +636,18 @@ pub fn listen(addr: SocketAddr, what: &str, takeover: bool) -> Result<TcpListene
     }
     let s = socket(true).map_err(fail)?;
     s.bind(addr).map_err(fail)?;
-    s.listen(LISTEN_BACKLOG).map_err(fail)
+    s.listen(listen_backlog()).map_err(fail)
 }
 
-/// Asked of `listen(2)`; the kernel caps it at `net.core.somaxconn` (4096 by default).
-const LISTEN_BACKLOG: u32 = 4096;
+/// The system's largest accept queue (`net.core.somaxconn`), asked of `listen(2)` so a burst of
+/// connects is never dropped by a smaller queue of our choosing; 4096 when it cannot be read.
+fn listen_backlog() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&v| v > 0)
+        .unwrap_or(4096)
+}
 
 /// The coordinators to heartbeat: the configured quorum, plus this server's own address when
 /// it runs the embedded coordinator (so a single binary is a complete service).
