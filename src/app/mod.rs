@@ -237,6 +237,13 @@ impl AppRegistry {
             at_ms: crate::recovery::now_ms(),
         };
         let (app, shuffle) = (reg.app.clone(), reg.shuffle);
+        // Waits out an `unregisterShuffle` of this app that is still purging (see
+        // `App::shuffle_gate`). A brand-new app has no purge to wait for.
+        let existing = self.apps.read().get(&app).cloned();
+        let _gate = match &existing {
+            Some(a) => Some(a.shuffle_gate().read().await),
+            None => None,
+        };
         self.register_in_memory(reg)?;
         self.journal(record).await?;
         tracing::info!(app_id = %app, shuffle_id = shuffle, "registered shuffle");
@@ -317,6 +324,8 @@ impl AppRegistry {
         let Some(a) = self.apps.read().get(app).cloned() else {
             return Ok(());
         };
+        // Held until the purge is done, so no registration of this app lands in between.
+        let _gate = a.shuffle_gate().write().await;
         a.remove_shuffle(shuffle);
         self.journal(Record::DropShuffle {
             app: app.to_string(),

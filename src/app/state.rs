@@ -23,6 +23,11 @@ pub struct App {
     /// Client properties whose key contains `.rss.` (0.10 sends the whole SparkConf).
     properties: Mutex<HashMap<String, String>>,
     shuffles: RwLock<HashMap<i32, Arc<Shuffle>>>,
+    /// Held shared by `registerShuffle` and exclusively by `unregisterShuffle` until its purge
+    /// is done: a registration landing in between would reuse buffers the purge then drops,
+    /// leaving registered ranges that answer every send with `NO_REGISTER` (Java takes its
+    /// app lock in both places for the same reason).
+    shuffle_gate: tokio::sync::RwLock<()>,
 }
 
 impl App {
@@ -34,7 +39,13 @@ impl App {
             remote_storage: Mutex::new(None),
             properties: Mutex::new(HashMap::new()),
             shuffles: RwLock::new(HashMap::new()),
+            shuffle_gate: tokio::sync::RwLock::new(()),
         }
+    }
+
+    /// See the field: registrations read-lock it, `unregisterShuffle` write-locks it.
+    pub(crate) fn shuffle_gate(&self) -> &tokio::sync::RwLock<()> {
+        &self.shuffle_gate
     }
 
     /// The app id.
