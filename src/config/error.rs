@@ -40,9 +40,12 @@ pub(super) fn error_with_key(input: &str, err: &toml::de::Error) -> ConfigError 
     };
     let (root, _syntax_errors) = DeTable::parse_recoverable(input);
     let mut path = Vec::new();
-    // Recovery from a syntax error can invent an entry with an empty key (`[]`), which names
-    // nothing an operator could fix: then the line is the better pointer.
-    if key_path_at(root.get_ref(), span.start, &mut path) && path.iter().any(|k| !k.is_empty()) {
+    // Recovery from a syntax error can invent an entry with an empty key (`[]`), and a quoted
+    // key may be blank (`"\u{b}" =`): neither names anything an operator could see, so the
+    // line, quotes included, is the better pointer.
+    if key_path_at(root.get_ref(), span.start, &mut path)
+        && path.iter().any(|k| !k.trim().is_empty())
+    {
         return ConfigError::new(path.join("."), message);
     }
     // Syntax errors (duplicate keys, unquoted strings) may leave no spanned entry: fall back to
