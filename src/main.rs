@@ -23,7 +23,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Config file (TOML). Without it, `WORKER_CONFIG_PATH`, else built-in defaults.
+    /// Config file: TOML, or the Java server's `server.conf` as it is. Without it,
+    /// `WORKER_CONFIG_PATH`, else built-in defaults.
     #[arg(long, short)]
     config: Option<PathBuf>,
     /// Log as JSON lines instead of text.
@@ -33,6 +34,10 @@ struct Args {
     /// to stop, and serve once it has saved everything (`recovery.takeover`).
     #[arg(long)]
     takeover: bool,
+    /// Print the effective config (file, env and defaults) as TOML and exit, e.g. to see what a
+    /// Java `server.conf` became.
+    #[arg(long)]
+    print_config: bool,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,6 +45,13 @@ fn main() -> anyhow::Result<()> {
     let env = |key: &str| std::env::var(key).ok();
     let mut config = spillway::config::Config::load(args.config.as_deref(), &env)?;
     config.recovery.takeover |= args.takeover;
+    if args.print_config {
+        for warning in spillway::config::java::take_warnings() {
+            eprintln!("warning: {warning}");
+        }
+        print!("{}", toml::to_string(&config)?);
+        return Ok(());
+    }
 
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let fmt = if args.log_json {
@@ -60,6 +72,9 @@ fn main() -> anyhow::Result<()> {
     #[cfg(feature = "console")]
     let registry = registry.with(console_layer(&config));
     registry.init();
+    for warning in spillway::config::java::take_warnings() {
+        tracing::warn!("{warning}");
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

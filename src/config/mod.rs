@@ -8,6 +8,7 @@
 
 mod bytesize;
 mod error;
+pub mod java;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -649,7 +650,7 @@ impl Config {
                 let text = std::fs::read_to_string(&path).map_err(|e| {
                     ConfigError::new(origin, format!("cannot read {}: {e}", path.display()))
                 })?;
-                Self::parse_toml(&text).map_err(|mut e| {
+                java::parse_config_file(&path, &text).map_err(|mut e| {
                     e.reason = format!("{} (in {})", e.reason, path.display());
                     e
                 })?
