@@ -2,8 +2,10 @@
 //! over three apps (plus one that never registers), two shuffles and six partitions, and runs
 //! them one after another against an in-process server through its real interfaces: control
 //! calls over gRPC, sends and reads over gRPC or Netty as the generator picks. A model of what
-//! the server must hold predicts every status code and is checked after every step, and
-//! `ops_on_both_planes` and the `regression_*` tests replay fixed sequences.
+//! the server must hold predicts every status code and is checked after every step. A `Race`
+//! step sends two operations side by side on separate connections; its statuses and the state
+//! it leaves must be those of one of the two serial orders (the registry treats each call as
+//! atomic). `ops_on_both_planes` and the `regression_*` tests replay fixed sequences.
 //!
 //! Block payloads encode (app, block id), so a reader can tell whose block it got. After every
 //! step: the server still answers on both planes and nothing in it panicked; every block a read
@@ -1868,21 +1870,7 @@ impl Case {
             "registerShuffle",
             self.s
                 .client
-                .register_shuffle(proto::ShuffleRegisterRequest {
-                    app_id: app_name(app),
-                    shuffle_id: shuffle,
-                    partition_ranges: ranges
-                        .iter()
-                        .map(|&(start, end)| proto::ShufflePartitionRange { start, end })
-                        .collect(),
-                    user: "fuzz".into(),
-                    shuffle_data_distribution: if local_order {
-                        proto::DataDistribution::LocalOrder as i32
-                    } else {
-                        proto::DataDistribution::Normal as i32
-                    },
-                    ..Default::default()
-                }),
+                .register_shuffle(register_request(app, shuffle, ranges, local_order)),
         )
         .await;
         let got = st(r.status);
@@ -2232,19 +2220,7 @@ impl Case {
             "reportShuffleResult",
             self.s
                 .client
-                .report_shuffle_result(proto::ReportShuffleResultRequest {
-                    app_id: app_name(app),
-                    shuffle_id: shuffle,
-                    task_attempt_id: 1,
-                    bitmap_num,
-                    partition_to_block_ids: parts
-                        .iter()
-                        .map(|(p, ids)| proto::PartitionToBlockIds {
-                            partition_id: *p,
-                            block_ids: ids.clone(),
-                        })
-                        .collect(),
-                }),
+                .report_shuffle_result(report_request(app, shuffle, bitmap_num, &parts)),
         )
         .await;
         let got = st(r.status);
