@@ -10,6 +10,8 @@
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
 #   --no-replica          skip the two-server replica job
 #   --no-restart          skip the upgrade job (the server is replaced by --takeover mid-read)
+#   --no-cluster          skip the cluster job (two coordinators, replica 3: SIGKILL, coordinator
+#                         fail-over, decommission)
 #   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC GRPC_NETTY";
 #                         env SPARK_E2E_CLIENT_TYPES); GRPC_NETTY uses Spillway's Netty plane
 #   --keep                keep the work dir (configs, server and Spark logs) even on success
@@ -23,7 +25,11 @@
 # server B, replica 2, B is SIGKILLed mid-read (each reduce task pauses after its first record) ->
 # upgrade job: one server (fixed ports), the same paused job, a second spillway binary started
 # with --takeover replaces it while every reduce task is mid-read (the old one spills, journals
-# and exits; the new one recovers the shuffle from disk and serves the rest) -> HDFS suites:
+# and exits; the new one recovers the shuffle from disk and serves the rest) -> cluster job:
+# coordinators embedded in servers A and B, every server heartbeats to both, the client lists
+# both, replica 3 (write 2, read 2): C (first replica) SIGKILLed mid-read; C restarts, D joins,
+# A stops, a new job is assigned by B; new cluster, C decommissioned mid-read and stopping by
+# itself once the job is gone (README "Cluster job") -> HDFS suites:
 # a MiniHdfs (tests/hdfs) on loopback, one server per store type MEMORY_HDFS and
 # MEMORY_LOCALFILE_HDFS (cold threshold 1 MiB), client 0.9.2 over GRPC with
 # spark.rss.remote.storage.path on that HDFS: the client reads the spilled shuffle straight from
@@ -46,6 +52,7 @@ CLIENT_TYPES=${SPARK_E2E_CLIENT_TYPES:-"GRPC GRPC_NETTY"}
 VANILLA_ONLY=0
 REPLICA=1
 RESTART=1
+CLUSTER=1
 KEEP=0
 HDFS=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
@@ -56,11 +63,12 @@ while [[ $# -gt 0 ]]; do
     --jobs) JOBS=$2; shift ;;
     --no-replica) REPLICA=0 ;;
     --no-restart) RESTART=0 ;;
+    --no-cluster) CLUSTER=0 ;;
     --client-types) CLIENT_TYPES=$2; shift ;;
     --keep) KEEP=1 ;;
     --no-hdfs) HDFS=0 ;;
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
-    -h|--help) sed -n '2,30p' "$HERE/run.sh"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -76,6 +84,10 @@ COORDINATOR_READY_TIMEOUT=90
 SUITE_TIMEOUT=${SPARK_E2E_SUITE_TIMEOUT:-1500}
 REPLICA_TIMEOUT=900
 PAUSE_TIMEOUT=300
+# Cluster job: the coordinators' server heartbeat timeout (servers beat every 2 s), and how long a
+# decommissioned server may take to stop once its last app is gone.
+CLUSTER_SERVER_TIMEOUT=10
+DECOMMISSION_EXIT_TIMEOUT=60
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/spillway-spark.XXXXXX")
 PIDS=()
@@ -291,7 +303,7 @@ start_server() {
     echo 'heartbeat_interval = "2s"'
     echo '[memory_store]'
     echo '# Small on purpose: the large-record job (256 MiB) has to spill and back off.'
-    echo 'capacity = "256M"'
+    echo "capacity = \"${SERVER_MEMORY:-256M}\""
     echo '[localfile_store]'
     echo "data_paths = [\"$dir/d1\", \"$dir/d2\"]"
     # The host disk's usage is not under test (over 95 % every spill would be refused).
@@ -305,44 +317,67 @@ start_server() {
     if [[ $coord == 1 ]]; then
       echo '[coordinator]'
       echo 'enabled = true'
+      # Heartbeat our own coordinator too (deduplicated when the quorum already lists it).
+      echo 'register_self = true'
+      # More keys of [coordinator] (the cluster job's shorter server heartbeat timeout).
+      [[ -z ${COORDINATOR_EXTRA_TOML:-} ]] || printf '%s\n' "$COORDINATOR_EXTRA_TOML"
     fi
     # Whole extra sections (e.g. [hdfs_store]) for the HDFS suites.
     [[ -z ${SERVER_EXTRA_TOML:-} ]] || printf '%s\n' "$SERVER_EXTRA_TOML"
   } >"$dir/config.toml"
+  launch_server "$name" server.log
+}
+
+# launch_server NAME LOG: starts spillway on WORK/NAME/config.toml (written by start_server; a
+# second launch is a restart with the same server id and data dirs), logging to WORK/NAME/LOG,
+# and waits for it to listen. Sets NAME_PID, NAME_ADDR (gRPC) and NAME_HTTP (HTTP port).
+launch_server() {
+  local name=$1 logf="$WORK/$1/$2"
   RUST_LOG=${SPILLWAY_LOG:-info} WORKER_IP=127.0.0.1 NO_COLOR=1 \
-    "$SPILLWAY_BIN" --config "$dir/config.toml" >"$dir/server.log" 2>&1 &
+    "$SPILLWAY_BIN" --config "$WORK/$name/config.toml" >"$logf" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   printf -v "${name}_PID" '%s' "$pid"
   local deadline=$((SECONDS + SERVER_START_TIMEOUT)) line
   while true; do
-    line=$(grep -m1 -o 'spillway listening grpc_addr=[^ ]*' "$dir/server.log" || true)
+    line=$(grep -m1 -o 'spillway listening grpc_addr=.*' "$logf" 2>/dev/null || true)
     if [[ -n $line ]]; then
-      printf -v "${name}_ADDR" '%s' "${line##*grpc_addr=}"
-      log "server $name (pid $pid) listening on ${line##*grpc_addr=}; log $dir/server.log"
+      local grpc=${line#*grpc_addr=} http=${line#*http_addr=}
+      printf -v "${name}_ADDR" '%s' "${grpc%% *}"
+      printf -v "${name}_HTTP" '%s' "${http%% *}"
+      log "server $name (pid $pid) listening on ${grpc%% *} (http ${http%% *}); log $logf"
       return 0
     fi
     if ! kill -0 "$pid" 2>/dev/null; then
-      echo "---- server $name exited during start-up; $dir/server.log says:"
-      grep -m 5 -E '^Error|panicked|ERROR' "$dir/server.log" || tail -n 20 "$dir/server.log"
+      echo "---- server $name exited during start-up; $logf says:"
+      grep -m 5 -E '^Error|panicked|ERROR' "$logf" || tail -n 20 "$logf"
       return 1
     fi
     if ((SECONDS > deadline)); then
       echo "---- server $name: no 'spillway listening' line after ${SERVER_START_TIMEOUT}s"
-      tail -n 20 "$dir/server.log"
+      tail -n 20 "$logf"
       return 1
     fi
     sleep 0.2
   done
 }
 
-# wait_coordinator VERSION HOST:PORT N: until the coordinator assigns N servers for our tags.
+# sigkill_pid PID: SIGKILL a process we started, reap it and drop it from the cleanup list.
+sigkill_pid() {
+  kill -KILL "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  forget_pid "$1"
+}
+
+# wait_coordinator VERSION HOST:PORT N [--without host:port,...]: until the coordinator assigns N
+# servers for our tags (and none of the --without ones).
 wait_coordinator() {
   local ver=$1 coord=$2 n=$3
+  shift 3
   bg_wait - - \
     timeout -k 5 $((COORDINATOR_READY_TIMEOUT + 30)) java -cp "$(java_cp "$ver")" \
     io.spillway.sparktest.WaitForServers --coordinator "$coord" --servers "$n" \
-    --tags "ss_v5,$CLIENT_TYPE" --timeout-s "$COORDINATOR_READY_TIMEOUT"
+    --tags "ss_v5,$CLIENT_TYPE" --timeout-s "$COORDINATOR_READY_TIMEOUT" "$@"
 }
 
 # Sets up N servers (names SRV0..): server 0 hosts the embedded coordinator, the others
@@ -359,11 +394,13 @@ start_cluster() {
   wait_coordinator "$ver" "$COORD" "$n"
 }
 
-# start_paused_job NAME PAUSE_DIR REPLICA: starts the replica job in the background (sets jpid)
-# and waits until its reduce stage paused mid-read (PAUSE_DIR/paused), it ended, or
-# PAUSE_TIMEOUT passed. The job resumes when PAUSE_DIR/resume appears.
+# start_paused_job NAME PAUSE_DIR REPLICA [SparkJobs args...]: starts the replica job against
+# COORD in the background (sets jpid) and waits until its reduce stage paused mid-read
+# (PAUSE_DIR/paused), it ended, or PAUSE_TIMEOUT passed. The job resumes when PAUSE_DIR/resume
+# appears. Extra arguments go to SparkJobs (e.g. --rss-conf spark.rss.data.replica.write=2).
 start_paused_job() {
   local name=$1 pause=$2 replica=$3 deadline
+  shift 3
   rm -rf "$pause"
   mkdir -p "$pause" "$WORK/spark-local"
   timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
@@ -372,7 +409,7 @@ start_paused_job() {
     --mode rss --coordinator "$COORD" --job replica --replica "$replica" \
     --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
     --rss-conf spark.rss.client.read.buffer.size=256k \
-    --baseline-in "$BASELINE" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+    --baseline-in "$BASELINE" "$@" >"$WORK/$name.out" 2>"$WORK/$name.log" &
   jpid=$!
   PIDS+=("$jpid")
   deadline=$((SECONDS + PAUSE_TIMEOUT))
@@ -396,6 +433,178 @@ stop_cluster() {
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
   PIDS=()
+}
+
+# ---- cluster job -------------------------------------------------------------------------------
+
+# check_alive WHAT NAME...: a failure of WHAT for every server NAME whose process is gone.
+check_alive() {
+  local what=$1 n v
+  shift
+  for n in "$@"; do
+    v="${n}_PID"
+    if ! kill -0 "${!v}" 2>/dev/null; then
+      fail "$what: server $n died (log $WORK/$n/server*.log)"
+    fi
+  done
+}
+
+# assigned_by JOB HOST:PORT: whether the client of JOB got a shuffle assignment from the
+# coordinator at HOST:PORT (the 0.9 client logs which quorum member answered).
+assigned_by() {
+  grep -q "Success to get shuffle server assignment from .*$2\b" "$WORK/$1.log"
+}
+
+# start_ha_servers PREFIX NAMES...: NAME A and B host a coordinator, the others do not; every
+# server heartbeats to both coordinators (quorum = A, B; A and B also register_self). Server C
+# gets more memory so that both coordinators rank it first: it is then the first replica of
+# every partition, the one the readers read from until it goes away. Sets
+# HA_A and HA_B (host:port of the coordinators) and leaves the ports in HA_PORT_<NAME>.
+start_ha_servers() {
+  local prefix=$1 n port
+  shift
+  for n in "$@"; do printf -v "HA_PORT_$n" '%s' "$(free_port)"; done
+  HA_A="127.0.0.1:$HA_PORT_A" HA_B="127.0.0.1:$HA_PORT_B"
+  local quorum="\"$HA_A\", \"$HA_B\""
+  for n in "$@"; do
+    port="HA_PORT_$n"
+    # Fixed Netty port: a restart keeps the server id <ip>-<grpc>-<netty>.
+    if [[ $n == A || $n == B ]]; then
+      # A stopped server leaves the coordinators' assignments this long after its last beat.
+      COORDINATOR_EXTRA_TOML="server_heartbeat_timeout = \"${CLUSTER_SERVER_TIMEOUT}s\"" \
+        SERVER_NETTY_PORT=$(free_port) start_server "$prefix$n" "${!port}" 1 "$quorum" || return 1
+    elif [[ $n == C ]]; then
+      SERVER_MEMORY=384M SERVER_NETTY_PORT=$(free_port) \
+        start_server "$prefix$n" "${!port}" 0 "$quorum" || return 1
+    else
+      SERVER_NETTY_PORT=$(free_port) start_server "$prefix$n" "${!port}" 0 "$quorum" || return 1
+    fi
+  done
+}
+
+# cluster_job: coordinator HA with replica 3 (write 2, read 2); the phases are described in
+# tests/spark/README.md ("Cluster job").
+cluster_job() {
+  local ver=$BASE_VER p="c_${CLIENT_TYPE}_" name pause pid_var c_pid qc http_var resp t0 rc
+  # The released client refuses write + read <= replica ("Replica config is unsafe"): with 3
+  # replicas, write 2 needs read 2 (any 2 readers see every block that 2 writers stored).
+  local ha_conf=(--rss-conf spark.rss.data.replica.write=2 --rss-conf spark.rss.data.replica.read=2)
+  local decommissioned=0 c_killed=0
+
+  # (a) SIGKILL mid-read, then coordinator fail-over.
+  if ! start_ha_servers "$p" A B C || ! wait_coordinator "$ver" "$HA_A" 3 \
+      || ! wait_coordinator "$ver" "$HA_B" 3; then
+    fail "uniffle-$ver-$CLIENT_TYPE-cluster: cluster not ready (see above; coordinators $HA_A, $HA_B)"
+    stop_cluster
+    return
+  fi
+  local qa=$HA_A qb=$HA_B
+  COORD="$qa,$qb"
+  name="uniffle-$ver-$CLIENT_TYPE-cluster-kill"
+  pause="$WORK/pause-ck-$CLIENT_TYPE"
+  start_paused_job "$name" "$pause" 3 "${ha_conf[@]}"
+  pid_var="${p}C_PID"
+  if [[ -e $pause/paused ]]; then
+    log "reduce stage paused: SIGKILL server C (pid ${!pid_var}, the first replica)"
+    sigkill_pid "${!pid_var}"
+    c_killed=1
+  else
+    log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
+  fi
+  finish_paused_job "$name" "$pause"
+  # C was the replica the readers read from: they must have failed over mid-partition.
+  grep -q "MultiReplicaClientReadHandler: Failed to read a replica from \[127.0.0.1-$HA_PORT_C-" \
+    "$WORK/$name.log" || fail "$name: no reader failed over from server C (was it not the first replica?)"
+  assigned_by "$name" "$qa" || fail "$name: the assignment did not come from the first coordinator $qa"
+  # (Spark's local-mode app ids start with local-; the WaitForServers probes do not.)
+  grep -q 'shuffle assigned app_id=local-.* replica=3 servers=\["[^"]*", "[^"]*", "[^"]*"\]' \
+    "$WORK/${p}A/server.log" || fail "$name: coordinator A did not assign the job's shuffle to 3 servers (log $WORK/${p}A/server.log)"
+  check_alive "$name" "${p}A" "${p}B"
+
+  # C comes back (same config and server id, recovers its journal), a spare D joins, then the
+  # first coordinator's server A stops: the client must get its assignment from B.
+  name="uniffle-$ver-$CLIENT_TYPE-cluster-failover"
+  HA_PORT_D=$(free_port)
+  # (The job did not pause: C must be gone before it can come back.)
+  ((c_killed)) || sigkill_pid "${!pid_var}"
+  if launch_server "${p}C" server-restart.log \
+      && SERVER_NETTY_PORT=$(free_port) start_server "${p}D" "$HA_PORT_D" 0 "\"$qa\", \"$qb\""; then
+    pid_var="${p}A_PID"
+    log "stopping server A (pid ${!pid_var}) and its coordinator $qa"
+    stop_pid "${!pid_var}"
+    forget_pid "${!pid_var}"
+    t0=$SECONDS
+    if wait_coordinator "$ver" "$qb" 3 --without "$qa"; then
+      log "coordinator B dropped server A after $((SECONDS - t0))s"
+      run_jobs "$ver" "$name" "$REPLICA_TIMEOUT" --mode rss --coordinator "$COORD" --job replica \
+        --replica 3 --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" "${ha_conf[@]}" \
+        --rss-conf spark.rss.client.read.buffer.size=256k
+      assigned_by "$name" "$qb" || fail "$name: no assignment from the second coordinator $qb"
+      ! assigned_by "$name" "$qa" || fail "$name: an assignment came from the stopped coordinator $qa"
+      check_alive "$name" "${p}B" "${p}C" "${p}D"
+    else
+      fail "$name: coordinator B still assigns the stopped server A"
+    fi
+  else
+    fail "$name: server C did not restart or server D did not start"
+  fi
+  stop_cluster
+
+  # (b) Decommission mid-read.
+  p="d_${CLIENT_TYPE}_"
+  name="uniffle-$ver-$CLIENT_TYPE-cluster-decommission"
+  if ! start_ha_servers "$p" A B C || ! wait_coordinator "$ver" "$HA_A" 3 \
+      || ! wait_coordinator "$ver" "$HA_B" 3; then
+    fail "$name: cluster not ready (see above; coordinators $HA_A, $HA_B)"
+    stop_cluster
+    return
+  fi
+  qa=$HA_A qb=$HA_B qc="127.0.0.1:$HA_PORT_C"
+  COORD="$qa,$qb"
+  pause="$WORK/pause-cd-$CLIENT_TYPE"
+  start_paused_job "$name" "$pause" 3 "${ha_conf[@]}"
+  pid_var="${p}C_PID" http_var="${p}C_HTTP"
+  c_pid=${!pid_var}
+  if [[ -e $pause/paused ]]; then
+    log "reduce stage paused: POST /admin/decommission to server C (http ${!http_var})"
+    resp=$(python3 -c 'import sys, urllib.request
+r = urllib.request.urlopen(urllib.request.Request(sys.argv[1], method="POST"), timeout=10)
+print(r.status, r.read().decode())' "http://${!http_var}/admin/decommission" 2>&1 || true)
+    log "decommission answered: $resp"
+    [[ $resp == 200*DECOMMISSIONING* ]] || fail "$name: POST /admin/decommission answered: $resp"
+    decommissioned=1
+    # Both coordinators stop assigning C (its heartbeats say DECOMMISSIONING) ...
+    wait_coordinator "$ver" "$qa" 2 --without "$qc" \
+      || fail "$name: coordinator A still assigns the decommissioning server C"
+    wait_coordinator "$ver" "$qb" 2 --without "$qc" \
+      || fail "$name: coordinator B still assigns the decommissioning server C"
+    # ... while C keeps serving the paused readers.
+    kill -0 "$c_pid" 2>/dev/null || fail "$name: server C stopped while the job still read from it"
+  else
+    log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
+  fi
+  finish_paused_job "$name" "$pause"
+  # The job's SparkContext stopped (unregisterShuffleByAppId): C has no app left and stops.
+  t0=$SECONDS
+  while ((decommissioned)) && kill -0 "$c_pid" 2>/dev/null \
+      && ((SECONDS - t0 < DECOMMISSION_EXIT_TIMEOUT)); do
+    sleep 0.2
+  done
+  if ((!decommissioned)); then
+    :
+  elif kill -0 "$c_pid" 2>/dev/null; then
+    fail "$name: server C still runs ${DECOMMISSION_EXIT_TIMEOUT}s after the job ended (log $WORK/${p}C/server.log)"
+  else
+    rc=0
+    wait "$c_pid" 2>/dev/null || rc=$?
+    forget_pid "$c_pid"
+    log "server C stopped by itself $((SECONDS - t0))s after the job ended (exit $rc)"
+    [[ $rc == 0 ]] || fail "$name: server C exited $rc"
+    grep -q 'decommissioned: no apps left' "$WORK/${p}C/server.log" \
+      || fail "$name: no 'decommissioned: no apps left' in $WORK/${p}C/server.log"
+  fi
+  check_alive "$name" "${p}A" "${p}B"
+  stop_cluster
 }
 
 # ---- HDFS --------------------------------------------------------------------------------------
@@ -490,7 +699,7 @@ fi
 BASELINE="$WORK/baseline.tsv"
 phase "vanilla baseline"
 BASE_JOBS=$JOBS
-if [[ $REPLICA == 1 || $RESTART == 1 ]]; then
+if [[ $REPLICA == 1 || $RESTART == 1 || $CLUSTER == 1 ]]; then
   BASE_JOBS="$JOBS,replica"
 fi
 run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" \
@@ -526,9 +735,7 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
           b_pid_var="r_${CLIENT_TYPE}_1_PID" b_addr_var="r_${CLIENT_TYPE}_1_ADDR"
           b_pid=${!b_pid_var}
           log "reduce stage paused: SIGKILL server B (pid $b_pid, ${!b_addr_var})"
-          kill -KILL "$b_pid" 2>/dev/null || true
-          wait "$b_pid" 2>/dev/null || true
-          forget_pid "$b_pid"
+          sigkill_pid "$b_pid"
           log "server B is gone; resuming the reduce stage"
         else
           log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
@@ -585,6 +792,11 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       fi
       stop_cluster
       unset new_pid
+      phase_done
+    fi
+    if [[ $CLUSTER == 1 ]]; then
+      phase "cluster job, client $BASE_VER, $CLIENT_TYPE"
+      cluster_job
       phase_done
     fi
   done

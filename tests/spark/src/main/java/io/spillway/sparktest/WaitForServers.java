@@ -19,8 +19,13 @@ import org.apache.uniffle.proto.RssProtos;
  * {@code getShuffleServerList}). Uses the gRPC stubs inside the Uniffle client jar, so it speaks
  * exactly the proto of the client version under test.
  *
+ * <p>With {@code --without host:port,...} the answer must also leave out those servers: the
+ * cluster job waits with it until a coordinator has dropped a stopped server (heartbeat timeout)
+ * or no longer assigns a decommissioning one.
+ *
  * <pre>
  *   WaitForServers --coordinator host:port [--servers N] [--tags ss_v5,GRPC] [--timeout-s 60]
+ *                  [--without host:port[,host:port...]]
  * </pre>
  */
 public final class WaitForServers {
@@ -29,6 +34,7 @@ public final class WaitForServers {
     int servers = 1;
     String tags = "ss_v5,GRPC";
     long timeoutS = 60;
+    TreeSet<String> without = new TreeSet<>();
     for (int i = 0; i + 1 < args.length; i += 2) {
       switch (args[i]) {
         case "--coordinator":
@@ -42,6 +48,13 @@ public final class WaitForServers {
           break;
         case "--timeout-s":
           timeoutS = Long.parseLong(args[i + 1]);
+          break;
+        case "--without":
+          for (String a : args[i + 1].split(",")) {
+            if (!a.isBlank()) {
+              without.add(a.trim());
+            }
+          }
           break;
         default:
           System.err.println("WaitForServers: unknown option " + args[i]);
@@ -84,14 +97,18 @@ public final class WaitForServers {
                   .withDeadlineAfter(5, TimeUnit.SECONDS)
                   .getShuffleAssignments(req.build());
           TreeSet<String> ids = new TreeSet<>();
+          boolean unwanted = false;
           for (RssProtos.PartitionRangeAssignment a : resp.getAssignmentsList()) {
             for (RssProtos.ShuffleServerId s : a.getServerList()) {
               ids.add(s.getId() + "@" + s.getIp() + ":" + s.getPort());
+              unwanted |= without.contains(s.getIp() + ":" + s.getPort());
             }
           }
           last = "getShuffleAssignments(tags=" + tags + ", replica=" + servers + ") -> "
-              + resp.getStatus() + " " + resp.getRetMsg() + " servers=" + ids;
-          if (resp.getStatus() == RssProtos.StatusCode.SUCCESS && ids.size() >= servers) {
+              + resp.getStatus() + " " + resp.getRetMsg() + " servers=" + ids
+              + (without.isEmpty() ? "" : " (must leave out " + without + ")");
+          if (resp.getStatus() == RssProtos.StatusCode.SUCCESS && ids.size() >= servers
+              && !unwanted) {
             System.out.printf(
                 "coordinator %s ready after %.1fs: %s%n",
                 coordinator, (System.nanoTime() - start) / 1e9, ids);
