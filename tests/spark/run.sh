@@ -522,13 +522,17 @@ cluster_job() {
   check_alive "$name" "${p}A" "${p}B"
 
   # C comes back (same config and server id, recovers its journal), a spare D joins, then the
-  # first coordinator's server A stops: the client must get its assignment from B.
+  # first coordinator's server A stops: the client must get its assignment from B. D (320 MiB)
+  # ranks second after C: with replica.skip (the client's default) the first replica.write = 2
+  # replicas, C and D, are written to, the third (B) only when one of them fails. D is SIGKILLed
+  # halfway through the map tasks, so the rest of the writes must fall back to B.
   name="uniffle-$ver-$CLIENT_TYPE-cluster-failover"
   HA_PORT_D=$(free_port)
   # (The job did not pause: C must be gone before it can come back.)
   ((c_killed)) || sigkill_pid "${!pid_var}"
   if launch_server "${p}C" server-restart.log \
-      && SERVER_NETTY_PORT=$(free_port) start_server "${p}D" "$HA_PORT_D" 0 "\"$qa\", \"$qb\""; then
+      && SERVER_MEMORY=320M SERVER_NETTY_PORT=$(free_port) \
+        start_server "${p}D" "$HA_PORT_D" 0 "\"$qa\", \"$qb\""; then
     pid_var="${p}A_PID"
     log "stopping server A (pid ${!pid_var}) and its coordinator $qa"
     stop_pid "${!pid_var}"
@@ -536,12 +540,25 @@ cluster_job() {
     t0=$SECONDS
     if wait_coordinator "$ver" "$qb" 3 --without "$qa"; then
       log "coordinator B dropped server A after $((SECONDS - t0))s"
-      run_jobs "$ver" "$name" "$REPLICA_TIMEOUT" --mode rss --coordinator "$COORD" --job replica \
-        --replica 3 --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" "${ha_conf[@]}" \
-        --rss-conf spark.rss.client.read.buffer.size=256k
+      pause="$WORK/pause-cf-$CLIENT_TYPE"
+      # Writer buffers of 128 KiB: half of each map task's output is sent before it pauses.
+      # Retries of a send to the dead D 1 s apart, not 10 s (they would take 20 s per batch).
+      start_paused_job "$name" "$pause" 3 "${ha_conf[@]}" --pause-stage map \
+        --rss-conf spark.rss.writer.buffer.size=128k \
+        --rss-conf spark.rss.client.retry.interval.max=1000
+      pid_var="${p}D_PID"
+      if [[ -e $pause/paused ]]; then
+        log "map stage paused: SIGKILL server D (pid ${!pid_var}, a primary write replica)"
+        sigkill_pid "${!pid_var}"
+      else
+        log "the map stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
+      fi
+      finish_paused_job "$name" "$pause"
       assigned_by "$name" "$qb" || fail "$name: no assignment from the second coordinator $qb"
       ! assigned_by "$name" "$qa" || fail "$name: an assignment came from the stopped coordinator $qa"
-      check_alive "$name" "${p}B" "${p}C" "${p}D"
+      grep -q 'The sending of primary round is failed partially, so start the secondary round' \
+        "$WORK/$name.log" || fail "$name: no write fell back to the third replica (was D not a primary?)"
+      check_alive "$name" "${p}B" "${p}C"
     else
       fail "$name: coordinator B still assigns the stopped server A"
     fi

@@ -48,6 +48,8 @@ import scala.Tuple2;
  *   --replica N                 spark.rss.data.replica(.write); .read stays 1. Default 1
  *   --pause-dir DIR             replica job, rss run only: the reduce tasks write DIR/paused and
  *                               wait (at most --pause-timeout-s) for DIR/resume before reading
+ *   --pause-stage reduce|map    with --pause-dir: pause the reduce tasks mid-read (default) or
+ *                               the map tasks halfway through their records (mid-write)
  *   --local-dir DIR             spark.local.dir (default: java.io.tmpdir)
  *   --label TEXT                prefix of the result lines (e.g. the client version)
  *   --baseline-out FILE         after the vanilla run, write "job TAB digest" of its passing jobs
@@ -168,6 +170,7 @@ public final class SparkJobs {
         case "--replica":
         case "--pause-dir":
         case "--pause-timeout-s":
+        case "--pause-stage":
         case "--local-dir":
         case "--label":
         case "--baseline-in":
@@ -181,6 +184,9 @@ public final class SparkJobs {
     String mode = opt("mode", "both");
     if (!List.of("both", "vanilla", "rss").contains(mode)) {
       usage("--mode must be both, vanilla or rss");
+    }
+    if (!List.of("reduce", "map").contains(opt("pause-stage", "reduce"))) {
+      usage("--pause-stage must be reduce or map");
     }
     if (!mode.equals("vanilla") && !opts.containsKey("coordinator")) {
       usage("--coordinator host:port is required unless --mode vanilla");
@@ -485,7 +491,7 @@ public final class SparkJobs {
         return emptyPartitions(sc);
       case "replica":
         return replica(sc, useRss ? opts.get("pause-dir") : null,
-            Long.parseLong(opt("pause-timeout-s", "180")));
+            Long.parseLong(opt("pause-timeout-s", "180")), opt("pause-stage", "reduce").equals("map"));
       default:
         throw new IllegalArgumentException(job);
     }
@@ -970,20 +976,37 @@ public final class SparkJobs {
    * value = mix(i)) from 4 map tasks, hash-partitioned into 8 partitions without aggregation, so
    * the reduce side reads lazily. With --pause-dir, every reduce task that starts before
    * DIR/resume exists pauses after its first record (its reader is then in the middle of a
-   * partition) and waits for DIR/resume, so run.sh can kill one server mid-read. Checks count,
-   * key sum, value integrity and placement of every record: a lost or duplicated block after the
-   * fail-over shows up here.
+   * partition) and waits for DIR/resume, so run.sh can kill one server mid-read. With
+   * {@code pauseMap}, the map tasks pause instead, halfway through their records (with a small
+   * spark.rss.writer.buffer.size the first half has been sent by then), so run.sh can kill a
+   * server mid-write. Checks count, key sum, value integrity and placement of every record: a
+   * lost or duplicated block after the fail-over shows up here.
    */
-  static Outcome replica(JavaSparkContext sc, String pauseDir, long pauseTimeoutS) {
+  static Outcome replica(
+      JavaSparkContext sc, String pauseDir, long pauseTimeoutS, boolean pauseMap) {
     final long n = REPLICA_RECORDS;
     final int maps = REPLICA_MAPS;
     final int reduces = REPLICA_REDUCES;
+    final String mapPause = pauseMap ? pauseDir : null;
+    final String reducePause = pauseMap ? null : pauseDir;
     JavaPairRDD<Long, Long> pairs =
         seeds(sc, maps)
             .flatMapToPair(
-                p ->
-                    gen(sliceLo(n, maps, p), sliceLo(n, maps, p + 1),
-                        i -> new Tuple2<>(i, mix(i))));
+                p -> {
+                  long lo = sliceLo(n, maps, p);
+                  long hi = sliceLo(n, maps, p + 1);
+                  long half = lo + (hi - lo) / 2;
+                  return gen(lo, hi, i -> {
+                    if (i == half) {
+                      try {
+                        pause(mapPause, pauseTimeoutS);
+                      } catch (IOException | InterruptedException e) {
+                        throw new IllegalStateException("map task pause failed", e);
+                      }
+                    }
+                    return new Tuple2<>(i, mix(i));
+                  });
+                });
     long[] r =
         pairs
             .partitionBy(new HashPartitioner(reduces))
@@ -997,7 +1020,7 @@ public final class SparkJobs {
                   while (it.hasNext()) {
                     Tuple2<Long, Long> t = it.next();
                     if (count == 0) {
-                      pause(pauseDir, pauseTimeoutS);
+                      pause(reducePause, pauseTimeoutS);
                     }
                     count++;
                     keySum += t._1;
@@ -1016,7 +1039,8 @@ public final class SparkJobs {
     ck.eq("sum of keys", n * (n - 1) / 2, r[1]);
     ck.eq("records with a wrong value or in the wrong partition", 0L, r[2]);
     if (pauseDir != null) {
-      ck.that("the reduce stage never paused (" + pauseDir + "/paused missing)",
+      ck.that("the " + (pauseMap ? "map" : "reduce") + " stage never paused (" + pauseDir
+          + "/paused missing)",
           Files.exists(Paths.get(pauseDir, "paused")));
     }
     return ck.done("records=" + r[0] + " digest=" + Long.toHexString(r[3]));
@@ -1033,7 +1057,7 @@ public final class SparkJobs {
     }
     try {
       Files.createFile(Paths.get(dir, "paused"));
-      System.err.println("replica job: reduce stage paused, waiting for " + resume);
+      System.err.println("replica job: paused, waiting for " + resume);
     } catch (FileAlreadyExistsException e) {
       // another task paused first
     }
