@@ -679,7 +679,15 @@ enabled = true
     let started = Instant::now();
     let log = dir.path().join("build.log");
     let status = Command::new("docker")
-        .args(["build", "--network", "host", "-t", image, "-f"])
+        .args([
+            "build",
+            "--force-rm",
+            "--network",
+            "host",
+            "-t",
+            image,
+            "-f",
+        ])
         .arg(&dockerfile)
         .arg(&context)
         // This engine has no buildx: the classic builder, which the Dockerfile must suit too.
