@@ -433,8 +433,11 @@ fn systemd_from_the_example() {
 
 #[test]
 fn systemd_from_a_custom_config() {
-    // Not under /tmp: a config there would rule out PrivateTmp (the service could not read it).
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Not under /tmp or /var/tmp (PrivateTmp hides both), wherever the checkout is: a config
+    // there would rule out PrivateTmp (the service could not read it).
+    let base = std::path::Path::new("/srv/spillway-deploy-tests");
+    std::fs::create_dir_all(base).unwrap();
+    let dir = tempfile::tempdir_in(base).unwrap();
     let path = custom_config(
         dir.path(),
         "a.toml",
