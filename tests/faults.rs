@@ -37,6 +37,115 @@ const BLOCK: usize = 32 << 10;
 const PARTITIONS: usize = 8;
 const MAPS: usize = 48;
 const WORKERS: usize = 4;
+/// A case takes seconds; one that runs this long hangs somewhere (see [`watchdog`]).
+const CASE_LIMIT: Duration = Duration::from_secs(240);
+
+/// Turns a hang into a failure that says where it hangs. A case that waits on a frozen disk
+/// or a server that never answers would otherwise hold the whole test run until CI kills it,
+/// with nothing printed. The watchdog thread prints the stuck case, the kernel stacks of the
+/// server processes, the test's own thread backtraces (gdb, when installed), then thaws every
+/// frozen mount, kills the servers and exits non-zero.
+mod watchdog {
+    use std::collections::BTreeSet;
+    use std::path::PathBuf;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    use parking_lot::Mutex;
+
+    /// The running case and when it started; server pids alive; mounts made.
+    static CASE: Mutex<Option<(String, Instant)>> = Mutex::new(None);
+    static PIDS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+    static MOUNTS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+    /// The log of the case's servers.
+    static LOG: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+    pub fn start(limit: Duration) {
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let stuck = CASE
+                .lock()
+                .as_ref()
+                .filter(|(_, t)| t.elapsed() > limit)
+                .map(|(n, _)| n.clone());
+            if let Some(name) = stuck {
+                report_and_exit(&name, limit);
+            }
+        });
+    }
+
+    pub fn case(name: &str) {
+        *CASE.lock() = Some((name.to_owned(), Instant::now()));
+    }
+
+    pub fn log(path: PathBuf) {
+        *LOG.lock() = Some(path);
+    }
+
+    pub fn done() {
+        *CASE.lock() = None;
+    }
+
+    pub fn server(pid: i32, alive: bool) {
+        let mut pids = PIDS.lock();
+        if alive {
+            pids.insert(pid);
+        } else {
+            pids.remove(&pid);
+        }
+    }
+
+    pub fn mount(path: PathBuf, mounted: bool) {
+        let mut mounts = MOUNTS.lock();
+        if mounted {
+            mounts.insert(path);
+        } else {
+            mounts.remove(&path);
+        }
+    }
+
+    fn shell(cmd: &str) {
+        eprintln!("$ {cmd}");
+        let _ = Command::new("sh").arg("-c").arg(cmd).status();
+    }
+
+    fn report_and_exit(name: &str, limit: Duration) -> ! {
+        eprintln!("FAULT SUITE HUNG: case `{name}` still running after {limit:?}");
+        let pids: Vec<i32> = PIDS.lock().iter().copied().collect();
+        if let Some(log) = LOG.lock().as_ref() {
+            shell(&format!("tail -n 60 {}", log.display()));
+        }
+        // Threads of the servers, with the kernel stack of those in uninterruptible sleep.
+        for pid in &pids {
+            shell(&format!(
+                "for t in /proc/{pid}/task/*; do st=$(awk '/^State/{{print $2}}' $t/status); \
+                 echo \"$t $(cat $t/comm) $st $(cat $t/wchan)\"; \
+                 [ \"$st\" = D ] && cat $t/stack; done"
+            ));
+        }
+        shell("ps --ppid 2 -p 2 --deselect -o pid,ppid,stat,wchan:32,etime,args | cut -c1-200");
+        shell("findmnt -l -o TARGET,SOURCE,FSTYPE,OPTIONS | grep -E 'tmp|loop'");
+        // Where the test's own tasks wait (frames of this file and of the library).
+        shell(&format!(
+            "command -v gdb >/dev/null && timeout 120 gdb -p {} -batch -ex 'thread apply all bt' 2>&1 \
+             | grep -E '^Thread|faults::|spillway::' | cut -c1-240 | head -300",
+            std::process::id()
+        ));
+        for m in MOUNTS.lock().iter() {
+            shell(&format!(
+                "fsfreeze -u {0} 2>/dev/null; umount -l {0}",
+                m.display()
+            ));
+        }
+        for pid in pids {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        std::process::exit(3);
+    }
+}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -62,13 +171,21 @@ impl Server {
         if takeover {
             cmd.arg("--takeover");
         }
+        // The server logs to stdout: kept beside the config, shown by the watchdog on a hang.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(config.with_file_name("server.log"))
+            .expect("server log file");
         let child = cmd
             .env("RUST_LOG", "warn,spillway=info")
             .env("WORKER_IP", "127.0.0.1")
-            .stdout(Stdio::null())
+            .stdout(log)
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the spillway binary starts");
+        watchdog::server(child.id() as i32, true);
+        watchdog::log(config.with_file_name("server.log"));
         Server {
             child: Some(child),
             grpc,
@@ -119,6 +236,7 @@ impl Server {
         let mut child = self.child.take()?;
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal);
         let status = child.wait().unwrap();
+        watchdog::server(child.id() as i32, false);
         status.code()
     }
 
@@ -133,6 +251,7 @@ impl Drop for Server {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+            watchdog::server(c.id() as i32, false);
         }
     }
 }
@@ -155,6 +274,7 @@ impl Mount {
             "mount -t tmpfs -o size={size_mib}m tmpfs {}",
             path.display()
         ));
+        watchdog::mount(path.to_owned(), true);
         Mount {
             path: path.to_owned(),
             loop_dev: None,
@@ -174,6 +294,7 @@ impl Mount {
         assert!(out.status.success(), "losetup failed (needs root)");
         let dev = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         sh(&format!("mount {dev} {}", path.display()));
+        watchdog::mount(path.to_owned(), true);
         Mount {
             path: path.to_owned(),
             loop_dev: Some(dev),
@@ -191,6 +312,7 @@ impl Drop for Mount {
         if let Some(dev) = &self.loop_dev {
             let _ = Command::new("losetup").args(["-d", dev]).status();
         }
+        watchdog::mount(self.path.clone(), false);
     }
 }
 
@@ -257,6 +379,7 @@ impl Case {
         prepare: impl FnOnce(&Path) -> Option<Mount>,
         extra: &str,
     ) -> Arc<Case> {
+        watchdog::case(&format!("{name} over {transport:?}"));
         let dir = TempDir::new().unwrap();
         let mount = prepare(dir.path());
         let first = mount
@@ -782,7 +905,9 @@ async fn takeover(transport: Transport) {
     let new = Server::spawn(&old.config, old.grpc, old.netty, true);
     // The old process exits by itself once the new one asked it to (SIGTERM).
     old.sample_rss();
-    let old_exit = old.child.take().unwrap().wait().unwrap();
+    let mut old_child = old.child.take().unwrap();
+    let old_exit = old_child.wait().unwrap();
+    watchdog::server(old_child.id() as i32, false);
     {
         let mut peak = case.peak_rss.lock();
         *peak = (*peak).max(old.peak_rss);
@@ -823,6 +948,12 @@ async fn fault_suite() {
             "{tool} is missing"
         );
     }
+    // FAULTS_CASE_LIMIT_SECS=3 shows what the watchdog prints.
+    let limit = std::env::var("FAULTS_CASE_LIMIT_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map_or(CASE_LIMIT, Duration::from_secs);
+    watchdog::start(limit);
     println!("FAULT-ROW | case               | plane | blocks acked | read intact | lost | excluded | peak RSS | outcome");
     disk_full(Transport::Grpc).await;
     disk_full(Transport::Netty).await;
@@ -836,4 +967,5 @@ async fn fault_suite() {
     restart_mid_read(Transport::Grpc, true).await;
     takeover(Transport::Grpc).await;
     takeover(Transport::Netty).await;
+    watchdog::done();
 }

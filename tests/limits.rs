@@ -553,14 +553,15 @@ fn ten_thousand_clients(transport: &str, per_connection: u64) {
         // One HTTP/2 connection per map task, as 10,000 executors would hold.
         args.extend(["--grpc-connections", "10000"]);
     }
-    let out = std::process::Command::new(BENCH)
-        .args(&args)
-        .args(["--server-bin", SERVER])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("spillway-bench runs");
+    let out = common::output_within(
+        std::process::Command::new(BENCH)
+            .args(&args)
+            .args(["--server-bin", SERVER])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .stdin(std::process::Stdio::null()),
+        Duration::from_secs(900),
+    );
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -141,6 +141,17 @@ impl Options {
 /// Runs the server and the ceilings phase by phase and returns the report.
 pub async fn run(opts: &Options) -> anyhow::Result<Report> {
     let (shape, payloads) = opts.shape()?;
+    // Each Netty worker and each gRPC connection is a descriptor here; a shell's usual soft
+    // limit of 1024 would fail thousands of them with EMFILE half-way through a run.
+    let sockets = match opts.transport {
+        Transport::Netty => opts.concurrency + opts.grpc_connections,
+        Transport::Grpc => opts.grpc_connections,
+    };
+    let fits = crate::limits::fit_open_files(sockets, 1);
+    anyhow::ensure!(
+        fits >= sockets,
+        "{sockets} client sockets do not fit the open-files limit (raise `ulimit -n`)"
+    );
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default()

@@ -463,3 +463,63 @@ pub async fn finish(client: &mut Client, app: &str, shuffle: i32) {
         .into_inner();
     assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
 }
+
+/// `cmd.output()`, bounded: after `limit` the child's whole process group (a bench and the
+/// server it started) is killed and the test fails with what was printed so far. A hung
+/// child must fail its test, not hold the test run until CI stops it with nothing said.
+pub fn output_within(cmd: &mut std::process::Command, limit: Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    use std::sync::{Arc, Mutex};
+
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{cmd:?} does not start: {e}"));
+    let printed = Arc::new(Mutex::new((Vec::new(), Vec::new())));
+    let pipe = |mut from: Box<dyn Read + Send>, stderr: bool| {
+        let printed = Arc::clone(&printed);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                let mut p = printed.lock().unwrap();
+                if stderr { &mut p.1 } else { &mut p.0 }.extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let readers = [
+        pipe(Box::new(child.stdout.take().unwrap()), false),
+        pipe(Box::new(child.stderr.take().unwrap()), true),
+    ];
+    let deadline = std::time::Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the child") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(200));
+            let p = printed.lock().unwrap();
+            panic!(
+                "{cmd:?} still running after {limit:?}: killed. It printed:\n{}{}",
+                String::from_utf8_lossy(&p.0),
+                String::from_utf8_lossy(&p.1)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    for r in readers {
+        let _ = r.join();
+    }
+    let (stdout, stderr) = std::mem::take(&mut *printed.lock().unwrap());
+    std::process::Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
