@@ -29,7 +29,7 @@ use crate::memory::{MemoryBudget, ReadBudget, Tickets};
 use crate::metrics::Metrics;
 use crate::recovery::{JournalOptions, Recovery, RecoveryReport, StateLock};
 use crate::status::ServerStatus;
-use crate::store::hdfs::{HdfsOptions, HdfsTier, Kerberos};
+use crate::store::hdfs::{HdfsOptions, HdfsTier, Identity};
 use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 use crate::store::memory::MemoryTier;
 use crate::store::router::TierRouter;
@@ -215,9 +215,15 @@ pub async fn start(config: Config) -> Result<Running> {
             partition_write_max_concurrency: h.partition_write_max_concurrency,
             write_timeout: h.write_timeout,
             failure_cooldown: h.failure_cooldown,
-            kerberos: Kerberos {
-                principal: h.kerberos_principal.clone(),
-                keytab: h.kerberos_keytab.as_ref().map(|p| p.display().to_string()),
+            identity: {
+                let identity = Identity::resolve(
+                    h.kerberos_principal.clone(),
+                    h.kerberos_keytab.as_ref().map(|p| p.display().to_string()),
+                    h.user.clone(),
+                    h.write_as,
+                );
+                tracing::info!(write_as = ?h.write_as, "{}", identity.describe());
+                identity
             },
         })
     });

@@ -248,20 +248,30 @@ async fn read_everything(
     (all, served.from_memory, served.from_files, hdfs_only)
 }
 
-/// `MEMORY_HDFS`: a shuffle spilled by finishShuffle lands in the app's remote storage in
-/// Uniffle's layout, as the job's user, and reads back byte-identical straight from HDFS;
-/// unregistering the app deletes the files and the directories.
+/// `MEMORY_HDFS`, set up as operators do for the Java server: the remote root belongs to the
+/// server's service user and only it may write there; jobs run as other users. A shuffle
+/// spilled by finishShuffle lands there in Uniffle's layout, owned by the server's user (simple
+/// authentication: never the job's), and the job's user reads it back byte-identical straight
+/// from HDFS; unregistering the app deletes the files and the directories.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn memory_hdfs_round_trip_as_the_job_user() {
+async fn memory_hdfs_round_trip_as_the_server_user() {
     let _one = healthy_cluster().await;
     let url = cluster().await.url.clone();
-    let hdfs = admin(&url);
+    let superuser = admin(&url);
+    let hdfs = ClientBuilder::new()
+        .with_url(&url)
+        .with_user("alice")
+        .build()
+        .expect("client as the job's user");
     let mut s = start(0, |c| {
         c.store_type = StoreType::MemoryHdfs;
         c.hdfs_store.partition_write_max_concurrency = 2;
+        c.hdfs_store.user = Some("rss".into());
     })
     .await;
     let root = format!("/{}", unique("rss"));
+    superuser.mkdirs(&root, 0o755, true).await.unwrap();
+    superuser.set_owner(&root, Some("rss"), None).await.unwrap();
     let app = "application_1_0001_17";
     register_remote(
         &mut s.client,
@@ -294,8 +304,10 @@ async fn memory_hdfs_round_trip_as_the_job_user() {
     for f in &files {
         let name = f.path.rsplit('/').next().unwrap();
         assert!(name.starts_with(&format!("{id}_")), "{name}");
-        assert_eq!((f.owner.as_str(), f.permission), ("alice", 0o644), "{name}");
+        assert_eq!((f.owner.as_str(), f.permission), ("rss", 0o644), "{name}");
     }
+    let app_dir = hdfs.get_file_info(&format!("{root}/{app}")).await.unwrap();
+    assert_eq!((app_dir.owner.as_str(), app_dir.permission), ("rss", 0o755));
 
     let r = s
         .client

@@ -83,7 +83,7 @@
 //! | `rss.security.hadoop.kerberos.enable` | (gates the next two) | with `false` the principal and keytab are warned | false |
 //! | `rss.security.hadoop.kerberos.principal` | `hdfs_store.kerberos_principal` | required when enabled | |
 //! | `rss.security.hadoop.kerberos.keytab.file` | `hdfs_store.kerberos_keytab` | required when enabled | |
-//! | `rss.security.hadoop.kerberos.proxy.user.enable` | (behaviour) | `true` is what Spillway always does (it writes as the app's user); `false` is warned | |
+//! | `rss.security.hadoop.kerberos.proxy.user.enable` | `hdfs_store.write_as` | `true`: `"auto"` (a proxy of the app's user under Kerberos, the server's own identity under simple authentication); `false`: `"server"` | true |
 //!
 //! Warned (listed in the start-up warning, value unused): `rss.server.hadoop.*` (Spillway takes
 //! Hadoop settings from `HADOOP_CONF_DIR` and the app's remote-storage conf),
@@ -103,7 +103,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{ByteSize, Config, ConfigError, StoreType};
+use super::{ByteSize, Config, ConfigError, HdfsWriteAs, StoreType};
 
 /// The reporter class the Java server pushes to a Prometheus push gateway with.
 const PUSH_GATEWAY_REPORTER: &str =
@@ -1134,11 +1134,15 @@ impl Mapper {
             }
         }
         self.ignore_key(RELOGIN, "no equivalent");
-        self.fixed_behaviour(
-            "rss.security.hadoop.kerberos.proxy.user.enable",
-            true,
-            "Spillway always writes HDFS files as the app's user",
-        )
+        if let Some((e, proxy)) = self.boolean("rss.security.hadoop.kerberos.proxy.user.enable")? {
+            self.config.hdfs_store.write_as = if proxy {
+                HdfsWriteAs::Auto
+            } else {
+                HdfsWriteAs::Server
+            };
+            self.set_origin("hdfs_store.write_as", &e);
+        }
+        Ok(())
     }
 
     /// Lists the unused keys, and validates with errors naming the Java key that set the
@@ -1519,6 +1523,20 @@ rss.security.hadoop.kerberos.proxy.user.enable true
         e.hdfs_store.kerberos_principal = Some("rss/host@REALM".into());
         e.hdfs_store.kerberos_keytab = Some(PathBuf::from("/etc/rss.keytab"));
         assert_eq!(c, e);
+    }
+
+    #[test]
+    fn proxy_user_disabled_writes_as_the_server() {
+        let on = "rss.security.hadoop.kerberos.enable true\n\
+                  rss.security.hadoop.kerberos.principal rss/host@REALM\n\
+                  rss.security.hadoop.kerberos.keytab.file /etc/rss.keytab\n";
+        let c = load(&format!(
+            "{on}rss.security.hadoop.kerberos.proxy.user.enable false\n"
+        ))
+        .config;
+        assert_eq!(c.hdfs_store.write_as, HdfsWriteAs::Server);
+        let c = load(on).config;
+        assert_eq!(c.hdfs_store.write_as, HdfsWriteAs::Auto);
     }
 
     #[test]

@@ -279,6 +279,17 @@ pub struct HdfsStoreConfig {
     /// Keytab for `kerberos_principal`; needs the principal. Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kerberos_keytab: Option<PathBuf>,
+    /// Whose identity owns the files apps spill to HDFS: `"auto"` (the server's own under
+    /// simple authentication, a proxy of each app's user under Kerberos, as the Java server
+    /// does), `"server"` (always the server's own: its principal under Kerberos), or
+    /// `"app_user"` (always the app's user, also under simple authentication).
+    /// Default: `"auto"`.
+    pub write_as: HdfsWriteAs,
+    /// Under simple authentication, the HDFS user the server writes as. Unset: the
+    /// `HADOOP_USER_NAME` environment variable, else the server's OS user (the Java server's
+    /// identity). Not used under Kerberos, where the principal is the identity. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl Default for HdfsStoreConfig {
@@ -291,8 +302,26 @@ impl Default for HdfsStoreConfig {
             failure_cooldown: Duration::from_secs(10),
             kerberos_principal: None,
             kerberos_keytab: None,
+            write_as: HdfsWriteAs::Auto,
+            user: None,
         }
     }
+}
+
+/// `hdfs_store.write_as`: whose identity owns the files an app spills to HDFS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HdfsWriteAs {
+    /// The server's own identity under simple authentication, a proxy user of the app's user
+    /// when Hadoop security is on (what the Java server does).
+    #[default]
+    Auto,
+    /// Always the server's own identity (its principal under Kerberos). The Java server's
+    /// `rss.security.hadoop.kerberos.proxy.user.enable = false`.
+    Server,
+    /// Always the app's user: under simple authentication the server claims the job's user
+    /// name, so the job's own HDFS permissions apply (an opt-in; Java has no equivalent).
+    AppUser,
 }
 
 /// `[hybrid_store]`: when memory spills, how much, and how huge partitions are limited.

@@ -99,6 +99,7 @@ fn example_documents_every_key() {
     full.coordinator.remote_storage_path = Some("hdfs://ns/rss".into());
     full.hdfs_store.kerberos_principal = Some("rss@EXAMPLE.COM".into());
     full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
+    full.hdfs_store.user = Some("rss".into());
     full.recovery.dir = Some("/data1/spillway-meta".into());
     let table = toml::Table::try_from(&full).unwrap();
     let mut all_keys = BTreeSet::new();
@@ -356,6 +357,8 @@ fn invalid_samples_name_the_key() {
             "[hdfs_store]\nkerberos_principal = \" \"",
             "hdfs_store.kerberos_principal",
         ),
+        ("[hdfs_store]\nuser = \"rss/h@R\"", "hdfs_store.user"),
+        ("[hdfs_store]\nwrite_as = \"job\"", "hdfs_store.write_as"),
         (
             "[hybrid_store]\nspill_concurrency = 0",
             "hybrid_store.spill_concurrency",

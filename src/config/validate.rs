@@ -282,7 +282,18 @@ impl HdfsStoreConfig {
             failure_cooldown,
             kerberos_principal,
             kerberos_keytab,
+            write_as: _,
+            user,
         } = self;
+        if user
+            .as_deref()
+            .is_some_and(|u| u.trim().is_empty() || u.contains(['/', '@']) || u.trim() != u)
+        {
+            return Err(ConfigError::new(
+                "hdfs_store.user",
+                "must be a plain user name (no spaces, '/' or '@'; set kerberos_principal for a principal)",
+            ));
+        }
         at_least_one("hdfs_store.max_concurrency", *max_concurrency)?;
         at_least_one(
             "hdfs_store.partition_write_max_concurrency",

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 
 use hdfs_native::{Client, ClientBuilder};
 
+use super::identity::{self, Identity};
 use crate::error::{Error, Result};
 use crate::store::RemoteStorage;
 
@@ -62,47 +63,37 @@ impl RemoteRoot {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct ClientKey {
     fs_url: Option<String>,
-    user: String,
+    /// The effective user asked of HDFS; `None`: the server's own identity.
+    user: Option<String>,
     conf: Vec<(String, String)>,
 }
 
-/// Kerberos login of the server (from `[hdfs_store]`).
-#[derive(Clone, Debug, Default)]
-pub struct Kerberos {
-    /// Principal to log in as; `None` uses the ticket cache's default principal.
-    pub principal: Option<String>,
-    /// Keytab for the principal.
-    pub keytab: Option<String>,
-}
-
-/// `hdfs_native` clients by (filesystem, user, conf).
+/// `hdfs_native` clients by (filesystem, effective user, conf).
 pub(crate) struct ClientCache {
-    kerberos: Kerberos,
+    identity: Identity,
     clients: parking_lot::Mutex<HashMap<ClientKey, Client>>,
 }
 
 impl ClientCache {
-    pub fn new(kerberos: Kerberos) -> Self {
+    pub fn new(identity: Identity) -> Self {
         ClientCache {
-            kerberos,
+            identity,
             clients: parking_lot::Mutex::new(HashMap::new()),
         }
     }
 
-    /// The client for `root` acting as `user` with the app's conf items on top of the
-    /// server's Hadoop conf. Building a client reads the conf files and connects nothing yet.
-    ///
-    /// Identity: with simple auth `user` is the effective user every file is created as (empty:
-    /// `HADOOP_USER_NAME`, else the OS user of the server). With Kerberos the server
-    /// authenticates as its principal and asks to act as `user` (a proxy user: the NameNode
-    /// must allow it through `hadoop.proxyuser.<server>.hosts/groups`); empty `user` writes as
-    /// the principal itself.
-    pub fn get(&self, root: &RemoteRoot, user: &str, remote: &RemoteStorage) -> Result<Client> {
+    /// The client for `root` on behalf of an app whose user is `app_user`, with the app's conf
+    /// items on top of the server's Hadoop conf ([`Identity`] decides whom it writes as).
+    /// Building a client reads the conf files and connects nothing yet.
+    pub fn get(&self, root: &RemoteRoot, app_user: &str, remote: &RemoteStorage) -> Result<Client> {
         let mut conf = remote.conf.clone();
         conf.sort();
+        let app_security = conf
+            .iter()
+            .any(|(k, v)| k == identity::KEY && !v.trim().eq_ignore_ascii_case("simple"));
         let key = ClientKey {
             fs_url: root.fs_url.clone(),
-            user: user.to_owned(),
+            user: self.identity.effective_user(app_user, app_security),
             conf,
         };
         if let Some(c) = self.clients.lock().get(&key) {
@@ -115,20 +106,21 @@ impl ClientCache {
         if !key.conf.is_empty() {
             builder = builder.with_config(key.conf.clone());
         }
-        if !user.is_empty() {
+        if let Some(user) = &key.user {
             builder = builder.with_user(user);
         }
-        if let Some(p) = &self.kerberos.principal {
+        if let Some(p) = &self.identity.principal {
             builder = builder.with_kerberos_principal(p.clone());
         }
-        if let Some(k) = &self.kerberos.keytab {
+        if let Some(k) = &self.identity.keytab {
             builder = builder.with_kerberos_keytab(k.clone());
         }
         let client = builder.build().map_err(|e| Error::TierFailed {
             tier: TIER,
             reason: format!(
-                "cannot build an HDFS client for {} as {user:?}: {e}",
-                key.fs_url.as_deref().unwrap_or("fs.defaultFS")
+                "cannot build an HDFS client for {} as {}: {e}",
+                key.fs_url.as_deref().unwrap_or("fs.defaultFS"),
+                key.user.as_deref().unwrap_or("the server's own identity")
             ),
         })?;
         Ok(self.clients.lock().entry(key).or_insert(client).clone())

@@ -30,6 +30,7 @@
 //! `max_concurrency` appends, and the per-partition slots.
 
 mod client;
+pub mod identity;
 mod read;
 
 #[cfg(any(test, feature = "test-util"))]
@@ -47,8 +48,8 @@ use hdfs_native::{Client, HdfsError, WriteOptions};
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-pub use self::client::Kerberos;
 use self::client::{ClientCache, RemoteRoot, TIER};
+pub use self::identity::{Identity, WriteAs};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::{
@@ -71,8 +72,8 @@ pub struct HdfsOptions {
     pub write_timeout: Duration,
     /// After a failure, how long [`HdfsTier::may_try`] says no.
     pub failure_cooldown: Duration,
-    /// Kerberos login, when the Hadoop conf turns Kerberos on.
-    pub kerberos: Kerberos,
+    /// Who the server is to HDFS and whom each app's files are written as.
+    pub identity: Identity,
 }
 
 /// The HDFS tier; see the module doc.
@@ -134,7 +135,7 @@ impl HdfsTier {
     pub fn new(opts: HdfsOptions) -> Arc<Self> {
         Arc::new(HdfsTier {
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
-            clients: ClientCache::new(opts.kerberos.clone()),
+            clients: ClientCache::new(opts.identity.clone()),
             opts,
             apps: parking_lot::Mutex::new(HashMap::new()),
             health: parking_lot::Mutex::new(Failures::default()),

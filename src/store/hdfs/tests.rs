@@ -35,7 +35,7 @@ fn options(slots: usize) -> HdfsOptions {
         partition_write_max_concurrency: slots,
         write_timeout: Duration::from_secs(60),
         failure_cooldown: Duration::from_secs(1),
-        kerberos: Kerberos::default(),
+        identity: Identity::default(),
     }
 }
 
@@ -125,19 +125,44 @@ async fn conformance_pooled_writers() {
     conformance::run_all(&t).await;
 }
 
+/// A remote root only `owner` may write (755), as an operator prepares it for the server.
+async fn root_owned_by(admin: &Client, name: &str, owner: &str) -> String {
+    let root = fresh_root(name);
+    admin.mkdirs(&root, 0o755, true).await.expect("mkdirs");
+    admin
+        .set_owner(&root, Some(owner), None)
+        .await
+        .expect("chown");
+    root
+}
+
+fn identity(simple_user: &str, write_as: WriteAs) -> HdfsOptions {
+    let mut o = options(1);
+    o.identity = Identity {
+        simple_user: Some(simple_user.to_owned()),
+        write_as,
+        ..Identity::default()
+    };
+    o
+}
+
 /// The Uniffle layout, names and identity: `<root>/<app>/<shuffle>/<s>-<e>/<id>_<fail>.{data,index}`
-/// with one slot, `<id>_<slot>_<fail>` with several; owned by the registered user, mode 644,
-/// directories 755; the data file is the blocks back to back and the index their records.
+/// with one slot, `<id>_<slot>_<fail>` with several; under simple authentication owned by the
+/// server's own user (not the app's, as the Java server does), in a root only that user may
+/// write; mode 644, directories 755; the data file is the blocks back to back and the index
+/// their records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn files_follow_uniffle_naming_and_belong_to_the_user() {
+async fn files_follow_uniffle_naming_and_belong_to_the_server_user() {
     let url = cluster_url().await;
     let admin = admin(&url);
     for (slots, name) in [
         (1, format!("{SERVER_ID}_0")),
         (3, format!("{SERVER_ID}_0_0")),
     ] {
-        let root = fresh_root("naming");
-        let tier = HdfsTier::new(options(slots));
+        let root = root_owned_by(&admin, "naming", "rss").await;
+        let mut opts = identity("rss", WriteAs::Auto);
+        opts.partition_write_max_concurrency = slots;
+        let tier = HdfsTier::new(opts);
         let app = AppId::parse("app-naming_1").unwrap();
         let remote = RemoteStorage {
             path: format!("{url}{root}/"),
@@ -176,11 +201,13 @@ async fn files_follow_uniffle_naming_and_belong_to_the_user() {
             .get_file_info(&format!("{dir}/{name}.data"))
             .await
             .unwrap();
-        assert_eq!(data.owner, "alice");
+        assert_eq!(data.owner, "rss");
         assert_eq!(data.permission, 0o644);
         assert_eq!(data.length, 375);
-        let d = admin.get_file_info(&dir).await.unwrap();
-        assert_eq!((d.owner.as_str(), d.permission), ("alice", 0o755));
+        for d in [dir.clone(), format!("{root}/app-naming_1")] {
+            let d = admin.get_file_info(&d).await.unwrap();
+            assert_eq!((d.owner.as_str(), d.permission), ("rss", 0o755));
+        }
 
         let index = read_file(&admin, &format!("{dir}/{name}.index")).await;
         let want: Vec<Block> = b1.blocks().iter().chain(b2.blocks()).cloned().collect();
@@ -190,6 +217,54 @@ async fn files_follow_uniffle_naming_and_belong_to_the_user() {
         assert_eq!(data_bytes, Bytes::from(concat));
         tier.purge(&PurgeScope::App(app)).await.unwrap();
     }
+}
+
+/// `write_as = "app_user"`: the app's user owns its files, so a root only the server's user may
+/// write refuses them (the error names the cause), and one the app's user owns takes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_user_opt_in_writes_as_the_app_user() {
+    let url = cluster_url().await;
+    let admin = admin(&url);
+    let tier = HdfsTier::new(identity("rss", WriteAs::AppUser));
+    let block = BlockBatch::new(vec![test_block(1, 0, payload(1, 64))]);
+
+    let servers = root_owned_by(&admin, "as-app-refused", "rss").await;
+    let app = AppId::parse("app-as-user_1").unwrap();
+    let remote = RemoteStorage {
+        path: format!("{url}{servers}"),
+        conf: Vec::new(),
+    };
+    tier.register_app(&app, "alice", &remote).unwrap();
+    let p = PartitionKey::new(
+        app.clone(),
+        0,
+        crate::ids::PartitionRange::new(0, 0).unwrap(),
+    );
+    let err = tier.append(&p, &block).await.unwrap_err().to_string();
+    assert!(
+        err.contains("Permission denied") && err.contains("alice"),
+        "{err}"
+    );
+
+    let alices = root_owned_by(&admin, "as-app", "alice").await;
+    let app = AppId::parse("app-as-user_2").unwrap();
+    let remote = RemoteStorage {
+        path: format!("{url}{alices}"),
+        conf: Vec::new(),
+    };
+    tier.register_app(&app, "alice", &remote).unwrap();
+    let p = PartitionKey::new(
+        app.clone(),
+        0,
+        crate::ids::PartitionRange::new(0, 0).unwrap(),
+    );
+    tier.append(&p, &block).await.expect("append as alice");
+    let file = admin
+        .get_file_info(&format!("{alices}/app-as-user_2/0/0-0/{SERVER_ID}_0.data"))
+        .await
+        .unwrap();
+    assert_eq!(file.owner, "alice");
+    tier.purge(&PurgeScope::App(app)).await.unwrap();
 }
 
 async fn read_file(client: &Client, path: &str) -> Bytes {
