@@ -20,7 +20,6 @@ use hdfs_native::{Client as Hdfs, ClientBuilder};
 use spillway::config::{ByteSize, StoreType};
 use spillway::proto;
 use spillway::proto::StatusCode;
-use spillway::store::index::IndexEntry;
 
 /// A coordinator that only records heartbeats (every other RPC is unimplemented).
 struct BeatRecorder(tokio::sync::mpsc::UnboundedSender<proto::ShuffleServerHeartBeatRequest>);
@@ -139,90 +138,6 @@ fn unique(name: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{name}-{nanos}")
-}
-
-async fn register_remote(
-    client: &mut Client,
-    app: &str,
-    shuffle: i32,
-    partitions: std::ops::Range<i32>,
-    path: &str,
-    user: &str,
-) {
-    let resp = client
-        .register_shuffle(proto::ShuffleRegisterRequest {
-            app_id: app.into(),
-            shuffle_id: shuffle,
-            partition_ranges: partitions
-                .map(|p| proto::ShufflePartitionRange { start: p, end: p })
-                .collect(),
-            remote_storage: Some(proto::RemoteStorage {
-                path: path.into(),
-                remote_storage_conf: vec![proto::RemoteStorageConfItem {
-                    key: "dfs.client.socket-timeout".into(),
-                    value: "20000".into(),
-                }],
-            }),
-            user: user.into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        status_of(resp.status),
-        StatusCode::Success,
-        "{}",
-        resp.ret_msg
-    );
-}
-
-/// One partition's blocks as the Uniffle client reads them from HDFS: every `*.index` in the
-/// range directory whose name starts with the server id; per pair, whole records, stopping at
-/// the first that ends past the data file's length; blocks CRC-checked; each id once.
-async fn read_hdfs(
-    hdfs: &Hdfs,
-    root: &str,
-    app: &str,
-    shuffle: i32,
-    partition: i32,
-    server_id: &str,
-) -> BTreeMap<i64, Bytes> {
-    let dir = format!("{root}/{app}/{shuffle}/{partition}-{partition}");
-    let mut out = BTreeMap::new();
-    let Ok(listing) = hdfs.list_status(&dir, false).await else {
-        return out;
-    };
-    for s in listing {
-        let name = s.path.rsplit('/').next().unwrap().to_owned();
-        if !(name.starts_with(server_id) && name.ends_with(".index")) {
-            continue;
-        }
-        let index = read_all(hdfs, &s.path).await;
-        let data_path = format!("{}.data", s.path.trim_end_matches(".index"));
-        let data = read_all(hdfs, &data_path).await;
-        let mut sum = 0u64;
-        for e in IndexEntry::decode_all(&index) {
-            sum += e.length as u64;
-            if sum > data.len() as u64 {
-                break;
-            }
-            let block = data.slice(e.offset as usize..e.offset as usize + e.length as usize);
-            assert_eq!(
-                crc32fast::hash(&block) as i64,
-                e.crc,
-                "crc of {}",
-                e.block_id
-            );
-            out.entry(e.block_id).or_insert(block);
-        }
-    }
-    out
-}
-
-async fn read_all(hdfs: &Hdfs, path: &str) -> Bytes {
-    let r = hdfs.read(path).await.expect("open");
-    r.read_range(0, r.file_length()).await.expect("read")
 }
 
 /// Everything a client can read of a partition: memory and local files through the server,

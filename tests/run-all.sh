@@ -14,6 +14,10 @@ fi
 missing=()
 command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
 [ -x /usr/local/go/bin/go ] || command -v go >/dev/null || missing+=(golang-go)
+# The kerberized HDFS tests (tests/hdfs_kerberos.rs) fill a ticket cache with kinit and shift the
+# server's clock with faketime.
+command -v kinit >/dev/null || missing+=(krb5-user)
+command -v faketime >/dev/null || missing+=(faketime)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

@@ -82,20 +82,66 @@ impl ClientCache {
         }
     }
 
+    /// Why HDFS closed a connection on which the server acted for `app_user`, if the server's
+    /// own identity gets through: then authentication worked and the NameNode refused the
+    /// impersonation, which it says only in a connection-level error the HDFS client drops
+    /// (the caller sees "RPC listener disconnected"). One `getFileInfo("/")` as the server.
+    pub async fn explain_refused_proxy(
+        &self,
+        root: &RemoteRoot,
+        app_user: &str,
+        remote: &RemoteStorage,
+    ) -> Option<String> {
+        let acting = self.key(root, app_user, remote).user?;
+        let mut own = remote.clone();
+        let server = self.get_as(root, None, &mut own.conf).ok()?;
+        let probe =
+            tokio::time::timeout(std::time::Duration::from_secs(5), server.get_file_info("/"));
+        matches!(probe.await, Ok(Ok(_))).then(|| {
+            format!(
+                "HDFS authenticated the server but closed the connection when it asked to act as \
+                 {acting}: the NameNode does not let the server's principal impersonate {acting} \
+                 (hadoop.proxyuser.<principal short name>.hosts/.groups/.users on the NameNode)"
+            )
+        })
+    }
+
     /// The client for `root` on behalf of an app whose user is `app_user`, with the app's conf
     /// items on top of the server's Hadoop conf ([`Identity`] decides whom it writes as).
     /// Building a client reads the conf files and connects nothing yet.
     pub fn get(&self, root: &RemoteRoot, app_user: &str, remote: &RemoteStorage) -> Result<Client> {
+        self.build(self.key(root, app_user, remote))
+    }
+
+    fn key(&self, root: &RemoteRoot, app_user: &str, remote: &RemoteStorage) -> ClientKey {
         let mut conf = remote.conf.clone();
         conf.sort();
         let app_security = conf
             .iter()
             .any(|(k, v)| k == identity::KEY && !v.trim().eq_ignore_ascii_case("simple"));
-        let key = ClientKey {
+        ClientKey {
             fs_url: root.fs_url.clone(),
             user: self.identity.effective_user(app_user, app_security),
             conf,
-        };
+        }
+    }
+
+    /// The client with the server's own identity (`user` None) or as `user`.
+    fn get_as(
+        &self,
+        root: &RemoteRoot,
+        user: Option<String>,
+        conf: &mut Vec<(String, String)>,
+    ) -> Result<Client> {
+        conf.sort();
+        self.build(ClientKey {
+            fs_url: root.fs_url.clone(),
+            user,
+            conf: std::mem::take(conf),
+        })
+    }
+
+    fn build(&self, key: ClientKey) -> Result<Client> {
         if let Some(c) = self.clients.lock().get(&key) {
             return Ok(c.clone());
         }
@@ -103,8 +149,14 @@ impl ClientCache {
         if let Some(url) = &key.fs_url {
             builder = builder.with_url(url.clone());
         }
-        if !key.conf.is_empty() {
-            builder = builder.with_config(key.conf.clone());
+        let mut conf = key.conf.clone();
+        if self.identity.principal.is_some() && !conf.iter().any(|(k, _)| k == identity::KEY) {
+            // A configured principal means Kerberos (the Java server sets the same when
+            // rss.security.hadoop.kerberos.enable is on), whatever HADOOP_CONF_DIR says.
+            conf.push((identity::KEY.to_owned(), "kerberos".to_owned()));
+        }
+        if !conf.is_empty() {
+            builder = builder.with_config(conf);
         }
         if let Some(user) = &key.user {
             builder = builder.with_user(user);

@@ -27,6 +27,8 @@ pub struct MiniHdfs {
     pub started_in: Duration,
     /// Where the launcher logs (its stderr), for failure messages.
     pub log: PathBuf,
+    /// What the launcher printed before the URL (`KRB5_CONF`, `KEYTABS` in secure mode).
+    pub info: std::collections::HashMap<String, String>,
     io: Mutex<(ChildStdin, mpsc::Receiver<String>)>,
     _child: Mutex<Child>,
 }
@@ -34,10 +36,16 @@ pub struct MiniHdfs {
 /// The cluster of this test binary, started on first use.
 pub fn shared() -> &'static MiniHdfs {
     static CLUSTER: OnceLock<MiniHdfs> = OnceLock::new();
-    CLUSTER.get_or_init(start)
+    CLUSTER.get_or_init(|| start(&[]))
 }
 
-fn start() -> MiniHdfs {
+/// A kerberized cluster with its own KDC (`MiniHdfs --secure`; see MiniHdfs.java for the
+/// principals and keytabs); tickets live `ticket_lifetime`.
+pub fn start_secure(ticket_lifetime: Duration) -> MiniHdfs {
+    start(&["--secure", &ticket_lifetime.as_secs().max(1).to_string()])
+}
+
+fn start(extra: &[&str]) -> MiniHdfs {
     let started = Instant::now();
     let project = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/hdfs");
     let status = Command::new("bash")
@@ -68,6 +76,7 @@ fn start() -> MiniHdfs {
         .arg(classpath)
         .arg("io.spillway.hdfs.MiniHdfs")
         .arg(&base)
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -76,12 +85,16 @@ fn start() -> MiniHdfs {
     let stdin = child.stdin.take().expect("piped stdin");
     let lines = spawn_line_reader(child.stdout.take().expect("piped stdout"));
     let deadline = Instant::now() + START_TIMEOUT;
+    let mut info = std::collections::HashMap::new();
     let url = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         match lines.recv_timeout(left) {
             Ok(line) => {
                 if let Some(url) = line.strip_prefix("HDFS_URL=") {
                     break url.to_owned();
+                }
+                if let Some((k, v)) = line.split_once('=') {
+                    info.insert(k.to_owned(), v.to_owned());
                 }
             }
             Err(e) => {
@@ -98,6 +111,7 @@ fn start() -> MiniHdfs {
         url,
         started_in: started.elapsed(),
         log,
+        info,
         io: Mutex::new((stdin, lines)),
         _child: Mutex::new(child),
     }

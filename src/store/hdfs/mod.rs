@@ -479,6 +479,21 @@ impl Tier for HdfsTier {
                         retire(&mut slot);
                     }
                     match failed {
+                        Ok(Err(Error::TierFailed { tier, reason }))
+                            if reason.contains("RPC listener disconnected") =>
+                        {
+                            let why = self
+                                .clients
+                                .explain_refused_proxy(&target.root, &target.user, &target.remote)
+                                .await;
+                            Err(Error::TierFailed {
+                                tier,
+                                reason: match why {
+                                    Some(why) => format!("{reason}; {why}"),
+                                    None => reason,
+                                },
+                            })
+                        }
                         Ok(Err(e)) => Err(e),
                         _ => Err(Error::TierFailed {
                             tier: TIER,

@@ -4,6 +4,7 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.util.Properties;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
@@ -11,6 +12,8 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.hdfs.DFSConfigKeys;
 import org.apache.hadoop.hdfs.MiniDFSCluster;
+import org.apache.hadoop.minikdc.MiniKdc;
+import org.apache.hadoop.security.UserGroupInformation;
 
 /**
  * A one-NameNode, one-DataNode HDFS on 127.0.0.1 for Spillway's tests.
@@ -23,7 +26,9 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  *   <li>{@code stop-datanode} / {@code start-datanode}: the DataNode goes away / comes back
  *       (same ports), so writes fail while it is gone;
  *   <li>{@code stop-namenode} / {@code start-namenode}: the same for the NameNode (same RPC
- *       port, same metadata).
+ *       port, same metadata);
+ *   <li>{@code mkdir <path> <owner> <octal mode>}: a directory made by the superuser and given
+ *       to {@code owner}, as operators prepare the shuffle server's remote path.
  * </ul>
  *
  * <p>Commands are idempotent (stopping what is stopped does nothing), so a test can bring the
@@ -32,15 +37,29 @@ import org.apache.hadoop.hdfs.MiniDFSCluster;
  * <p>End of stdin (the test process exited or closed the pipe) shuts the cluster down, so a
  * crashed test never leaves an HDFS behind. The root directory is made world-writable with the
  * sticky bit (like /tmp), so jobs writing as any user can create their shuffle directories.
+ *
+ * <p>{@code MiniHdfs <base-dir> --secure <ticket-lifetime-seconds>}: a kerberized cluster. A
+ * MiniKdc (realm EXAMPLE.COM, on 127.0.0.1) holds {@code hdfs/localhost} and {@code
+ * HTTP/localhost} (the cluster's own), {@code rss/localhost} (a shuffle server that may act for
+ * any user: {@code hadoop.proxyuser.rss.*}), {@code mallory/localhost} (one that may not) and
+ * the job user {@code alice}, each with a keytab {@code <name>.keytab} in {@code <base-dir>/kdc};
+ * tickets live {@code ticket-lifetime-seconds}. Before {@code HDFS_URL} it prints {@code
+ * KRB5_CONF=<krb5.conf>} and {@code KEYTABS=<dir>}. The superuser is {@code hdfs}; the DataNode
+ * takes block tokens without SASL on unprivileged ports (Hadoop's {@code
+ * ignore.secure.ports.for.testing}).
  */
 public final class MiniHdfs {
   public static void main(String[] args) throws Exception {
-    if (args.length != 1) {
-      System.err.println("usage: MiniHdfs <base-dir>");
+    boolean secure = args.length == 3 && args[1].equals("--secure");
+    if (args.length != 1 && !secure) {
+      System.err.println("usage: MiniHdfs <base-dir> [--secure <ticket-lifetime-seconds>]");
       System.exit(2);
     }
     File base = new File(args[0]);
     Configuration conf = new Configuration();
+    if (secure) {
+      kerberize(conf, new File(base, "kdc"), Long.parseLong(args[2]));
+    }
     conf.set(MiniDFSCluster.HDFS_MINIDFS_BASEDIR, base.getAbsolutePath());
     // Loopback only, ephemeral ports everywhere but the NameNode RPC port (kept across restarts).
     conf.set(DFSConfigKeys.DFS_NAMENODE_HTTP_ADDRESS_KEY, "127.0.0.1:0");
@@ -60,6 +79,11 @@ public final class MiniHdfs {
     cluster.waitActive();
     FileSystem fs = cluster.getFileSystem();
     fs.setPermission(new Path("/"), new FsPermission((short) 01777));
+
+    if (secure) {
+      System.out.println("KRB5_CONF=" + System.getProperty("java.security.krb5.conf"));
+      System.out.println("KEYTABS=" + new File(base, "kdc").getAbsolutePath());
+    }
     int port = cluster.getNameNodePort();
     System.out.println("HDFS_URL=hdfs://127.0.0.1:" + port);
     System.out.flush();
@@ -101,7 +125,17 @@ public final class MiniHdfs {
             }
             break;
           default:
-            throw new IllegalArgumentException("unknown command");
+            // mkdir <path> <owner> <octal mode>: a directory prepared the way an operator
+            // prepares the remote storage path for the shuffle server's service user.
+            String[] words = cmd.split("\\s+");
+            if (words.length != 4 || !words[0].equals("mkdir")) {
+              throw new IllegalArgumentException("unknown command");
+            }
+            FileSystem admin = cluster.getFileSystem();
+            Path dir = new Path(words[1]);
+            admin.mkdirs(dir);
+            admin.setOwner(dir, words[2], null);
+            admin.setPermission(dir, new FsPermission(Short.parseShort(words[3], 8)));
         }
         System.out.println("OK " + cmd);
       } catch (Exception e) {
@@ -111,5 +145,38 @@ public final class MiniHdfs {
     }
     cluster.shutdown(true);
     System.exit(0);
+  }
+
+  /** Starts the KDC, writes the keytabs, logs in as hdfs and turns security on in conf. */
+  private static void kerberize(Configuration conf, File dir, long lifetimeSeconds)
+      throws Exception {
+    dir.mkdirs();
+    Properties kdcConf = MiniKdc.createConf();
+    kdcConf.setProperty(MiniKdc.KDC_BIND_ADDRESS, "127.0.0.1");
+    kdcConf.setProperty(MiniKdc.MAX_TICKET_LIFETIME, String.valueOf(lifetimeSeconds * 1000));
+    kdcConf.setProperty(MiniKdc.MAX_RENEWABLE_LIFETIME, String.valueOf(lifetimeSeconds * 1000));
+    MiniKdc kdc = new MiniKdc(kdcConf, dir);
+    kdc.start();
+    String realm = kdc.getRealm();
+    File hdfs = new File(dir, "hdfs.keytab");
+    kdc.createPrincipal(hdfs, "hdfs/localhost", "HTTP/localhost");
+    kdc.createPrincipal(new File(dir, "rss.keytab"), "rss/localhost");
+    kdc.createPrincipal(new File(dir, "mallory.keytab"), "mallory/localhost");
+    kdc.createPrincipal(new File(dir, "alice.keytab"), "alice");
+
+    conf.set("hadoop.security.authentication", "kerberos");
+    String service = "hdfs/localhost@" + realm;
+    conf.set(DFSConfigKeys.DFS_NAMENODE_KERBEROS_PRINCIPAL_KEY, service);
+    conf.set(DFSConfigKeys.DFS_NAMENODE_KEYTAB_FILE_KEY, hdfs.getAbsolutePath());
+    conf.set(DFSConfigKeys.DFS_DATANODE_KERBEROS_PRINCIPAL_KEY, service);
+    conf.set(DFSConfigKeys.DFS_DATANODE_KEYTAB_FILE_KEY, hdfs.getAbsolutePath());
+    conf.set(DFSConfigKeys.DFS_WEB_AUTHENTICATION_KERBEROS_PRINCIPAL_KEY, "HTTP/localhost@" + realm);
+    conf.set(DFSConfigKeys.DFS_WEB_AUTHENTICATION_KERBEROS_KEYTAB_KEY, hdfs.getAbsolutePath());
+    conf.setBoolean(DFSConfigKeys.DFS_BLOCK_ACCESS_TOKEN_ENABLE_KEY, true);
+    conf.setBoolean("ignore.secure.ports.for.testing", true);
+    conf.set("hadoop.proxyuser.rss.hosts", "*");
+    conf.set("hadoop.proxyuser.rss.groups", "*");
+    UserGroupInformation.setConfiguration(conf);
+    UserGroupInformation.loginUserFromKeytab(service, hdfs.getAbsolutePath());
   }
 }
