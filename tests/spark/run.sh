@@ -661,6 +661,22 @@ start_hdfs() {
   done
 }
 
+# hdfs_cmd CMD: one MiniHdfs command (see MiniHdfs.java); waits for its OK, prints its ERR.
+hdfs_cmd() {
+  local cmd=$1 out="$WORK/hdfs.out" deadline=$((SECONDS + 60))
+  echo "$cmd" >&"$HDFS_FD"
+  while ((SECONDS < deadline)); do
+    grep -qxF "OK $cmd" "$out" && return 0
+    if grep -qF "ERR $cmd" "$out"; then
+      grep -F "ERR $cmd" "$out"
+      return 1
+    fi
+    sleep 0.2
+  done
+  echo "MiniHdfs: no answer to '$cmd' within 60 s"
+  return 1
+}
+
 stop_hdfs() {
   if [[ -n $HDFS_FD ]]; then
     exec {HDFS_FD}>&-
@@ -833,9 +849,19 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
       # MEMORY_LOCALFILE_HDFS: spills of 1 MiB and more go to HDFS, smaller ones to local files.
       SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"'
       export STORE_TYPE SERVER_EXTRA_TOML
-      if start_cluster "$ver" 1 "$prefix"; then
+      # As operators run it: the remote path belongs to the server's service user (755), the
+      # server runs as that user (HADOOP_USER_NAME) and the jobs as another one. Under simple
+      # authentication the server writes as itself, so only it needs write access there.
+      if ! hdfs_cmd "mkdir /rss-$STORE_TYPE rss 755"; then
+        fail "hdfs suite $STORE_TYPE: could not prepare /rss-$STORE_TYPE"
+      fi
+      export HADOOP_USER_NAME=rss
+      started=0
+      start_cluster "$ver" 1 "$prefix" && started=1
+      unset HADOOP_USER_NAME
+      if [[ $started == 1 ]]; then
         name="uniffle-$ver-$STORE_TYPE"
-        run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+        HADOOP_USER_NAME=alice run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
           --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
           --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
           --rss-conf "spark.rss.remote.storage.path=$HDFS_URL/rss-$STORE_TYPE"
@@ -851,6 +877,10 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
         # ... and the client found this server's files there and read them directly.
         if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$name.log"; then
           fail "$name: the client read nothing from HDFS (no HadoopClientReadHandler index in $WORK/$name.log)"
+        fi
+        # No spill was refused for want of permission (a refused one falls back or retries).
+        if grep -q 'Permission denied' "$WORK/${prefix}0/server.log"; then
+          fail "$name: HDFS refused the server's writes: $(grep -m1 'Permission denied' "$WORK/${prefix}0/server.log")"
         fi
       else
         fail "uniffle-$ver-$STORE_TYPE: cluster not ready (see above; coordinator $COORD)"

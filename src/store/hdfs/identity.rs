@@ -73,7 +73,10 @@ impl Identity {
             (None, true) => "the ticket cache's principal".to_owned(),
             (None, false) => match &self.simple_user {
                 Some(u) => format!("the user {u}"),
-                None => "the server's own user (HADOOP_USER_NAME, else the OS user)".to_owned(),
+                None => match std::env::var("HADOOP_USER_NAME") {
+                    Ok(u) if !u.is_empty() => format!("the user {u} (HADOOP_USER_NAME)"),
+                    _ => "the server's OS user".to_owned(),
+                },
             },
         };
         let auth = if self.security { "Kerberos" } else { "simple" };
