@@ -132,14 +132,6 @@ fn admin(url: &str) -> Hdfs {
     ClientBuilder::new().with_url(url).build().expect("client")
 }
 
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{nanos}")
-}
-
 /// Everything a client can read of a partition: memory and local files through the server,
 /// then HDFS directly.
 async fn read_everything(

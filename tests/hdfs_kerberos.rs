@@ -71,22 +71,6 @@ fn login(c: &minicluster::MiniHdfs, principal: &str, keytab_name: &str) -> Hdfs 
         .expect("kerberized client")
 }
 
-fn unique(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{nanos}")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// How a case's server logs in.
 enum Login<'a> {
     /// `hdfs_store.kerberos_principal` + `kerberos_keytab` (a keytab file name in KEYTABS).
@@ -289,6 +273,27 @@ async fn check_on_hdfs(
     }
 }
 
+/// A case whose HDFS spills must fail: writes a shuffle for alice under a fresh root, checks
+/// that every block is still served by the server (from local files in
+/// `MEMORY_LOCALFILE_HDFS`), and that the server log contains `cause`.
+async fn spills_fall_back_and_name(s: &Server, c: &minicluster::MiniHdfs, app: &str, cause: &str) {
+    let root = format!("/{}", unique("krb-refused"));
+    let expected = write_as_alice(s, c, app, &root).await;
+    let log = s.log_text();
+    let mut client = s.client().await;
+    for (p, want) in &expected {
+        let got = read_partition(&mut client, app, 0, *p).await;
+        assert!(
+            &got.blocks == want,
+            "partition {p} served from local files:\n{log}"
+        );
+    }
+    assert!(
+        log.to_lowercase().contains(&cause.to_lowercase()),
+        "the log names the cause ({cause}):\n{log}"
+    );
+}
+
 fn server_id(s: &Server) -> String {
     // The id (`<ip>-<grpc port>-<netty port>`) as the server announces it at start-up.
     let log = s.log_text();
@@ -354,19 +359,8 @@ async fn impersonation_refused_is_named_and_blocks_go_to_local_disks() {
         &krb5,
     )
     .await;
-    let root = format!("/{}", unique("krb-mallory"));
-    let app = "application_7_0003_1";
-    let expected = write_as_alice(&s, c, app, &root).await;
-    let mut client = s.client().await;
-    for (p, want) in &expected {
-        let got = read_partition(&mut client, app, 0, *p).await;
-        assert_eq!(&got.blocks, want, "partition {p} served from local files");
-    }
-    let log = s.log_text();
-    assert!(
-        log.contains("does not let the server's principal impersonate alice"),
-        "the refusal and its cause are logged:\n{log}"
-    );
+    let cause = "does not let the server's principal impersonate alice";
+    spills_fall_back_and_name(&s, c, "application_7_0003_1", cause).await;
 }
 
 /// A keytab that holds no key of the configured principal: the login fails with the cause in
@@ -453,19 +447,7 @@ async fn unreachable_kdc_is_named() {
         &krb5,
     )
     .await;
-    let root = format!("/{}", unique("krb-no-kdc"));
-    let app = "application_7_0005_1";
-    let expected = write_as_alice(&s, c, app, &root).await;
-    let mut client = s.client().await;
-    for (p, want) in &expected {
-        let got = read_partition(&mut client, app, 0, *p).await;
-        assert_eq!(&got.blocks, want, "partition {p} served from local files");
-    }
-    let log = s.log_text();
-    assert!(
-        log.contains("Cannot contact any KDC"),
-        "the log says the KDC is unreachable:\n{log}"
-    );
+    spills_fall_back_and_name(&s, c, "application_7_0005_1", "Cannot contact any KDC").await;
 }
 
 /// Tickets expire after [`TICKET_LIFETIME`]; a server logged in from a keytab gets new ones by
@@ -522,22 +504,7 @@ async fn clock_skew_is_named_unless_kerberos_corrects_it() {
         Some("+10m"),
     )
     .await;
-    let root = format!("/{}", unique("krb-skew"));
-    let app = "application_7_0007_1";
-    let expected = write_as_alice(&s, c, app, &root).await;
-    let log = s.log_text();
-    let mut client = s.client().await;
-    for (p, want) in &expected {
-        let got = read_partition(&mut client, app, 0, *p).await;
-        assert!(
-            &got.blocks == want,
-            "partition {p} served from local files:\n{log}"
-        );
-    }
-    assert!(
-        log.to_lowercase().contains("clock skew"),
-        "the log says the clocks disagree:\n{log}"
-    );
+    spills_fall_back_and_name(&s, c, "application_7_0007_1", "clock skew").await;
     drop(s);
 
     let krb5 = PathBuf::from(&c.info["KRB5_CONF"]);
@@ -549,6 +516,7 @@ async fn clock_skew_is_named_unless_kerberos_corrects_it() {
         Some("+10m"),
     )
     .await;
+    let root = format!("/{}", unique("krb-skew"));
     let app = "application_7_0007_2";
     let expected = write_as_alice(&s, c, app, &root).await;
     check_on_hdfs(c, &server_id(&s), &root, app, &expected, "alice").await;

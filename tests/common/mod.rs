@@ -609,3 +609,21 @@ pub async fn read_all(hdfs: &hdfs_native::Client, path: &str) -> Bytes {
     let r = hdfs.read(path).await.expect("open");
     r.read_range(0, r.file_length()).await.expect("read")
 }
+
+/// `name` made unique for this run (HDFS paths that earlier runs may have left).
+pub fn unique(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{nanos}")
+}
+
+/// A loopback port free right now, for a server started as a separate process.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
