@@ -333,6 +333,12 @@ pub async fn start(config: Config) -> Result<Running> {
         tasks_stop.clone(),
         &tracker,
     );
+    crate::tasks::release::spawn(
+        Arc::clone(&registry),
+        Duration::from_secs(1),
+        tasks_stop.clone(),
+        &tracker,
+    );
 
     let self_stop = CancellationToken::new();
     spawn_status_watcher(

@@ -78,6 +78,22 @@ fn netty_round_trip_with_ceilings() {
     assert!(ok, "exit {code}:\n{out}");
     assert!(out.contains("verification: 128 blocks checked"), "{out}");
     assert!(out.contains("write (transport ceiling)"), "{out}");
+    // The 128 MiB shuffle lives in memory until its app ends; a few seconds later most of that
+    // heap is back with the OS (without the idle trim the server stayed at its peak).
+    let mib_after = |prefix: &str| -> u64 {
+        let rest = &out[out
+            .find(prefix)
+            .unwrap_or_else(|| panic!("no {prefix:?}:\n{out}"))
+            + prefix.len()..];
+        rest.split(" MiB").next().unwrap().trim().parse().unwrap()
+    };
+    let (peak, start) = (mib_after("server peak RSS "), mib_after("at start "));
+    let idle = mib_after("after the apps ended: ");
+    assert!(
+        idle.saturating_sub(start) * 2 < peak.saturating_sub(start),
+        "idle RSS {idle} MiB kept more than half of the load's {} MiB over start ({start} MiB):\n{out}",
+        peak - start
+    );
     assert!(out.contains("spill at finish (disk write)"), "{out}");
 }
 

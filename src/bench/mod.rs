@@ -36,6 +36,9 @@ pub use self::report::Report;
 use crate::config::ByteSize;
 use crate::ids::BlockIdLayout;
 
+/// How long after its apps end the server's RSS is read for [`Report::server_idle_rss`].
+pub const IDLE_AFTER: Duration = Duration::from_secs(5);
+
 /// Parallel streams of the storage ceiling: `hybrid_store.spill_concurrency`'s default.
 const SPILL_STREAMS: usize = 8;
 
@@ -269,6 +272,10 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         anyhow::Ok(())
     }
     .await;
+    if result.is_ok() {
+        tokio::time::sleep(IDLE_AFTER).await;
+        report.server_idle_rss = proc.and_then(|p| p.rss()).map(|(rss, _)| rss);
+    }
     report.server_peak_rss = match (&sampler, proc.and_then(|p| p.rss())) {
         // A spawned server's VmHWM is this run's peak; an external one's covers its life.
         (Some(s), Some((_, hwm))) if server.is_some() => Some(hwm.max(s.peak())),

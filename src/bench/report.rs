@@ -36,6 +36,9 @@ pub struct Report {
     pub server_write_rss: Option<u64>,
     /// Peak RSS sampled during the last read phase.
     pub server_read_rss: Option<u64>,
+    /// RSS [`IDLE_AFTER`](super::IDLE_AFTER) after the run's apps were unregistered: what the
+    /// server gives back once it holds no data.
+    pub server_idle_rss: Option<u64>,
     /// Write phase against the discard server.
     pub ceiling_write: Option<Phase>,
     /// Read phase against the discard server.
@@ -61,6 +64,7 @@ impl Report {
             server_cpu_phases: None,
             server_peak_rss: None,
             server_base_rss: None,
+            server_idle_rss: None,
             server_write_rss: None,
             server_read_rss: None,
             ceiling_write: None,
@@ -228,6 +232,15 @@ impl fmt::Display for Report {
                     )?;
                 }
                 writeln!(f)?;
+            }
+            if let (Some(base), Some(idle)) = (self.server_base_rss, self.server_idle_rss) {
+                writeln!(
+                    f,
+                    "  idle {} s after the apps ended: {} ({} MiB over start)",
+                    super::IDLE_AFTER.as_secs(),
+                    mib(idle),
+                    (idle as i64 - base as i64) >> 20
+                )?;
             }
         }
         if let Some(w) = &self.write {

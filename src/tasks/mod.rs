@@ -6,6 +6,8 @@
 pub mod heartbeat;
 /// Periodic metrics push to a Prometheus push gateway.
 pub mod push_gateway;
+/// Freed heap back to the OS when the server goes idle.
+pub mod release;
 
 use std::future::Future;
 use std::time::Duration;
