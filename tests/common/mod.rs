@@ -524,7 +524,7 @@ pub fn output_within(cmd: &mut std::process::Command, limit: Duration) -> std::p
     }
 }
 
-/// registerShuffle with the app's remote storage (`path`, one conf item) and Hadoop `user`.
+/// registerShuffle with the app's remote storage (`path`, two conf items) and Hadoop `user`.
 pub async fn register_remote(
     client: &mut Client,
     app: &str,
@@ -542,10 +542,18 @@ pub async fn register_remote(
                 .collect(),
             remote_storage: Some(proto::RemoteStorage {
                 path: path.into(),
-                remote_storage_conf: vec![proto::RemoteStorageConfItem {
-                    key: "dfs.client.socket-timeout".into(),
-                    value: "20000".into(),
-                }],
+                // `simple` as a client whose own Hadoop conf has no security sends it: on a
+                // kerberized server the server's setting must win.
+                remote_storage_conf: vec![
+                    proto::RemoteStorageConfItem {
+                        key: "dfs.client.socket-timeout".into(),
+                        value: "20000".into(),
+                    },
+                    proto::RemoteStorageConfItem {
+                        key: "hadoop.security.authentication".into(),
+                        value: "simple".into(),
+                    },
+                ],
             }),
             user: user.into(),
             ..Default::default()

@@ -267,7 +267,9 @@ JAVA_OPTS=(
   -Dorg.apache.uniffle.io.netty.noUnsafe=true
 )
 
-java_cp() { local d; d=$(client_dir "$1"); echo "$d/classes:$d/deps/*"; }
+# SPARK_E2E_HADOOP_CONF: a directory put first on the class path, so its core-site.xml is the
+# Hadoop conf of every Hadoop client in the job's JVM (as HADOOP_CONF_DIR is under spark-submit).
+java_cp() { local d; d=$(client_dir "$1"); echo "${SPARK_E2E_HADOOP_CONF:+$SPARK_E2E_HADOOP_CONF:}$d/classes:$d/deps/*"; }
 
 # run_jobs VERSION NAME TIMEOUT ARGS...: SparkJobs in the foreground, its result lines echoed.
 run_jobs() {
@@ -628,19 +630,26 @@ print(r.status, r.read().decode())' "http://${!http_var}/admin/decommission" 2>&
 
 HDFS_PID=""
 HDFS_FD=""
+HDFS_BASE=""
+HDFS_KRB5_CONF=""
+HDFS_KEYTABS=""
 HDFS_START_TIMEOUT=180
 
-# start_hdfs: builds (idempotent) and starts MiniHdfs; sets HDFS_URL. The launcher stops when
+# start_hdfs [NAME [ARGS...]]: builds (idempotent) and starts MiniHdfs under WORK/NAME (default
+# hdfs) with ARGS (--secure <seconds>: kerberized, see MiniHdfs.java); sets HDFS_URL, and with
+# --secure HDFS_KRB5_CONF and HDFS_KEYTABS. The launcher stops when
 # its stdin closes: we hold the write end of a FIFO and close it in stop_hdfs (or by exiting).
 start_hdfs() {
   if ! bash "$ROOT/tests/hdfs/install.sh" >"$WORK/hdfs-install.log" 2>&1; then
     tail -n 30 "$WORK/hdfs-install.log"
     return 1
   fi
-  local base="$WORK/hdfs" cp="$ROOT/tests/hdfs/target/classes:$ROOT/tests/hdfs/target/deps/*"
+  HDFS_BASE="$WORK/${1:-hdfs}"
+  (($# > 0)) && shift
+  local base=$HDFS_BASE cp="$ROOT/tests/hdfs/target/classes:$ROOT/tests/hdfs/target/deps/*"
   mkdir -p "$base"
   mkfifo "$base.in"
-  java -Xmx512m -XX:+UseSerialGC -cp "$cp" io.spillway.hdfs.MiniHdfs "$base/data" \
+  java -Xmx512m -XX:+UseSerialGC -cp "$cp" io.spillway.hdfs.MiniHdfs "$base/data" "$@" \
     <"$base.in" >"$base.out" 2>"$base.log" &
   HDFS_PID=$!
   exec {HDFS_FD}>"$base.in"
@@ -649,6 +658,8 @@ start_hdfs() {
     line=$(grep -m1 '^HDFS_URL=' "$base.out" || true)
     if [[ -n $line ]]; then
       HDFS_URL=${line#HDFS_URL=}
+      HDFS_KRB5_CONF=$(sed -n 's/^KRB5_CONF=//p' "$base.out")
+      HDFS_KEYTABS=$(sed -n 's/^KEYTABS=//p' "$base.out")
       log "MiniHdfs (pid $HDFS_PID) at $HDFS_URL; log $base.log"
       return 0
     fi
@@ -663,7 +674,7 @@ start_hdfs() {
 
 # hdfs_cmd CMD: one MiniHdfs command (see MiniHdfs.java); waits for its OK, prints its ERR.
 hdfs_cmd() {
-  local cmd=$1 out="$WORK/hdfs.out" deadline=$((SECONDS + 60))
+  local cmd=$1 out="$HDFS_BASE.out" deadline=$((SECONDS + 60))
   echo "$cmd" >&"$HDFS_FD"
   while ((SECONDS < deadline)); do
     grep -qxF "OK $cmd" "$out" && return 0
@@ -891,6 +902,68 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
     done
   else
     fail "MiniHdfs did not start (log $WORK/hdfs.log)"
+    phase_done
+  fi
+  stop_hdfs
+
+  # Kerberos: a kerberized MiniHdfs with its KDC; the server logs in from rss's keytab and writes
+  # as a proxy of the job's user; the job logs in as alice from her keytab, and the released
+  # client reads the shuffle from HDFS through Kerberos.
+  phase "MiniHdfs start (Kerberos)"
+  if start_hdfs hdfs-krb --secure 3600; then
+    phase_done
+    ver=$BASE_VER
+    CLIENT_TYPE=GRPC
+    STORE_TYPE=MEMORY_HDFS
+    prefix="k_"
+    phase "hdfs suite $STORE_TYPE with Kerberos, client $ver"
+    mkdir -p "$WORK/krb-hadoop"
+    # The cluster's client conf: security on, and the NameNode's principal (Java clients need it
+    # to authenticate the NameNode; hdfs-native takes the one the NameNode announces).
+    printf '%s\n' '<configuration>' \
+      '<property><name>hadoop.security.authentication</name><value>kerberos</value></property>' \
+      '<property><name>dfs.namenode.kerberos.principal</name><value>hdfs/localhost@EXAMPLE.COM</value></property>' \
+      '</configuration>' >"$WORK/krb-hadoop/core-site.xml"
+    SERVER_EXTRA_TOML=$'[hdfs_store]\nkerberos_principal = "rss/localhost@EXAMPLE.COM"\n'"kerberos_keytab = \"$HDFS_KEYTABS/rss.keytab\""
+    export STORE_TYPE SERVER_EXTRA_TOML
+    started=0
+    HADOOP_CONF_DIR="$WORK/krb-hadoop" KRB5_CONFIG="$HDFS_KRB5_CONF" \
+      KRB5CCNAME="FILE:$WORK/krb-server.ccache" start_cluster "$ver" 1 "$prefix" && started=1
+    if [[ $started == 1 ]]; then
+      name="uniffle-$ver-$STORE_TYPE-kerberos"
+      saved_opts=("${JAVA_OPTS[@]}")
+      JAVA_OPTS+=("-Djava.security.krb5.conf=$HDFS_KRB5_CONF")
+      SPARK_E2E_KERBEROS_PRINCIPAL="alice@EXAMPLE.COM" SPARK_E2E_KERBEROS_KEYTAB="$HDFS_KEYTABS/alice.keytab" \
+        SPARK_E2E_HADOOP_CONF="$WORK/krb-hadoop" run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+        --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
+        --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
+        --rss-conf "spark.rss.remote.storage.path=$HDFS_URL/rss-kerberos" \
+        --rss-conf "spark.rss.client.remote.storage.useLocalConfAsDefault=true" \
+        --rss-conf "spark.hadoop.hadoop.security.authentication=kerberos"
+      JAVA_OPTS=("${saved_opts[@]}")
+      slog="$WORK/${prefix}0/server.log"
+      pid_var="${prefix}0_PID"
+      if ! kill -0 "${!pid_var}" 2>/dev/null; then
+        fail "$name: the server died during the suite (log $slog)"
+      fi
+      stop_cluster
+      if ! grep -q 'written by the principal rss/localhost@EXAMPLE.COM as a proxy' "$slog"; then
+        fail "$name: the server did not log in from its keytab (log $slog)"
+      fi
+      if ! grep -q 'deleted HDFS files' "$slog"; then
+        fail "$name: no shuffle data went to HDFS (no 'deleted HDFS files' in $slog)"
+      fi
+      if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$name.log"; then
+        fail "$name: the client read nothing from HDFS (no HadoopClientReadHandler index in $WORK/$name.log)"
+      fi
+    else
+      fail "uniffle-$ver-$STORE_TYPE-kerberos: cluster not ready (see above; coordinator $COORD)"
+      stop_cluster
+    fi
+    unset STORE_TYPE SERVER_EXTRA_TOML
+    phase_done
+  else
+    fail "kerberized MiniHdfs did not start (log $WORK/hdfs-krb.log)"
     phase_done
   fi
   stop_hdfs

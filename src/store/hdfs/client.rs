@@ -150,9 +150,11 @@ impl ClientCache {
             builder = builder.with_url(url.clone());
         }
         let mut conf = key.conf.clone();
-        if self.identity.principal.is_some() && !conf.iter().any(|(k, _)| k == identity::KEY) {
-            // A configured principal means Kerberos (the Java server sets the same when
-            // rss.security.hadoop.kerberos.enable is on), whatever HADOOP_CONF_DIR says.
+        if self.identity.security {
+            // The server's security wins over the app's conf items (clients send theirs, often
+            // `simple`): a configured principal means Kerberos whatever HADOOP_CONF_DIR says,
+            // as the Java server's process-wide login does.
+            conf.retain(|(k, _)| k != identity::KEY);
             conf.push((identity::KEY.to_owned(), "kerberos".to_owned()));
         }
         if !conf.is_empty() {

@@ -143,10 +143,31 @@ public final class SparkJobs {
   final List<String> rssConfs = new ArrayList<>();
 
   public static void main(String[] args) throws Exception {
+    loginFromKeytab();
     SparkJobs jobs = new SparkJobs();
     jobs.parse(args);
     int failed = jobs.runAll();
     System.exit(failed == 0 ? 0 : 1);
+  }
+
+  /**
+   * With SPARK_E2E_KERBEROS_PRINCIPAL and SPARK_E2E_KERBEROS_KEYTAB set, the job runs as that
+   * Kerberos user, logged in from the keytab as spark-submit --principal/--keytab would do, with
+   * Hadoop security on for every Hadoop client of this JVM (the Uniffle client's HDFS reads).
+   */
+  static void loginFromKeytab() throws java.io.IOException {
+    String principal = System.getenv("SPARK_E2E_KERBEROS_PRINCIPAL");
+    String keytab = System.getenv("SPARK_E2E_KERBEROS_KEYTAB");
+    if (principal == null || keytab == null) {
+      return;
+    }
+    org.apache.hadoop.conf.Configuration conf = new org.apache.hadoop.conf.Configuration();
+    conf.set("hadoop.security.authentication", "kerberos");
+    org.apache.hadoop.security.UserGroupInformation.setConfiguration(conf);
+    org.apache.hadoop.security.UserGroupInformation.loginUserFromKeytab(principal, keytab);
+    System.err.println(
+        "==== Kerberos login: "
+            + org.apache.hadoop.security.UserGroupInformation.getLoginUser());
   }
 
   void parse(String[] args) {
