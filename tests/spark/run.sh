@@ -34,7 +34,10 @@
 # MEMORY_LOCALFILE_HDFS (cold threshold 1 MiB), client 0.9.2 over GRPC with
 # spark.rss.remote.storage.path on that HDFS: the client reads the spilled shuffle straight from
 # HDFS; the server log must show HDFS files deleted at unregister (proof they were written) and
-# the Spark log the client's HadoopClientReadHandler finding this server's index files.
+# the Spark log the client's HadoopClientReadHandler finding this server's index files. The remote
+# path belongs to the server's user rss (HADOOP_USER_NAME=rss), the jobs run as alice. Then the
+# same MEMORY_HDFS suite on a kerberized MiniHdfs (--secure): the server logs in from rss's keytab,
+# the job as alice from hers, and the client reads through Kerberos.
 # Every wait has a timeout; servers and Spark are killed on exit. The last line is
 # "N passed, M failed"; the exit code is non-zero when anything failed.
 set -euo pipefail
