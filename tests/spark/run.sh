@@ -917,9 +917,6 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
     phase_done
     ver=$BASE_VER
     CLIENT_TYPE=GRPC
-    STORE_TYPE=MEMORY_HDFS
-    prefix="k_"
-    phase "hdfs suite $STORE_TYPE with Kerberos, client $ver"
     mkdir -p "$WORK/krb-hadoop"
     # The cluster's client conf: security on, and the NameNode's principal (Java clients need it
     # to authenticate the NameNode; hdfs-native takes the one the NameNode announces).
@@ -927,44 +924,49 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
       '<property><name>hadoop.security.authentication</name><value>kerberos</value></property>' \
       '<property><name>dfs.namenode.kerberos.principal</name><value>hdfs/localhost@EXAMPLE.COM</value></property>' \
       '</configuration>' >"$WORK/krb-hadoop/core-site.xml"
-    SERVER_EXTRA_TOML=$'[hdfs_store]\nkerberos_principal = "rss/localhost@EXAMPLE.COM"\n'"kerberos_keytab = \"$HDFS_KEYTABS/rss.keytab\""
-    export STORE_TYPE SERVER_EXTRA_TOML
-    started=0
-    HADOOP_CONF_DIR="$WORK/krb-hadoop" KRB5_CONFIG="$HDFS_KRB5_CONF" \
-      KRB5CCNAME="FILE:$WORK/krb-server.ccache" start_cluster "$ver" 1 "$prefix" && started=1
-    if [[ $started == 1 ]]; then
-      name="uniffle-$ver-$STORE_TYPE-kerberos"
-      saved_opts=("${JAVA_OPTS[@]}")
-      JAVA_OPTS+=("-Djava.security.krb5.conf=$HDFS_KRB5_CONF")
-      SPARK_E2E_KERBEROS_PRINCIPAL="alice@EXAMPLE.COM" SPARK_E2E_KERBEROS_KEYTAB="$HDFS_KEYTABS/alice.keytab" \
-        SPARK_E2E_HADOOP_CONF="$WORK/krb-hadoop" run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
-        --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
-        --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
-        --rss-conf "spark.rss.remote.storage.path=$HDFS_URL/rss-kerberos" \
-        --rss-conf "spark.rss.client.remote.storage.useLocalConfAsDefault=true" \
-        --rss-conf "spark.hadoop.hadoop.security.authentication=kerberos"
-      JAVA_OPTS=("${saved_opts[@]}")
-      slog="$WORK/${prefix}0/server.log"
-      pid_var="${prefix}0_PID"
-      if ! kill -0 "${!pid_var}" 2>/dev/null; then
-        fail "$name: the server died during the suite (log $slog)"
+    for STORE_TYPE in MEMORY_HDFS MEMORY_LOCALFILE_HDFS; do
+      prefix="k_${STORE_TYPE}_"
+      phase "hdfs suite $STORE_TYPE with Kerberos, client $ver"
+      SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"\nkerberos_principal = "rss/localhost@EXAMPLE.COM"\n'"kerberos_keytab = \"$HDFS_KEYTABS/rss.keytab\""
+      export STORE_TYPE SERVER_EXTRA_TOML
+      started=0
+      HADOOP_CONF_DIR="$WORK/krb-hadoop" KRB5_CONFIG="$HDFS_KRB5_CONF" \
+        KRB5CCNAME="FILE:$WORK/krb-server-$STORE_TYPE.ccache" start_cluster "$ver" 1 "$prefix" && started=1
+      if [[ $started == 1 ]]; then
+        name="uniffle-$ver-$STORE_TYPE-kerberos"
+        saved_opts=("${JAVA_OPTS[@]}")
+        JAVA_OPTS+=("-Djava.security.krb5.conf=$HDFS_KRB5_CONF")
+        SPARK_E2E_KERBEROS_PRINCIPAL="alice@EXAMPLE.COM" SPARK_E2E_KERBEROS_KEYTAB="$HDFS_KEYTABS/alice.keytab" \
+          SPARK_E2E_HADOOP_CONF="$WORK/krb-hadoop" run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+          --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
+          --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
+          --rss-conf "spark.rss.remote.storage.path=$HDFS_URL/rss-kerberos-$STORE_TYPE" \
+          --rss-conf "spark.rss.client.remote.storage.useLocalConfAsDefault=true" \
+          --rss-conf "spark.hadoop.hadoop.security.authentication=kerberos"
+        JAVA_OPTS=("${saved_opts[@]}")
+        slog="$WORK/${prefix}0/server.log"
+        pid_var="${prefix}0_PID"
+        if ! kill -0 "${!pid_var}" 2>/dev/null; then
+          fail "$name: the server died during the suite (log $slog)"
+        fi
+        stop_cluster
+        if ! grep -q 'written by the principal rss/localhost@EXAMPLE.COM as a proxy' "$slog"; then
+          fail "$name: the server did not log in from its keytab (log $slog)"
+        fi
+        if ! grep -q 'deleted HDFS files' "$slog"; then
+          fail "$name: no shuffle data went to HDFS (no 'deleted HDFS files' in $slog)"
+        fi
+        if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$name.log"; then
+          fail "$name: the client read nothing from HDFS (no HadoopClientReadHandler index in $WORK/$name.log)"
+        fi
+      else
+        fail "uniffle-$ver-$STORE_TYPE-kerberos: cluster not ready (see above; coordinator $COORD)"
+        stop_cluster
       fi
-      stop_cluster
-      if ! grep -q 'written by the principal rss/localhost@EXAMPLE.COM as a proxy' "$slog"; then
-        fail "$name: the server did not log in from its keytab (log $slog)"
-      fi
-      if ! grep -q 'deleted HDFS files' "$slog"; then
-        fail "$name: no shuffle data went to HDFS (no 'deleted HDFS files' in $slog)"
-      fi
-      if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$name.log"; then
-        fail "$name: the client read nothing from HDFS (no HadoopClientReadHandler index in $WORK/$name.log)"
-      fi
-    else
-      fail "uniffle-$ver-$STORE_TYPE-kerberos: cluster not ready (see above; coordinator $COORD)"
-      stop_cluster
-    fi
-    unset STORE_TYPE SERVER_EXTRA_TOML
-    phase_done
+      unset SERVER_EXTRA_TOML
+      phase_done
+    done
+    unset STORE_TYPE
   else
     fail "kerberized MiniHdfs did not start (log $WORK/hdfs-krb.log)"
     phase_done
