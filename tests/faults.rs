@@ -321,6 +321,9 @@ struct Case {
     transport: Transport,
     /// Unmounted before `dir` is removed (fields drop in order).
     mount: Option<Mount>,
+    /// The healthy data paths' own tmpfs: how full the host's disk is must not matter (above
+    /// the 90 % watermark every spill would be refused and the writers wait for ever).
+    _disks: Mount,
     _dir: TempDir,
     data: Vec<PathBuf>,
     grpc: SocketAddr,
@@ -371,8 +374,8 @@ app_heartbeat_timeout = "120s"
 }
 
 impl Case {
-    /// Two data paths: `first` (a mount made by the caller, or a plain directory) and a plain
-    /// directory on the host's disk.
+    /// Two data paths: `first` (a mount made by the caller, or a directory on the case's own
+    /// tmpfs) and a directory on that tmpfs.
     async fn start(
         name: &'static str,
         transport: Transport,
@@ -382,10 +385,11 @@ impl Case {
         watchdog::case(&format!("{name} over {transport:?}"));
         let dir = TempDir::new().unwrap();
         let mount = prepare(dir.path());
+        let disks = Mount::tmpfs(&dir.path().join("disks"), 512);
         let first = mount
             .as_ref()
-            .map_or_else(|| dir.path().join("d0"), |m| m.path.join("d0"));
-        let data = vec![first, dir.path().join("d1")];
+            .map_or_else(|| disks.path.join("d0"), |m| m.path.join("d0"));
+        let data = vec![first, disks.path.join("d1")];
         let (g, n, h) = (free_port(), free_port(), free_port());
         let config = dir.path().join("config.toml");
         let extra = extra.replace(
@@ -402,6 +406,7 @@ impl Case {
             name,
             transport,
             mount,
+            _disks: disks,
             _dir: dir,
             data,
             grpc,
