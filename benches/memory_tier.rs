@@ -14,7 +14,7 @@ use roaring::RoaringTreemap;
 use spillway::ids::{AppId, BlockIdLayout, PartitionKey, PartitionRange};
 use spillway::memory::MemoryBudget;
 use spillway::store::memory::{MemoryReadRequest, MemoryTier, PartitionBuffer, SpillBatch};
-use spillway::store::{Block, PurgeScope};
+use spillway::store::{Block, Payloads, PurgeScope};
 
 const LAYOUT: BlockIdLayout = BlockIdLayout::DEFAULT;
 const BLOCKS_PER_SEND: usize = 16;
@@ -66,41 +66,48 @@ fn bench_insert(c: &mut Criterion) {
         let payload = Bytes::from(vec![0xA5u8; block_len]);
         let charged = BLOCKS_PER_SEND as u64 * (block_len as u64 + Block::METADATA_BYTES);
         group.throughput(Throughput::Bytes((BLOCKS_PER_SEND * block_len) as u64));
-        let label = format!("{}KiB_blocks", block_len >> 10);
-        group.bench_function(BenchmarkId::new("reserve_insert_16", label), |b| {
-            let budget = MemoryBudget::new(1 << 30, 0.8, 0.2);
-            let tier = MemoryTier::new(budget.clone());
-            let mut buf = partition(&tier);
-            let mut sends = 0u64;
-            b.iter_custom(|iters| {
-                let mut elapsed = Duration::ZERO;
-                let mut done = 0;
-                while done < iters {
-                    let task = sends % MAP_TASKS;
-                    let n = (iters - done).min(SPILL_EVERY).min(MAP_TASKS - task);
-                    let batches: Vec<Vec<Block>> =
-                        (task..task + n).map(|t| send_blocks(t, &payload)).collect();
-                    sends += n;
-                    let start = Instant::now();
-                    for blocks in batches {
-                        let mut reservation = budget.try_reserve(charged).expect("budget fits");
-                        let inserted = buf.insert(blocks, &mut reservation).expect("inserts");
-                        black_box(inserted);
+        // Shared: gRPC payloads, slices of one request, copied per partition; owned: Netty
+        // payloads, received right-sized and stored as they are.
+        for payloads in [Payloads::Shared, Payloads::Owned] {
+            let label = format!("{}KiB_blocks_{payloads:?}", block_len >> 10);
+            group.bench_function(BenchmarkId::new("reserve_insert_16", label), |b| {
+                let budget = MemoryBudget::new(1 << 30, 0.8, 0.2);
+                let tier = MemoryTier::new(budget.clone());
+                let mut buf = partition(&tier);
+                let mut sends = 0u64;
+                b.iter_custom(|iters| {
+                    let mut elapsed = Duration::ZERO;
+                    let mut done = 0;
+                    while done < iters {
+                        let task = sends % MAP_TASKS;
+                        let n = (iters - done).min(SPILL_EVERY).min(MAP_TASKS - task);
+                        let batches: Vec<Vec<Block>> =
+                            (task..task + n).map(|t| send_blocks(t, &payload)).collect();
+                        sends += n;
+                        let start = Instant::now();
+                        for blocks in batches {
+                            let mut reservation = budget.try_reserve(charged).expect("budget fits");
+                            let inserted = buf
+                                .insert(blocks, payloads, &mut reservation)
+                                .expect("inserts");
+                            black_box(inserted);
+                        }
+                        elapsed += start.elapsed();
+                        if let Some(spill) =
+                            buf.begin_spill(&std::sync::atomic::AtomicU64::new(sends))
+                        {
+                            spill.complete();
+                        }
+                        if sends.is_multiple_of(MAP_TASKS) {
+                            tier.purge(&PurgeScope::App(buf.key().app.clone()));
+                            buf = partition(&tier);
+                        }
+                        done += n;
                     }
-                    elapsed += start.elapsed();
-                    if let Some(spill) = buf.begin_spill(&std::sync::atomic::AtomicU64::new(sends))
-                    {
-                        spill.complete();
-                    }
-                    if sends.is_multiple_of(MAP_TASKS) {
-                        tier.purge(&PurgeScope::App(buf.key().app.clone()));
-                        buf = partition(&tier);
-                    }
-                    done += n;
-                }
-                elapsed
-            })
-        });
+                    elapsed
+                })
+            });
+        }
     }
     group.finish();
 }
@@ -122,7 +129,8 @@ fn read_partition(tier: &MemoryTier) -> (Arc<PartitionBuffer>, SpillBatch, Vec<i
             .collect();
         let charged = blocks.iter().map(Block::charged_len).sum();
         let mut reservation = tier.budget().try_reserve(charged).expect("budget fits");
-        buf.insert(blocks, &mut reservation).expect("inserts");
+        buf.insert(blocks, Payloads::Shared, &mut reservation)
+            .expect("inserts");
         if (n + 1) * BLOCKS_PER_SEND >= READ_PARTITION_BLOCKS / 2 && in_flight.is_none() {
             in_flight = buf.begin_spill(&std::sync::atomic::AtomicU64::new(1));
         }
@@ -147,7 +155,7 @@ fn bench_read(c: &mut Criterion) {
                 expected_tasks: expected_tasks.cloned(),
             };
             let answer = buf.read(&req);
-            assert_eq!(answer.data.len() as u64, READ_BYTES, "reads a full 1 MiB");
+            assert_eq!(answer.data_len(), READ_BYTES, "reads a full 1 MiB");
             group.bench_function(BenchmarkId::new(cursor, filter), |b| {
                 b.iter(|| buf.read(black_box(&req)))
             });

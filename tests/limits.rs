@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use common::{make_block, register, start, status_of};
+use common::{finish, make_block, register, start, status_of, write_shuffle};
 use prost::Message;
 use spillway::config::ByteSize;
 use spillway::netty::client::NettyClient;
@@ -222,6 +222,69 @@ async fn netty_half_sent_frame_gives_its_receive_budget_back() {
         hits(s.running.http_addr, "netty", "stall_timeout", "closed").await,
         1
     );
+    s.running.shutdown().await;
+}
+
+/// Local data goes out by sendfile on a blocking thread. A reader that asks for a large range
+/// and stops reading must still be cut off by the stall timeout (the send cannot hold its
+/// thread and the connection for ever), and the same range must then read back whole and
+/// intact on a new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn netty_reader_that_stops_reading_a_file_range_is_cut_off() {
+    let mut s = start(1, |c| {
+        c.limits.stall_timeout = Duration::from_secs(1);
+    })
+    .await;
+    let app = "stalled_reader";
+    register(&mut s.client, app, 0, 0..1, false).await;
+    // 48 MiB in one partition, all of it spilled: far more than the loopback socket buffers.
+    let expected = write_shuffle(&mut s.client, app, 0, 1, 1, 48, 1 << 20).await;
+    finish(&mut s.client, app, 0).await;
+    let want: Vec<u8> = expected[&0]
+        .values()
+        .flat_map(|b| b.iter().copied())
+        .collect();
+    let read = |version| {
+        let mut r = data_request(app, want.len() as i32);
+        if let Request::Data(d) = &mut r {
+            d.version = version;
+        }
+        r
+    };
+
+    let addr = s.running.netty_addr.unwrap();
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(&read(DataVersion::V1).encode())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while hits(s.running.http_addr, "netty", "stall_timeout", "closed").await == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "a reader that stopped reading was never cut off"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let mut reader = NettyClient::connect(addr).await.unwrap();
+    for version in [DataVersion::V1, DataVersion::V3] {
+        match tokio::time::timeout(DEADLINE, reader.call(&read(version)))
+            .await
+            .expect("the read is answered")
+            .unwrap()
+        {
+            Response::Data { head, data } => {
+                assert_eq!(status_of(head.status), StatusCode::Success, "{head:?}");
+                assert!(
+                    data[..] == want[..],
+                    "{version:?}: bytes differ from those written"
+                );
+            }
+            other => panic!("data read answered with {other:?}"),
+        }
+    }
+    drop(stalled);
     s.running.shutdown().await;
 }
 

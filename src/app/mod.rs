@@ -23,7 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use read::{MemoryReadArgs, ReadArgs};
+pub use read::{MemoryReadArgs, MemoryServed, ReadArgs};
 pub use state::{App, RemoteStorage, Shuffle};
 pub use stats::RegistryStats;
 pub use write::RequireOutcome;

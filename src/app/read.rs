@@ -10,8 +10,9 @@ use crate::app::AppRegistry;
 use crate::codec::bitmap;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, BlockIdLayout, PartitionKey, PartitionRange};
-use crate::store::memory::{MemoryRead, MemoryReadRequest};
-use crate::store::IndexRead;
+use crate::memory::ReadPermit;
+use crate::store::memory::{MemoryRead, MemoryReadRequest, Segment};
+use crate::store::{DataRead, IndexRead};
 
 /// Addresses a partition for index and data reads, as the client does.
 #[derive(Clone, Copy, Debug)]
@@ -39,6 +40,39 @@ pub struct MemoryReadArgs {
     pub read_buffer_size: i32,
     /// Java-legacy bitmap of expected task attempt ids; empty = all.
     pub expected_tasks: Bytes,
+}
+
+/// A memory read as served: its segments, and its payloads held against the read budget
+/// until the transport has written them.
+#[derive(Debug, Default)]
+pub struct MemoryServed {
+    /// One per block; offsets are into the concatenated payloads.
+    pub segments: Vec<Segment>,
+    payloads: Vec<Bytes>,
+    permit: Option<ReadPermit>,
+}
+
+impl MemoryServed {
+    /// The payloads as one buffer (a protobuf `bytes` field), holding the read memory until
+    /// the last clone of it is dropped.
+    pub fn into_contiguous(self) -> (Vec<Segment>, Bytes) {
+        let data = MemoryRead {
+            payloads: self.payloads,
+            segments: Vec::new(),
+        }
+        .concat();
+        let data = match self.permit {
+            Some(permit) => permit.attach(data),
+            None => data,
+        };
+        (self.segments, data)
+    }
+
+    /// The payloads as the buffers hold them, for a vectored write; the read memory is held
+    /// until the returned permit is dropped (after the write).
+    pub fn into_payloads(self) -> (Vec<Segment>, Vec<Bytes>, Option<ReadPermit>) {
+        (self.segments, self.payloads, self.permit)
+    }
 }
 
 impl AppRegistry {
@@ -86,7 +120,7 @@ impl AppRegistry {
 
     /// `getMemoryShuffleData`. Holds `read_buffer_size` of read memory while it builds the
     /// answer (`NO_BUFFER` when the read cap is reached).
-    pub fn read_memory(&self, app_id: &AppId, args: MemoryReadArgs) -> Result<MemoryRead> {
+    pub fn read_memory(&self, app_id: &AppId, args: MemoryReadArgs) -> Result<MemoryServed> {
         let app = self.verify_and_touch(app_id)?;
         if args.read_buffer_size < 0 {
             return Err(Error::bad_request(format!(
@@ -110,7 +144,7 @@ impl AppRegistry {
             .shuffle(args.shuffle)
             .and_then(|s| s.key_of(app_id, args.partition))
         else {
-            return Ok(MemoryRead::default());
+            return Ok(MemoryServed::default());
         };
         let expected = if args.expected_tasks.is_empty() {
             None
@@ -122,10 +156,13 @@ impl AppRegistry {
             max_bytes: args.read_buffer_size as u64,
             expected_tasks: expected,
         };
-        let mut read = self.store().read_memory(&key, &req);
-        guard.served(read.data.len() as u64);
-        read.data = permit.attach(read.data);
-        Ok(read)
+        let read = self.store().read_memory(&key, &req);
+        guard.served(read.data_len());
+        Ok(MemoryServed {
+            segments: read.segments,
+            payloads: read.payloads,
+            permit: Some(permit),
+        })
     }
 
     /// `getLocalShuffleIndex`.
@@ -147,12 +184,7 @@ impl AppRegistry {
         offset: i64,
         length: i32,
     ) -> Result<Bytes> {
-        if offset < 0 || length < 0 {
-            return Err(Error::bad_request(format!(
-                "offset {offset} and length {length} must not be negative"
-            )));
-        }
-        let key = self.read_key(app_id, args)?;
+        let key = self.data_key(app_id, args, offset, length)?;
         let permit = self.read_budget().try_acquire(length as u64)?;
         let guard = self.stats().begin_read(ReadKind::DataFile);
         let data = self
@@ -161,6 +193,48 @@ impl AppRegistry {
             .await?;
         guard.served(data.len() as u64);
         Ok(permit.attach(data))
+    }
+
+    /// `getLocalShuffleData` for a transport that sends file ranges itself (the Netty plane,
+    /// with sendfile). Ranges of open files hold no memory, so they take nothing from the read
+    /// budget; a tier that can only answer bytes in memory is charged as [`Self::read_data`]
+    /// is.
+    pub async fn read_data_ranges(
+        &self,
+        app_id: &AppId,
+        args: ReadArgs,
+        offset: i64,
+        length: i32,
+    ) -> Result<DataRead> {
+        let key = self.data_key(app_id, args, offset, length)?;
+        let guard = self.stats().begin_read(ReadKind::DataFile);
+        let read = self
+            .store()
+            .read_data_ranges(&key, offset as u64, length as u64)
+            .await?;
+        guard.served(read.len());
+        match read {
+            DataRead::Memory(data) => {
+                let permit = self.read_budget().try_acquire(data.len() as u64)?;
+                Ok(DataRead::Memory(permit.attach(data)))
+            }
+            files => Ok(files),
+        }
+    }
+
+    fn data_key(
+        &self,
+        app_id: &AppId,
+        args: ReadArgs,
+        offset: i64,
+        length: i32,
+    ) -> Result<PartitionKey> {
+        if offset < 0 || length < 0 {
+            return Err(Error::bad_request(format!(
+                "offset {offset} and length {length} must not be negative"
+            )));
+        }
+        self.read_key(app_id, args)
     }
 
     fn read_key(&self, app_id: &AppId, args: ReadArgs) -> Result<PartitionKey> {

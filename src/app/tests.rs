@@ -20,6 +20,7 @@ use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 use crate::store::memory::MemoryTier;
 use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
+use crate::store::Payloads;
 use crate::store::{Block, FileTier};
 
 struct Fixture {
@@ -109,8 +110,14 @@ impl Fixture {
             crc: 0,
             data: Bytes::from(vec![7u8; len]),
         };
-        self.registry
-            .send(app, 0, t.ticket_id, vec![(partition, vec![block])], 0)
+        self.registry.send(
+            app,
+            0,
+            t.ticket_id,
+            vec![(partition, vec![block])],
+            0,
+            Payloads::Shared,
+        )
     }
 
     fn memory_ids(&self, app: &AppId, partition: i32) -> Vec<i64> {

@@ -5,7 +5,7 @@ use crate::app::AppRegistry;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::memory::PartitionBuffer;
-use crate::store::{Block, PurgeScope};
+use crate::store::{Block, Payloads, PurgeScope};
 
 use std::sync::Arc;
 
@@ -164,7 +164,8 @@ impl AppRegistry {
     ///
     /// `frame_overhead` is what the transport itself reserved on top of the blocks: the Netty
     /// client adds its encoded message length to `requireSize` (SEMANTICS §3.4); that part is
-    /// given back as soon as the ticket is taken. gRPC passes 0.
+    /// given back as soon as the ticket is taken. gRPC passes 0. `payloads` says whether the
+    /// blocks share one request buffer (copied per partition) or own theirs (kept).
     pub fn send(
         &self,
         app_id: &AppId,
@@ -172,6 +173,7 @@ impl AppRegistry {
         ticket_id: i64,
         parts: Vec<(i32, Vec<Block>)>,
         frame_overhead: u64,
+        payloads: Payloads,
     ) -> Result<()> {
         let app = self
             .apps
@@ -227,9 +229,9 @@ impl AppRegistry {
             }
             let huge = (buffer.total_bytes() > self.opts.huge_partition_threshold)
                 .then_some(self.opts.huge_partition_memory_limit / 2);
-            let inserted = self
-                .store()
-                .insert(&buffer, blocks, &mut reservation, huge)?;
+            let inserted =
+                self.store()
+                    .insert(&buffer, blocks, payloads, &mut reservation, huge)?;
             if inserted.duplicates > 0 {
                 tracing::debug!(partition = %key, duplicates = inserted.duplicates, "dropped resent blocks");
             }

@@ -14,6 +14,7 @@ use crate::limits::RequestLimits;
 use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
 use crate::proto::shuffle_server_server::ShuffleServer;
 use crate::proto::{self, DataDistribution, StatusCode};
+use crate::store::Payloads;
 use reply::reply;
 
 pub use reply::Reply;
@@ -162,8 +163,14 @@ impl ShuffleServer for ShuffleService {
             self.limits
                 .blocks(PLANE, req.shuffle_data.iter().map(|p| p.block.len()).sum())?;
             let parts = convert::blocks(req.shuffle_data)?;
-            self.registry
-                .send(&app, req.shuffle_id, req.require_buffer_id, parts, 0)
+            self.registry.send(
+                &app,
+                req.shuffle_id,
+                req.require_buffer_id,
+                parts,
+                0,
+                Payloads::Shared,
+            )
         })();
         reply(
             "sendShuffleData",
@@ -262,21 +269,23 @@ impl ShuffleServer for ShuffleService {
         reply(
             "getMemoryShuffleData",
             &req.app_id,
-            result.map(|read| proto::GetMemoryShuffleDataResponse {
-                shuffle_data_block_segments: read
-                    .segments
-                    .iter()
-                    .map(|s| proto::ShuffleDataBlockSegment {
-                        block_id: s.block_id,
-                        offset: s.offset,
-                        length: s.length,
-                        uncompress_length: s.uncompress_length,
-                        crc: s.crc,
-                        task_attempt_id: s.task_attempt_id,
-                    })
-                    .collect(),
-                data: read.data,
-                ..Default::default()
+            result.map(|read| {
+                let (segments, data) = read.into_contiguous();
+                proto::GetMemoryShuffleDataResponse {
+                    shuffle_data_block_segments: segments
+                        .iter()
+                        .map(|s| proto::ShuffleDataBlockSegment {
+                            block_id: s.block_id,
+                            offset: s.offset,
+                            length: s.length,
+                            uncompress_length: s.uncompress_length,
+                            crc: s.crc,
+                            task_attempt_id: s.task_attempt_id,
+                        })
+                        .collect(),
+                    data,
+                    ..Default::default()
+                }
             }),
         )
     }

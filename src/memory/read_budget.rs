@@ -67,6 +67,14 @@ pub struct ReadPermit {
     bytes: u64,
 }
 
+impl std::fmt::Debug for ReadPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadPermit")
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
 impl ReadPermit {
     /// Ties the permit to the response payload: the read memory stays held until the last
     /// clone of the returned `Bytes` is dropped (after the transport encoded the response),

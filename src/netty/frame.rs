@@ -1,6 +1,9 @@
 //! Uniffle's Netty frame (NETTY.md §2): the 9-byte header, the length checks made before any
 //! body byte is allocated or read, and the big-endian primitives messages are built from.
 
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
+
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// `msgLen` (i32) + `type` (i8) + `bodyLen` (i32).
@@ -150,11 +153,121 @@ pub fn put_opt_bytes(buf: &mut BytesMut, b: Option<&[u8]>) {
     }
 }
 
-/// Reads fields from one message; every read checks that the field fits in what is left, so a
-/// lying length closes the connection instead of reading past the message.
+/// Where a decoder takes a message's fields from. A [`Cursor`] holds the whole message in
+/// memory; the Netty server reads a send off the socket as its decoder asks, so that each block
+/// payload lands straight in a buffer of its own size (`netty::recv`). One decoder per
+/// message type serves both.
+///
+/// Every read checks that the field fits in what is left of the message, so a lying length
+/// closes the connection instead of reading past the message.
+pub trait Source: Send {
+    /// The next `n` bytes of the message, for fields.
+    fn take(
+        &mut self,
+        field: &'static str,
+        n: usize,
+    ) -> impl Future<Output = Result<Bytes, FrameError>> + Send;
+
+    /// The next `n` bytes as a block payload, which outlives the message; by default read as
+    /// any field.
+    fn payload(
+        &mut self,
+        field: &'static str,
+        n: usize,
+    ) -> impl Future<Output = Result<Bytes, FrameError>> + Send {
+        self.take(field, n)
+    }
+
+    /// An int8.
+    fn i8(&mut self, field: &'static str) -> impl Future<Output = Result<i8, FrameError>> + Send {
+        async move { Ok(self.take(field, 1).await?.get_i8()) }
+    }
+
+    /// A big-endian int32.
+    fn i32(&mut self, field: &'static str) -> impl Future<Output = Result<i32, FrameError>> + Send {
+        async move { Ok(self.take(field, 4).await?.get_i32()) }
+    }
+
+    /// A big-endian int64.
+    fn i64(&mut self, field: &'static str) -> impl Future<Output = Result<i64, FrameError>> + Send {
+        async move { Ok(self.take(field, 8).await?.get_i64()) }
+    }
+
+    /// An int32 count that must be non-negative.
+    fn count(
+        &mut self,
+        field: &'static str,
+    ) -> impl Future<Output = Result<usize, FrameError>> + Send {
+        async move {
+            let n = self.i32(field).await?;
+            usize::try_from(n).map_err(|_| FrameError::Invalid {
+                field,
+                reason: "negative count",
+            })
+        }
+    }
+
+    /// Length-prefixed bytes; `None` for length `-1`.
+    fn opt_bytes(
+        &mut self,
+        field: &'static str,
+    ) -> impl Future<Output = Result<Option<Bytes>, FrameError>> + Send {
+        async move {
+            match self.i32(field).await? {
+                -1 => Ok(None),
+                n if n < 0 => Err(FrameError::Invalid {
+                    field,
+                    reason: "negative length",
+                }),
+                n => self.take(field, n as usize).await.map(Some),
+            }
+        }
+    }
+
+    /// A Java string; `None` for null.
+    fn string(
+        &mut self,
+        field: &'static str,
+    ) -> impl Future<Output = Result<Option<String>, FrameError>> + Send {
+        async move {
+            match self.opt_bytes(field).await? {
+                None => Ok(None),
+                Some(b) => {
+                    String::from_utf8(b.to_vec())
+                        .map(Some)
+                        .map_err(|_| FrameError::Invalid {
+                            field,
+                            reason: "not UTF-8",
+                        })
+                }
+            }
+        }
+    }
+}
+
+/// Runs a decoder over an in-memory [`Cursor`] to its end. Cursor reads never wait, so the
+/// future is ready at its first poll; one that is not is refused rather than spun.
+pub fn ready<T>(fut: impl Future<Output = Result<T, FrameError>>) -> Result<T, FrameError> {
+    let mut fut = std::pin::pin!(fut);
+    match fut.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(FrameError::Invalid {
+            field: "message",
+            reason: "an in-memory decoder waited",
+        }),
+    }
+}
+
+/// Reads fields from one message held in memory.
 #[derive(Debug)]
 pub struct Cursor {
     buf: Bytes,
+}
+
+impl Source for Cursor {
+    async fn take(&mut self, field: &'static str, n: usize) -> Result<Bytes, FrameError> {
+        self.bytes(field, n)
+    }
 }
 
 impl Cursor {
@@ -168,73 +281,46 @@ impl Cursor {
         self.buf.len()
     }
 
-    fn need(&self, field: &'static str, need: usize) -> Result<(), FrameError> {
-        if self.buf.len() < need {
+    /// `n` bytes, sliced out of the message without a copy.
+    pub fn bytes(&mut self, field: &'static str, n: usize) -> Result<Bytes, FrameError> {
+        if self.buf.len() < n {
             return Err(FrameError::Overrun {
                 field,
-                need,
+                need: n,
                 left: self.buf.len(),
             });
         }
-        Ok(())
+        Ok(self.buf.split_to(n))
     }
 
     /// An int8.
     pub fn i8(&mut self, field: &'static str) -> Result<i8, FrameError> {
-        self.need(field, 1)?;
-        Ok(self.buf.get_i8())
+        ready(Source::i8(self, field))
     }
 
     /// A big-endian int32.
     pub fn i32(&mut self, field: &'static str) -> Result<i32, FrameError> {
-        self.need(field, 4)?;
-        Ok(self.buf.get_i32())
+        ready(Source::i32(self, field))
     }
 
     /// A big-endian int64.
     pub fn i64(&mut self, field: &'static str) -> Result<i64, FrameError> {
-        self.need(field, 8)?;
-        Ok(self.buf.get_i64())
+        ready(Source::i64(self, field))
     }
 
     /// An int32 count that must be non-negative.
     pub fn count(&mut self, field: &'static str) -> Result<usize, FrameError> {
-        let n = self.i32(field)?;
-        usize::try_from(n).map_err(|_| FrameError::Invalid {
-            field,
-            reason: "negative count",
-        })
-    }
-
-    /// `n` bytes, sliced out of the message without a copy.
-    pub fn bytes(&mut self, field: &'static str, n: usize) -> Result<Bytes, FrameError> {
-        self.need(field, n)?;
-        Ok(self.buf.split_to(n))
+        ready(Source::count(self, field))
     }
 
     /// Length-prefixed bytes; `None` for length `-1`.
     pub fn opt_bytes(&mut self, field: &'static str) -> Result<Option<Bytes>, FrameError> {
-        match self.i32(field)? {
-            -1 => Ok(None),
-            n if n < 0 => Err(FrameError::Invalid {
-                field,
-                reason: "negative length",
-            }),
-            n => self.bytes(field, n as usize).map(Some),
-        }
+        ready(Source::opt_bytes(self, field))
     }
 
     /// A Java string; `None` for null.
     pub fn string(&mut self, field: &'static str) -> Result<Option<String>, FrameError> {
-        match self.opt_bytes(field)? {
-            None => Ok(None),
-            Some(b) => String::from_utf8(b.to_vec())
-                .map(Some)
-                .map_err(|_| FrameError::Invalid {
-                    field,
-                    reason: "not UTF-8",
-                }),
-        }
+        ready(Source::string(self, field))
     }
 }
 

@@ -4,7 +4,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use super::frame::{encode_frame, put_opt_bytes, put_string, Cursor, FrameError};
+use super::frame::{encode_frame, put_opt_bytes, put_string, ready, Cursor, FrameError, Source};
 use crate::store::memory::Segment;
 
 /// Message type ids (`Message.Type`) this server speaks.
@@ -238,7 +238,7 @@ impl Request {
         let mut c = Cursor::new(msg);
         let c = &mut c;
         Ok(match t {
-            ty::SEND => Request::Send(decode_send(c)?),
+            ty::SEND => Request::Send(ready(decode_send(c))?),
             ty::INDEX => Request::Index(IndexRequest {
                 request_id: c.i64("requestId")?,
                 app_id: app(c)?,
@@ -365,36 +365,38 @@ impl Request {
     }
 }
 
-fn decode_send(c: &mut Cursor) -> Result<SendRequest, FrameError> {
-    let request_id = c.i64("requestId")?;
-    let app_id = app(c)?;
-    let shuffle_id = c.i32("shuffleId")?;
-    let require_buffer_id = c.i64("requireBufferId")?;
-    let partition_count = c.count("partitionCount")?;
+/// Type 3, from any [`Source`]: the server reads it off the socket with each payload in a
+/// buffer of its own; tests and tools decode it from memory.
+pub async fn decode_send<S: Source>(c: &mut S) -> Result<SendRequest, FrameError> {
+    let request_id = c.i64("requestId").await?;
+    let app_id = c.string("appId").await?.unwrap_or_default();
+    let shuffle_id = c.i32("shuffleId").await?;
+    let require_buffer_id = c.i64("requireBufferId").await?;
+    let partition_count = c.count("partitionCount").await?;
     // Counts are not trusted for preallocation: each element needs bytes, so the message
     // length bounds the loop.
     let mut partitions = Vec::new();
     for _ in 0..partition_count {
-        let partition = c.i32("partitionId")?;
-        let block_count = c.count("blockCount")?;
+        let partition = c.i32("partitionId").await?;
+        let block_count = c.count("blockCount").await?;
         let mut blocks = Vec::new();
         for _ in 0..block_count {
-            let partition_id = c.i32("block.partitionId")?;
-            let block_id = c.i64("block.blockId")?;
-            let length = c.i32("block.length")?;
-            let shuffle_id = c.i32("block.shuffleId")?;
-            let crc = c.i64("block.crc")?;
-            let task_attempt_id = c.i64("block.taskAttemptId")?;
-            let data_len = c.count("block.dataLength")?;
-            let data = c.bytes("block.data", data_len)?;
-            let server_count = c.count("block.serverCount")?;
+            let partition_id = c.i32("block.partitionId").await?;
+            let block_id = c.i64("block.blockId").await?;
+            let length = c.i32("block.length").await?;
+            let shuffle_id = c.i32("block.shuffleId").await?;
+            let crc = c.i64("block.crc").await?;
+            let task_attempt_id = c.i64("block.taskAttemptId").await?;
+            let data_len = c.count("block.dataLength").await?;
+            let data = c.payload("block.data", data_len).await?;
+            let server_count = c.count("block.serverCount").await?;
             let mut replicas = Vec::new();
             for _ in 0..server_count {
                 replicas.push(Replica {
-                    id: c.string("server.id")?,
-                    host: c.string("server.host")?,
-                    grpc_port: c.i32("server.grpcPort")?,
-                    netty_port: c.i32("server.nettyPort")?,
+                    id: c.string("server.id").await?,
+                    host: c.string("server.host").await?,
+                    grpc_port: c.i32("server.grpcPort").await?,
+                    netty_port: c.i32("server.nettyPort").await?,
                 });
             }
             blocks.push(SendBlock {
@@ -406,8 +408,8 @@ fn decode_send(c: &mut Cursor) -> Result<SendRequest, FrameError> {
                 task_attempt_id,
                 data,
                 replicas,
-                uncompress_length: c.i32("block.uncompressLength")?,
-                free_memory: c.i64("block.freeMemory")?,
+                uncompress_length: c.i32("block.uncompressLength").await?,
+                free_memory: c.i64("block.freeMemory").await?,
             });
         }
         partitions.push((partition, blocks));
@@ -418,7 +420,7 @@ fn decode_send(c: &mut Cursor) -> Result<SendRequest, FrameError> {
         shuffle_id,
         require_buffer_id,
         partitions,
-        timestamp: c.i64("timestamp")?,
+        timestamp: c.i64("timestamp").await?,
     })
 }
 
@@ -549,7 +551,13 @@ impl Response {
     /// it (a vectored write, no copy of the body). The body must fit an int32 length, which
     /// the handler guarantees (reads are bounded by int32 request fields).
     pub fn encode_head(&self) -> BytesMut {
-        let body_len = self.body().len();
+        self.encode_head_with(self.body().len())
+    }
+
+    /// Header and message for a body of `body_len` bytes that the caller writes from
+    /// elsewhere (memory payloads as they are stored, file ranges by sendfile) while this
+    /// response's own body field is left empty.
+    pub fn encode_head_with(&self, body_len: usize) -> BytesMut {
         let put_head = |b: &mut BytesMut, h: &ResponseHead| {
             b.put_i64(h.request_id);
             b.put_i32(h.status);

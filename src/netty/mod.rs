@@ -5,18 +5,23 @@
 //!  TcpStream ─▶ server::Handler ─ frame::Header::parse (limits, before any body byte)
 //!                  │                 receive budget (server-wide bytes semaphore)
 //!                  ▼
-//!              messages::Request::decode ─▶ registry.send / read_index / read_data / read_memory
+//!              sends: messages::decode_send over recv::Receiver (each payload read into its
+//!                     own buffer) ─▶ registry.send
+//!              reads: messages::Request::decode ─▶ registry read_index / read_data / read_memory
 //!                  ▼
-//!              messages::Response::encode_head + body (one vectored write, body not copied)
+//!              messages::Response::encode_head_with + body::Body (memory payloads as one
+//!              vectored write of the buffers that hold them; local data by sendfile)
 //! ```
 //! Control calls (register, requireBuffer, report, finish, …) stay on gRPC, as with Java.
 //! Index reads are answered with type 14 (decodable by 0.9 and 0.10 clients), memory reads with
-//! type 16. Local data is read into `Bytes` through the file tier, not `sendfile`d: the tier
-//! API returns bytes so the read budget can ride on them until the write completes.
+//! type 16. No block byte is copied in user space on the way out: local data goes from the page
+//! cache to the socket by sendfile, and memory reads write the stored payloads themselves.
 
+pub mod body;
 pub mod client;
 pub mod frame;
 pub mod messages;
+mod recv;
 pub mod server;
 
 pub use frame::{FrameError, Header, HEADER_LEN};

@@ -14,15 +14,18 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{send_files, Body, Slices};
 use super::frame::{FrameError, Header, HEADER_LEN};
-use super::messages::{DataRequest, Request, Response, ResponseHead, SendRequest};
+use super::messages::{decode_send, ty, DataRequest, Request, Response, ResponseHead, SendRequest};
+use super::recv::Receiver;
 use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs};
 use crate::error::{Error, Result};
 use crate::grpc::{convert, reply};
 use crate::limits::{ConnectionTable, Lease, LimitMetrics, RequestLimits};
+use crate::memory::ReadPermit;
 use crate::metrics::NettyMetrics;
 use crate::proto::StatusCode;
-use crate::store::Block;
+use crate::store::{Block, DataRead, Payloads};
 
 /// Limits of the Netty plane (`[limits]`; the frame cap follows the gRPC plane's).
 #[derive(Debug, Clone, Copy)]
@@ -250,33 +253,66 @@ impl Handler {
                     field: "receive budget",
                     reason: "closed",
                 })?;
-            if !self.fill(HEADER_LEN + payload, "body").await? {
-                return Err(FrameError::Eof {
-                    got: 0,
-                    want: HEADER_LEN + payload,
-                });
-            }
-            let frame = self.buffer.split_to(HEADER_LEN + payload).freeze();
-            let msg = frame.slice(HEADER_LEN..HEADER_LEN + header.msg_len);
-            let request = Request::decode(header.ty, msg)?;
+            let (request, frame) = if header.ty == ty::SEND {
+                // Each payload straight into its own buffer (see `recv`): no frame buffer.
+                self.buffer.advance(HEADER_LEN);
+                let touch = || self.lease.slot().touch();
+                let mut rx = Receiver::new(
+                    &mut self.stream,
+                    &mut self.buffer,
+                    header.msg_len,
+                    self.stall_timeout,
+                    &touch,
+                );
+                let send = decode_send(&mut rx).await?;
+                rx.skip_rest(header.body_len).await?;
+                (Request::Send(send), None)
+            } else {
+                if !self.fill(HEADER_LEN + payload, "body").await? {
+                    return Err(FrameError::Eof {
+                        got: 0,
+                        want: HEADER_LEN + payload,
+                    });
+                }
+                let frame = self.buffer.split_to(HEADER_LEN + payload).freeze();
+                let msg = frame.slice(HEADER_LEN..HEADER_LEN + header.msg_len);
+                (Request::decode(header.ty, msg)?, Some(frame))
+            };
             let timing = self.shared.metrics.request(&request);
-            let response = self.handle(request, header.msg_len).await;
+            let reply = self.handle(request, header.msg_len).await;
             drop(timing);
             // The request's bytes are in the registry (accounted by the memory budget) or gone.
             drop(frame);
             drop(permit);
-            let mut out = response.encode_head().freeze().chain(response.body());
-            drop(response);
-            while out.has_remaining() {
-                let n = tokio::time::timeout(self.stall_timeout, self.stream.write_buf(&mut out))
-                    .await
-                    .map_err(|_| FrameError::Stalled { phase: "response" })??;
-                if n == 0 {
-                    return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
-                }
-                self.lease.slot().touch();
-            }
+            self.write_reply(reply).await?;
         }
+    }
+
+    /// Writes a response: header, message and memory payloads as vectored writes of the
+    /// buffers themselves, file ranges after them by sendfile. What the reply holds (its read
+    /// permit) is released once everything is written.
+    async fn write_reply(&mut self, reply: Reply) -> Result<(), FrameError> {
+        let head = reply.response.encode_head_with(reply.body.len()).freeze();
+        let (slices, files) = match reply.body {
+            Body::Slices(slices) => (slices, Vec::new()),
+            Body::Files(ranges) => (Vec::new(), ranges),
+        };
+        let mut out = Slices::new(std::iter::once(head).chain(slices));
+        while out.has_remaining() {
+            let n = tokio::time::timeout(self.stall_timeout, self.stream.write_buf(&mut out))
+                .await
+                .map_err(|_| FrameError::Stalled { phase: "response" })??;
+            if n == 0 {
+                return Err(std::io::Error::from(std::io::ErrorKind::WriteZero).into());
+            }
+            self.lease.slot().touch();
+        }
+        if !files.is_empty() {
+            send_files(&self.stream, files, self.stall_timeout).await?;
+            self.lease.slot().touch();
+        }
+        drop(reply.hold);
+        Ok(())
     }
 
     /// One read into the buffer (the first bytes of a frame, not timed: the connection is
@@ -315,13 +351,13 @@ impl Handler {
         Ok(true)
     }
 
-    async fn handle(&self, request: Request, msg_len: usize) -> Response {
+    async fn handle(&self, request: Request, msg_len: usize) -> Reply {
         let request_id = request.request_id();
         match request {
             Request::Send(r) => {
                 let app_id = r.app_id.clone();
                 let result = self.send(r, msg_len);
-                Response::Rpc(head(request_id, "sendShuffleData", &app_id, &result))
+                Response::Rpc(head(request_id, "sendShuffleData", &app_id, &result)).into()
             }
             Request::Index(r) => {
                 let args = ReadArgs {
@@ -351,13 +387,23 @@ impl Handler {
                         index: Bytes::new(),
                     },
                 }
+                .into()
             }
             Request::Data(r) => {
                 let result = self.read_data(&r).await;
                 let head = head(request_id, "getLocalShuffleData", &r.app_id, &result);
-                Response::Data {
-                    head,
-                    data: result.unwrap_or_default(),
+                let body = match result {
+                    Ok(DataRead::Files(ranges)) => Body::Files(ranges),
+                    Ok(DataRead::Memory(data)) => Body::Slices(vec![data]),
+                    Err(_) => Body::empty(),
+                };
+                Reply {
+                    response: Response::Data {
+                        head,
+                        data: Bytes::new(),
+                    },
+                    body,
+                    hold: None,
                 }
             }
             Request::Memory(r) => {
@@ -380,11 +426,15 @@ impl Handler {
                     )
                 });
                 let head = head(request_id, "getMemoryShuffleData", &r.app_id, &result);
-                let read = result.unwrap_or_default();
-                Response::Memory {
-                    head,
-                    segments: read.segments,
-                    data: read.data,
+                let (segments, payloads, hold) = result.unwrap_or_default().into_payloads();
+                Reply {
+                    response: Response::Memory {
+                        head,
+                        segments,
+                        data: Bytes::new(),
+                    },
+                    body: Body::Slices(payloads),
+                    hold,
                 }
             }
             Request::Sorted(r) => {
@@ -397,14 +447,14 @@ impl Handler {
                     merge_state: 3, // MergeState.INTERNAL_ERROR
                     data: Bytes::new(),
                 }
+                .into()
             }
         }
     }
 
-    /// Type 3: the same checks and registry call as gRPC, with the frame's `msgLen` as the
-    /// overhead the client reserved on top of its blocks (SEMANTICS §3.4).
-    /// Type 3: the same checks and registry call as gRPC's sendShuffleData; the block
-    /// payloads are moved out of the request (slices of the frame), nothing is copied.
+    /// Type 3: the same checks and registry call as gRPC's sendShuffleData, with the frame's
+    /// `msgLen` as the overhead the client reserved on top of its blocks (SEMANTICS §3.4).
+    /// The payloads were received into buffers of their own, so they are stored as they are.
     fn send(&self, r: SendRequest, msg_len: usize) -> Result<()> {
         let app = convert::app_id(&r.app_id)?;
         self.shared.limits.partitions(PLANE, r.partitions.len())?;
@@ -442,13 +492,14 @@ impl Handler {
             r.require_buffer_id,
             parts,
             msg_len as u64,
+            Payloads::Owned,
         )
     }
 
-    /// Types 5/24/25. The storage id and read-ahead hints are not needed: a partition's data
-    /// lives in one file here. Read through the file tier as `Bytes` (no sendfile: the tier
-    /// API hands back bytes so the read budget can be attached to them).
-    async fn read_data(&self, r: &DataRequest) -> Result<Bytes> {
+    /// Types 5/24/25. The storage id and read-ahead hints are not needed: the file tier maps
+    /// the logical range onto the partition's parts itself, and announces the next range to
+    /// the kernel. Answered as open file ranges, sent by sendfile.
+    async fn read_data(&self, r: &DataRequest) -> Result<DataRead> {
         let app = convert::app_id(&r.app_id)?;
         self.shared
             .limits
@@ -461,8 +512,30 @@ impl Handler {
         };
         self.shared
             .registry
-            .read_data(&app, args, r.offset, r.length)
+            .read_data_ranges(&app, args, r.offset, r.length)
             .await
+    }
+}
+
+/// A response as the handler hands it to the writer.
+struct Reply {
+    /// Header fields and message; its own body field is empty when `body` carries the bytes.
+    response: Response,
+    /// The bulk bytes, written after the message.
+    body: Body,
+    /// Read memory held until the body is written.
+    hold: Option<ReadPermit>,
+}
+
+impl From<Response> for Reply {
+    /// A response that carries its (small) body itself.
+    fn from(response: Response) -> Self {
+        let body = response.body();
+        Reply {
+            response,
+            body: Body::Slices(vec![body]),
+            hold: None,
+        }
     }
 }
 

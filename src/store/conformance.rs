@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};
 use crate::store::index::IndexEntry;
-use crate::store::{Block, BlockBatch, FileTier, PurgeScope};
+use crate::store::{Block, BlockBatch, DataRead, FileTier, PurgeScope};
 
 /// Runs every suite below, in order.
 pub async fn run_all(tier: &dyn FileTier) {
@@ -254,10 +254,18 @@ pub async fn read_past_end_fails(tier: &dyn FileTier) {
         .await
         .expect("empty at end")
         .is_empty());
+    assert_eq!(
+        materialize(tier.read_data_ranges(&p, 60, 40).await.expect("tail")).len(),
+        40
+    );
     for (offset, len) in [(0, 101), (100, 1), (99, 2), (1000, 1), (u64::MAX, 2)] {
         assert!(
             tier.read_data(&p, offset, len).await.is_err(),
             "read at {offset} length {len} of 100 bytes must fail"
+        );
+        assert!(
+            tier.read_data_ranges(&p, offset, len).await.is_err(),
+            "ranges at {offset} length {len} of 100 bytes must fail"
         );
     }
     tier.purge(&PurgeScope::App(app)).await.expect("purge");
@@ -343,6 +351,16 @@ pub async fn read_back(tier: &dyn FileTier, p: &PartitionKey) -> Vec<Block> {
             "{p}: block {} differs between reads",
             e.block_id
         );
+        let ranges = tier
+            .read_data_ranges(p, e.offset as u64, e.length as u64)
+            .await
+            .expect("block ranges");
+        assert_eq!(
+            materialize(ranges),
+            data,
+            "{p}: block {} differs between a read and its file ranges",
+            e.block_id
+        );
         assert_eq!(
             i64::from(crc32fast::hash(&data)),
             e.crc,
@@ -418,4 +436,24 @@ async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
         .into_iter()
         .map(|o| o.expect("every future finished"))
         .collect()
+}
+
+/// The bytes a [`DataRead`] stands for, as a transport would send them (file ranges read
+/// with positioned reads, as sendfile does).
+pub fn materialize(read: DataRead) -> Bytes {
+    use std::os::unix::fs::FileExt;
+    match read {
+        DataRead::Memory(b) => b,
+        DataRead::Files(ranges) => {
+            let mut out = Vec::new();
+            for r in ranges {
+                let at = out.len();
+                out.resize(at + r.len as usize, 0);
+                r.file
+                    .read_exact_at(&mut out[at..], r.offset)
+                    .expect("a file range holds its bytes");
+            }
+            Bytes::from(out)
+        }
+    }
 }

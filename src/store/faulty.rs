@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use crate::error::{Error, Result};
 use crate::ids::PartitionKey;
 use crate::store::{
-    BlockBatch, FileTier, Health, IndexRead, Placement, PurgeScope, Tier, TierKind,
+    BlockBatch, DataRead, FileTier, Health, IndexRead, Placement, PurgeScope, Tier, TierKind,
 };
 
 /// A [`FileTier`] wrapper that injects append failures, append stalls and bad health.
@@ -202,6 +202,15 @@ impl FileTier for FaultyTier {
 
     async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
         self.inner.read_data(part, offset, len).await
+    }
+
+    async fn read_data_ranges(
+        &self,
+        part: &PartitionKey,
+        offset: u64,
+        len: u64,
+    ) -> Result<DataRead> {
+        self.inner.read_data_ranges(part, offset, len).await
     }
 }
 

@@ -13,7 +13,7 @@ use roaring::RoaringTreemap;
 use crate::error::{Error, Result};
 use crate::ids::PartitionKey;
 use crate::memory::{Charge, FlushCharge, MemoryBudget, Reservation};
-use crate::store::{Block, BlockBatch, PurgeScope};
+use crate::store::{Block, BlockBatch, Payloads, PurgeScope};
 
 /// Where a memory read starts and what it may return.
 #[derive(Clone, Debug)]
@@ -43,13 +43,34 @@ pub struct Segment {
     pub task_attempt_id: i64,
 }
 
-/// The answer to a memory read: concatenated payloads and their segments.
+/// The answer to a memory read: the blocks' payloads and their segments.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryRead {
-    /// Concatenated block payloads.
-    pub data: Bytes,
-    /// One per block, in `data` order.
+    /// The payloads in segment order, shared with the partition's buffers (not copied): a
+    /// transport that writes vectored sends them as they are.
+    pub payloads: Vec<Bytes>,
+    /// One per block; offsets are into the concatenation of `payloads`.
     pub segments: Vec<Segment>,
+}
+
+impl MemoryRead {
+    /// Bytes of payload.
+    pub fn data_len(&self) -> u64 {
+        self.payloads.iter().map(|p| p.len() as u64).sum()
+    }
+
+    /// The payloads as one buffer, for a transport that needs them contiguous (a protobuf
+    /// `bytes` field): the one copy such a read costs.
+    pub fn concat(&self) -> Bytes {
+        if let [one] = self.payloads.as_slice() {
+            return one.clone();
+        }
+        let mut data = BytesMut::with_capacity(self.data_len() as usize);
+        for p in &self.payloads {
+            data.extend_from_slice(p);
+        }
+        data.freeze()
+    }
 }
 
 /// The outcome of inserting blocks into a partition.
@@ -172,8 +193,16 @@ impl PartitionBuffer {
     /// already received are dropped (their bytes stay on the reservation and return with it).
     /// Fails without staging anything if the reservation is too small or the partition was
     /// purged.
-    pub fn insert(&self, blocks: Vec<Block>, reservation: &mut Reservation) -> Result<Inserted> {
-        let blocks = compact(blocks);
+    pub fn insert(
+        &self,
+        blocks: Vec<Block>,
+        payloads: Payloads,
+        reservation: &mut Reservation,
+    ) -> Result<Inserted> {
+        let blocks = match payloads {
+            Payloads::Shared => compact(blocks),
+            Payloads::Owned => blocks,
+        };
         let mut inner = self.inner.lock();
         if self.is_purged() {
             return Err(Error::NotRegistered {
@@ -267,7 +296,7 @@ impl PartitionBuffer {
     /// Java's `getMemoryShuffleData` does. An unknown `last_block_id` restarts from the
     /// beginning (the client de-duplicates).
     pub fn read(&self, req: &MemoryReadRequest) -> MemoryRead {
-        // Pick blocks under the lock (cheap `Bytes` clones), copy payloads outside it.
+        // Pick blocks under the lock (cheap `Bytes` clones); nothing is copied.
         let picked: Vec<Block> = {
             let inner = self.inner.lock();
             let start = if req.last_block_id == -1 {
@@ -306,23 +335,22 @@ impl PartitionBuffer {
             }
             picked
         };
-        let mut data = BytesMut::with_capacity(picked.iter().map(|b| b.data.len()).sum());
+        let mut offset = 0i64;
         let mut segments = Vec::with_capacity(picked.len());
-        for b in &picked {
+        let mut payloads = Vec::with_capacity(picked.len());
+        for b in picked {
             segments.push(Segment {
                 block_id: b.block_id,
-                offset: data.len() as i64,
+                offset,
                 length: b.len(),
                 uncompress_length: b.uncompress_length,
                 crc: b.crc,
                 task_attempt_id: b.task_attempt_id,
             });
-            data.extend_from_slice(&b.data);
+            offset += b.data.len() as i64;
+            payloads.push(b.data);
         }
-        MemoryRead {
-            data: data.freeze(),
-            segments,
-        }
+        MemoryRead { payloads, segments }
     }
 
     /// Drops everything staged and in flight (frees staged memory now; in-flight memory is
@@ -341,10 +369,11 @@ impl PartitionBuffer {
 
 /// Copies the payloads of one partition's blocks into one allocation of their own.
 ///
-/// Payloads arrive as slices of the whole request buffer (up to 16 MiB, many partitions).
-/// Kept as slices, one small live block would pin the entire request long after the budget
-/// released the rest, so real memory could far exceed the accounted capacity. This is the
-/// one copy of block bytes on the write path; everything after (spill, reads) shares it.
+/// gRPC payloads arrive as slices of the whole request buffer (up to 16 MiB, many
+/// partitions). Kept as slices, one small live block would pin the entire request long after
+/// the budget released the rest, so real memory could far exceed the accounted capacity. This
+/// is the one user-space copy of a gRPC block on the write path; everything after (spill,
+/// reads) shares it. Netty payloads are received right-sized and skip it ([`Payloads`]).
 fn compact(mut blocks: Vec<Block>) -> Vec<Block> {
     let total: usize = blocks.iter().map(|b| b.data.len()).sum();
     let mut buf = BytesMut::with_capacity(total);
@@ -489,6 +518,7 @@ mod tests {
         let ins = buf
             .insert(
                 vec![block(1, 1, 10), block(2, 1, 10), block(1, 1, 10)],
+                Payloads::Shared,
                 &mut r,
             )
             .unwrap();
@@ -507,7 +537,8 @@ mod tests {
         assert_eq!(budget.snapshot().in_flush, 84);
         // Still readable while in flight, and new blocks come after it.
         let mut r = budget.try_reserve(42).unwrap();
-        buf.insert(vec![block(3, 2, 10)], &mut r).unwrap();
+        buf.insert(vec![block(3, 2, 10)], Payloads::Shared, &mut r)
+            .unwrap();
         let read = buf.read(&all);
         assert_eq!(
             read.segments.iter().map(|s| s.block_id).collect::<Vec<_>>(),
@@ -525,8 +556,12 @@ mod tests {
         let tier = MemoryTier::new(budget.clone());
         let buf = tier.ensure(key("a", 0, 1), false);
         let mut r = budget.try_reserve(5 * 42).unwrap();
-        buf.insert((1..=5).map(|i| block(i, i % 2, 10)).collect(), &mut r)
-            .unwrap();
+        buf.insert(
+            (1..=5).map(|i| block(i, i % 2, 10)).collect(),
+            Payloads::Shared,
+            &mut r,
+        )
+        .unwrap();
         let mut req = MemoryReadRequest {
             last_block_id: 2,
             max_bytes: 15,
@@ -550,6 +585,7 @@ mod tests {
         let mut r = budget.try_reserve(3 * 42).unwrap();
         buf.insert(
             vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)],
+            Payloads::Shared,
             &mut r,
         )
         .unwrap();
@@ -573,6 +609,7 @@ mod tests {
         let mut r = budget.try_reserve(3 * 42).unwrap();
         buf.insert(
             vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)],
+            Payloads::Shared,
             &mut r,
         )
         .unwrap();
@@ -614,7 +651,7 @@ mod tests {
                     0 | 1 => {
                         let blocks: Vec<Block> = (0..n).map(|i| block(next_id + i as i64, 1, 3)).collect();
                         let mut r = budget.try_reserve(n as u64 * 35).unwrap();
-                        buf.insert(blocks, &mut r).unwrap();
+                        buf.insert(blocks, Payloads::Shared, &mut r).unwrap();
                         model.extend(next_id..next_id + n as i64);
                         next_id += n as i64;
                     }
@@ -650,7 +687,7 @@ mod tests {
         let mut b = block(1, 1, 0);
         b.data = request.slice(100..110);
         let mut r = budget.try_reserve(42).unwrap();
-        buf.insert(vec![b], &mut r).unwrap();
+        buf.insert(vec![b], Payloads::Shared, &mut r).unwrap();
         let staged = buf.inner.lock().staging[0].data.clone();
         assert_eq!(&staged[..], &[9u8; 10]);
         assert!(
@@ -666,11 +703,14 @@ mod tests {
         let a = tier.ensure(key("a", 0, 1), false);
         let b = tier.ensure(key("b", 0, 1), false);
         let mut r = budget.try_reserve(84).unwrap();
-        a.insert(vec![block(1, 1, 10)], &mut r).unwrap();
-        b.insert(vec![block(1, 1, 10)], &mut r).unwrap();
+        a.insert(vec![block(1, 1, 10)], Payloads::Shared, &mut r)
+            .unwrap();
+        b.insert(vec![block(1, 1, 10)], Payloads::Shared, &mut r)
+            .unwrap();
         let spill = a.begin_spill(&AtomicU64::new(1));
         let mut r = budget.try_reserve(42).unwrap();
-        a.insert(vec![block(2, 1, 10)], &mut r).unwrap();
+        a.insert(vec![block(2, 1, 10)], Payloads::Shared, &mut r)
+            .unwrap();
         drop(r);
         tier.purge(&PurgeScope::App(AppId::parse("a").unwrap()));
         assert_eq!(
@@ -682,7 +722,11 @@ mod tests {
         assert_eq!(budget.snapshot().used, 42, "only b remains");
         assert!(tier.get(&key("b", 0, 1)).is_some());
         assert!(a
-            .insert(vec![block(9, 1, 1)], &mut budget.try_reserve(33).unwrap())
+            .insert(
+                vec![block(9, 1, 1)],
+                Payloads::Shared,
+                &mut budget.try_reserve(33).unwrap()
+            )
             .is_err());
     }
 }

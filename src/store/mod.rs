@@ -65,6 +65,18 @@ impl Block {
     }
 }
 
+/// How the payloads of a send are held when they reach the memory tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payloads {
+    /// Slices of one request buffer (gRPC): each partition's payloads are copied into one
+    /// allocation of their own, so that a small block kept in memory cannot pin the whole
+    /// request after the budget released the rest.
+    Shared,
+    /// Each in an allocation of exactly its size (the Netty plane receives them so): stored
+    /// as they are, with no copy.
+    Owned,
+}
+
 /// An ordered, immutable run of blocks of one partition range, shared between the memory tier
 /// (which keeps serving it) and the tier it is being spilled to.
 #[derive(Clone, Debug, Default)]
@@ -263,4 +275,53 @@ pub trait FileTier: Tier {
     /// Exactly `len` bytes at `offset` of the partition's data file; a range past the end of
     /// what has been durably written is an error, never a short answer.
     async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes>;
+
+    /// The same range as [`FileTier::read_data`], for a transport that can send file bytes
+    /// itself (sendfile): a tier with local files answers open files and ranges, so the bytes
+    /// never pass through user space. The default reads them into memory.
+    async fn read_data_ranges(
+        &self,
+        part: &PartitionKey,
+        offset: u64,
+        len: u64,
+    ) -> Result<DataRead> {
+        Ok(DataRead::Memory(self.read_data(part, offset, len).await?))
+    }
+}
+
+/// A data read as handed to a transport: bytes in memory, or committed ranges of open files.
+#[derive(Debug)]
+pub enum DataRead {
+    /// The bytes, read into memory.
+    Memory(Bytes),
+    /// Ranges to send in order; together exactly the length asked for.
+    Files(Vec<FileRange>),
+}
+
+impl DataRead {
+    /// Bytes in the read.
+    pub fn len(&self) -> u64 {
+        match self {
+            DataRead::Memory(b) => b.len() as u64,
+            DataRead::Files(ranges) => ranges.iter().map(|r| r.len).sum(),
+        }
+    }
+
+    /// True for an empty read.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A committed range of an open data file. The file was checked to hold the whole range when
+/// it was opened; an open file keeps its bytes readable even if the partition is purged while
+/// the range is being sent.
+#[derive(Debug)]
+pub struct FileRange {
+    /// The data file, opened for reading.
+    pub file: std::fs::File,
+    /// Where the range starts in the file.
+    pub offset: u64,
+    /// Bytes in the range.
+    pub len: u64,
 }

@@ -16,7 +16,9 @@ use crate::memory::Reservation;
 use crate::store::memory::{Inserted, MemoryRead, MemoryReadRequest, MemoryTier, PartitionBuffer};
 use crate::store::router::TierRouter;
 use crate::store::spill::{SpillOptions, Spiller};
-use crate::store::{Block, FileTier, IndexRead, PurgeScope, RemoteStorage, Tier};
+use crate::store::{
+    Block, DataRead, FileTier, IndexRead, Payloads, PurgeScope, RemoteStorage, Tier,
+};
 
 /// The store behind the app registry.
 pub struct TieredStore {
@@ -144,10 +146,11 @@ impl TieredStore {
         &self,
         buffer: &Arc<PartitionBuffer>,
         blocks: Vec<Block>,
+        payloads: Payloads,
         reservation: &mut Reservation,
         huge_limit: Option<u64>,
     ) -> Result<Inserted> {
-        let inserted = buffer.insert(blocks, reservation)?;
+        let inserted = buffer.insert(blocks, payloads, reservation)?;
         if let (Some(router), Some(_)) = (&self.router, huge_limit) {
             router.mark_huge(buffer.key());
         }
@@ -173,9 +176,21 @@ impl TieredStore {
     pub async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
         match &self.warm {
             Some(w) => w.read_data(part, offset, len).await,
-            None => Err(crate::error::Error::bad_request(format!(
-                "no local file for partition {part}: this server spills to HDFS only"
-            ))),
+            None => Err(no_local_file(part)),
+        }
+    }
+
+    /// A byte range of the file tier's data file as open file ranges where the tier has
+    /// them (see [`FileTier::read_data_ranges`]).
+    pub async fn read_data_ranges(
+        &self,
+        part: &PartitionKey,
+        offset: u64,
+        len: u64,
+    ) -> Result<DataRead> {
+        match &self.warm {
+            Some(w) => w.read_data_ranges(part, offset, len).await,
+            None => Err(no_local_file(part)),
         }
     }
 
@@ -201,4 +216,11 @@ impl TieredStore {
     pub async fn purge_files(&self, scope: &PurgeScope) -> Result<u64> {
         self.target.purge(scope).await
     }
+}
+
+/// The answer to a local data read when the server spills to HDFS only.
+fn no_local_file(part: &PartitionKey) -> crate::error::Error {
+    crate::error::Error::bad_request(format!(
+        "no local file for partition {part}: this server spills to HDFS only"
+    ))
 }

@@ -13,7 +13,7 @@ use super::{files, LocalFileTier, Part, PartState};
 use crate::error::{Error, Result};
 use crate::ids::PartitionKey;
 use crate::store::index;
-use crate::store::{FileTier, IndexRead};
+use crate::store::{DataRead, FileRange, FileTier, IndexRead};
 
 #[async_trait]
 impl FileTier for LocalFileTier {
@@ -60,6 +60,58 @@ impl FileTier for LocalFileTier {
     /// Exactly `len` bytes at logical `offset` within the committed data of the parts; past
     /// the committed end is `BadRequest`, an unknown partition is `Internal` ("no data file").
     async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
+        let pieces = self.plan_read(part, offset, len)?;
+        if pieces.is_empty() {
+            return Ok(Bytes::new());
+        }
+        let key = part.clone();
+        tokio::task::spawn_blocking(move || read_pieces(&key, pieces))
+            .await
+            .map_err(|e| Error::Internal {
+                reason: format!("data read task for {part} failed: {e}"),
+            })?
+    }
+
+    /// The range of [`FileTier::read_data`] as open files: the transport sends them with
+    /// sendfile, so the bytes go from the page cache to the socket without a user-space copy
+    /// or a read buffer. Opening happens on a blocking thread, as reads do, so a hung disk
+    /// stalls that thread and not the runtime.
+    async fn read_data_ranges(
+        &self,
+        part: &PartitionKey,
+        offset: u64,
+        len: u64,
+    ) -> Result<DataRead> {
+        let pieces = self.plan_read(part, offset, len)?;
+        if pieces.is_empty() {
+            return Ok(DataRead::Files(Vec::new()));
+        }
+        let key = part.clone();
+        tokio::task::spawn_blocking(move || open_pieces(&key, pieces))
+            .await
+            .map_err(|e| Error::Internal {
+                reason: format!("data open task for {part} failed: {e}"),
+            })?
+            .map(DataRead::Files)
+    }
+}
+
+/// One part's share of a logical data range.
+struct Piece {
+    part: Arc<Part>,
+    /// Offset within the part's data file.
+    from: u64,
+    len: usize,
+    /// Bytes after the piece worth announcing to the kernel (the next range of a sequential
+    /// reader), within what is committed.
+    ahead: u64,
+}
+
+impl LocalFileTier {
+    /// Splits logical `[offset, offset + len)` into the parts it overlaps. Past the committed
+    /// end is `BadRequest`, an unknown partition or a vanished part `Internal`; an empty range
+    /// plans no piece.
+    fn plan_read(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Vec<Piece>> {
         let Some(file) = self.lookup(part) else {
             return Err(Error::Internal {
                 reason: format!("no data file for partition {part} on this server"),
@@ -77,11 +129,10 @@ impl FileTier for LocalFileTier {
             }
         };
         if len == 0 {
-            return Ok(Bytes::new());
+            return Ok(Vec::new());
         }
         usize::try_from(len)
             .map_err(|_| Error::bad_request(format!("read length {len} is too large")))?;
-        // The pieces of [offset, end) in each part it overlaps.
         let mut pieces = Vec::new();
         for (p, st) in &parts {
             let (p_start, p_end) = (p.base, p.base + st.committed.data_len);
@@ -99,16 +150,14 @@ impl FileTier for LocalFileTier {
             }
             let from = offset.max(p_start) - p_start;
             let to = end.min(p_end) - p_start;
-            // Read-ahead of the next range of the same size, within what is committed.
-            let ahead = (to - from).min(st.committed.data_len - to);
-            pieces.push((Arc::clone(p), from, (to - from) as usize, ahead));
+            pieces.push(Piece {
+                part: Arc::clone(p),
+                from,
+                len: (to - from) as usize,
+                ahead: (to - from).min(st.committed.data_len - to),
+            });
         }
-        let key = part.clone();
-        tokio::task::spawn_blocking(move || read_pieces(&key, pieces))
-            .await
-            .map_err(|e| Error::Internal {
-                reason: format!("data read task for {part} failed: {e}"),
-            })?
+        Ok(pieces)
     }
 }
 
@@ -150,24 +199,47 @@ fn read_parts_index(part: &PartitionKey, wanted: Vec<(Arc<Part>, u64)>) -> Resul
 }
 
 /// Reads the pieces of one logical range; one piece is returned as read (no copy).
-fn read_pieces(part: &PartitionKey, pieces: Vec<(Arc<Part>, u64, usize, u64)>) -> Result<Bytes> {
-    let read_one = |p: &Part, from: u64, len: usize, ahead: u64| {
-        files::read_at(&p.paths.data, from, len, ahead).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => Error::Internal {
-                reason: format!("no data file for partition {part} on this server"),
-            },
-            _ => read_failed(&p.disk, p.paths.data.clone(), e),
-        })
+fn read_pieces(part: &PartitionKey, pieces: Vec<Piece>) -> Result<Bytes> {
+    let read_one = |p: &Piece| {
+        files::read_at(&p.part.paths.data, p.from, p.len, p.ahead)
+            .map_err(|e| data_file_error(part, &p.part, e))
     };
-    if let [(p, from, len, ahead)] = pieces.as_slice() {
-        return read_one(p, *from, *len, *ahead);
+    if let [p] = pieces.as_slice() {
+        return read_one(p);
     }
-    let total = pieces.iter().map(|(_, _, len, _)| *len).sum();
+    let total = pieces.iter().map(|p| p.len).sum();
     let mut out = BytesMut::with_capacity(total);
-    for (p, from, len, ahead) in &pieces {
-        out.extend_from_slice(&read_one(p, *from, *len, *ahead)?);
+    for p in &pieces {
+        out.extend_from_slice(&read_one(p)?);
     }
     Ok(out.freeze())
+}
+
+/// Opens the data file of each piece and checks it holds the piece, so that once the
+/// response header promises the length, the file can deliver it.
+fn open_pieces(part: &PartitionKey, pieces: Vec<Piece>) -> Result<Vec<FileRange>> {
+    pieces
+        .into_iter()
+        .map(|p| {
+            let file = files::open_range(&p.part.paths.data, p.from, p.len as u64, p.ahead)
+                .map_err(|e| data_file_error(part, &p.part, e))?;
+            Ok(FileRange {
+                file,
+                offset: p.from,
+                len: p.len as u64,
+            })
+        })
+        .collect()
+}
+
+/// A data file that cannot be read: gone (the partition has no data here) or failing.
+fn data_file_error(part: &PartitionKey, p: &Part, e: io::Error) -> Error {
+    match e.kind() {
+        io::ErrorKind::NotFound => Error::Internal {
+            reason: format!("no data file for partition {part} on this server"),
+        },
+        _ => read_failed(&p.disk, p.paths.data.clone(), e),
+    }
 }
 
 /// Maps a read error, flagging the disk when the error says the disk is failing.

@@ -16,7 +16,7 @@ use super::*;
 use crate::ids::{AppId, PartitionRange};
 use crate::store::conformance::{self, assert_blocks_eq, part, payload, read_back, test_block};
 use crate::store::index::IndexEntry;
-use crate::store::{Block, FileTier, IndexRead};
+use crate::store::{Block, DataRead, FileTier, IndexRead};
 
 const PREFIX: &str = "10.0.0.7-19999";
 
@@ -575,6 +575,12 @@ async fn a_failing_disk_moves_the_partition_and_reads_see_it_whole() {
     expect.extend_from_slice(&want[3].data);
     expect.extend_from_slice(&want[4].data[..]);
     assert_eq!(&spanning[..], &expect[..100]);
+    let ranges = tier.read_data_ranges(&p, 250, 100).await.unwrap();
+    assert!(
+        matches!(&ranges, DataRead::Files(r) if r.len() == 2),
+        "a range spanning two parts is two file ranges: {ranges:?}"
+    );
+    assert_eq!(&conformance::materialize(ranges)[..], &expect[..100]);
 
     // The files: part 0 untouched on the failed disk, part 1 under its own name on the other.
     let (d0, i0) = part_files(&paths[home], &p, 0);

@@ -1,0 +1,266 @@
+//! Receives a send (type 3) off the socket while it is decoded, so that every block payload is
+//! read by the kernel straight into an allocation of exactly its size. Nothing is compacted
+//! afterwards and no small block can pin a large receive buffer: the socket-to-memory copy is
+//! the only one a Netty block ever gets before it is spilled.
+//!
+//! Fields between payloads are read in small pieces into the connection's buffer. A piece may
+//! run into the next payload; those few bytes are moved into the payload's own buffer, so a
+//! payload byte is copied in user space at most once, and only near a field.
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use super::frame::{FrameError, Source};
+
+/// Most bytes read ahead for fields: enough for the fields of many small blocks in one
+/// system call, little enough that few payload bytes pass through the connection's buffer.
+const FIELDS_READ: usize = 4 << 10;
+
+/// The message of one frame being received: what has been buffered, what is still on the
+/// socket, and the stall timeout every read is held to.
+pub struct Receiver<'a> {
+    stream: &'a mut TcpStream,
+    /// The connection's buffer; its first bytes are the unread part of the message.
+    buffer: &'a mut BytesMut,
+    /// Bytes of the message not yet handed to the decoder (buffered or on the socket).
+    left: usize,
+    stall_timeout: Duration,
+    /// Reports traffic to the connection table (so a connection receiving a large send is
+    /// not taken for idle).
+    touch: &'a (dyn Fn() + Sync),
+}
+
+impl<'a> Receiver<'a> {
+    /// A receiver of a message of `msg_len` bytes whose header has been consumed from
+    /// `buffer`; `buffer` may already hold the start of the message (and, for a message
+    /// shorter than what was read, bytes after it, which stay there).
+    pub fn new(
+        stream: &'a mut TcpStream,
+        buffer: &'a mut BytesMut,
+        msg_len: usize,
+        stall_timeout: Duration,
+        touch: &'a (dyn Fn() + Sync),
+    ) -> Self {
+        Receiver {
+            stream,
+            buffer,
+            left: msg_len,
+            stall_timeout,
+            touch,
+        }
+    }
+
+    /// Reads and drops what the decoder did not consume of the message, and `body_len` bytes
+    /// after it (a send has no body; a client that sends one anyway is served as before).
+    pub async fn skip_rest(&mut self, body_len: usize) -> Result<(), FrameError> {
+        self.left += body_len;
+        while self.left > 0 {
+            let n = self.left.min(FIELDS_READ);
+            self.take("trailing bytes", n).await?;
+        }
+        Ok(())
+    }
+
+    /// Message bytes on the socket, not yet buffered.
+    fn unbuffered(&self) -> usize {
+        self.left.saturating_sub(self.buffer.len())
+    }
+
+    /// One read of at most `max` bytes into `into`, within the stall timeout.
+    async fn read_into(
+        stream: &mut TcpStream,
+        into: &mut BytesMut,
+        max: usize,
+        stall_timeout: Duration,
+        touch: &(dyn Fn() + Sync),
+        phase: &'static str,
+    ) -> Result<(), FrameError> {
+        let n = tokio::time::timeout(
+            stall_timeout,
+            (&mut *stream).take(max as u64).read_buf(into),
+        )
+        .await
+        .map_err(|_| FrameError::Stalled { phase })??;
+        if n == 0 {
+            return Err(FrameError::Eof {
+                got: into.len(),
+                want: into.len() + max,
+            });
+        }
+        touch();
+        Ok(())
+    }
+
+    fn overrun(&self, field: &'static str, need: usize) -> FrameError {
+        FrameError::Overrun {
+            field,
+            need,
+            left: self.left,
+        }
+    }
+}
+
+impl Source for Receiver<'_> {
+    async fn take(&mut self, field: &'static str, n: usize) -> Result<Bytes, FrameError> {
+        if n > self.left {
+            return Err(self.overrun(field, n));
+        }
+        while self.buffer.len() < n {
+            let max = (n - self.buffer.len())
+                .max(FIELDS_READ)
+                .min(self.unbuffered());
+            self.buffer.reserve(max);
+            Self::read_into(
+                self.stream,
+                self.buffer,
+                max,
+                self.stall_timeout,
+                self.touch,
+                "body",
+            )
+            .await?;
+        }
+        self.left -= n;
+        Ok(self.buffer.split_to(n).freeze())
+    }
+
+    async fn payload(&mut self, field: &'static str, n: usize) -> Result<Bytes, FrameError> {
+        if n > self.left {
+            return Err(self.overrun(field, n));
+        }
+        let mut data = BytesMut::with_capacity(n);
+        let buffered = self.buffer.len().min(n);
+        data.extend_from_slice(&self.buffer.split_to(buffered));
+        while data.len() < n {
+            let max = n - data.len();
+            Self::read_into(
+                self.stream,
+                &mut data,
+                max,
+                self.stall_timeout,
+                self.touch,
+                "body",
+            )
+            .await?;
+        }
+        self.left -= n;
+        Ok(data.freeze())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netty::frame::{Header, HEADER_LEN};
+    use crate::netty::messages::{decode_send, Request, SendBlock, SendRequest};
+    use bytes::Buf;
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    fn send(sizes: &[usize]) -> SendRequest {
+        let blocks = |p: i32| {
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| SendBlock {
+                    partition_id: p,
+                    block_id: i as i64 * 10 + p as i64,
+                    length: len as i32,
+                    crc: i as i64,
+                    task_attempt_id: 3,
+                    data: Bytes::from((0..len).map(|b| (b * 7 + i) as u8).collect::<Vec<_>>()),
+                    replicas: vec![Default::default(); i % 3],
+                    uncompress_length: len as i32 * 2,
+                    ..Default::default()
+                })
+                .collect()
+        };
+        SendRequest {
+            request_id: 5,
+            app_id: "app_1".into(),
+            shuffle_id: 1,
+            require_buffer_id: 9,
+            partitions: vec![(0, blocks(0)), (1, blocks(1))],
+            timestamp: 77,
+        }
+    }
+
+    /// The same send decoded off a socket that delivers it in awkward pieces (splitting
+    /// fields and payloads, with the next frame behind it) equals the in-memory decoding, and
+    /// the bytes after the message stay buffered for the next frame.
+    #[tokio::test]
+    async fn decodes_off_the_socket_as_from_memory_whatever_the_pieces() {
+        let request = send(&[0, 1, 100, 5000, 70_000, 3]);
+        let mut wire = Request::Send(request.clone()).encode();
+        let next = Request::Send(send(&[2])).encode();
+        wire.extend_from_slice(&next);
+        for piece in [1usize, 7, 4096, 65_536] {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let mut client = TcpStream::connect(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            let (mut server, _) = listener.accept().await.unwrap();
+            let bytes = wire.clone();
+            let writer = tokio::spawn(async move {
+                for chunk in bytes.chunks(piece) {
+                    client.write_all(chunk).await.unwrap();
+                }
+                client
+            });
+            let mut buffer = BytesMut::new();
+            while buffer.len() < HEADER_LEN {
+                server.read_buf(&mut buffer).await.unwrap();
+            }
+            let header = Header::parse(&buffer, usize::MAX).unwrap();
+            buffer.advance(HEADER_LEN);
+            let touch = || {};
+            let mut rx = Receiver::new(
+                &mut server,
+                &mut buffer,
+                header.msg_len,
+                Duration::from_secs(10),
+                &touch,
+            );
+            let got = decode_send(&mut rx).await.unwrap();
+            rx.skip_rest(header.body_len).await.unwrap();
+            assert_eq!(got, request, "pieces of {piece} bytes");
+            let _client = writer.await.unwrap();
+            while buffer.len() < next.len() {
+                server.read_buf(&mut buffer).await.unwrap();
+            }
+            assert_eq!(&buffer[..], &next[..], "the next frame is left whole");
+        }
+    }
+
+    /// A payload longer than what is left of the message is refused before anything is
+    /// allocated for it, and a peer that stops mid-payload is cut off by the stall timeout.
+    #[tokio::test]
+    async fn lying_lengths_and_stalls_end_the_frame() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        client.write_all(&[0u8; 8]).await.unwrap();
+        let mut buffer = BytesMut::new();
+        let touch = || {};
+        let mut rx = Receiver::new(
+            &mut server,
+            &mut buffer,
+            100,
+            Duration::from_millis(200),
+            &touch,
+        );
+        assert!(matches!(
+            rx.payload("block.data", 101).await,
+            Err(FrameError::Overrun { .. })
+        ));
+        assert!(matches!(
+            rx.payload("block.data", 50).await,
+            Err(FrameError::Stalled { .. })
+        ));
+    }
+}
