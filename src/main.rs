@@ -12,14 +12,31 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-/// jemalloc as the allocator (feature `jemalloc`, opt-in): for heap profiles at
-/// `/debug/pprof/heap` when started with `_RJEM_MALLOC_CONF=prof:true`, and allocator stats in
-/// `/metrics/jvm`. Not the default because on the load generator it cost about 1.8× the server
-/// CPU per GB of glibc's malloc over gRPC (reads 2.1 vs 0.8–0.9 CPU-s/GB; decay settings did
-/// not change it), so profile with it, serve without it.
+/// jemalloc as the allocator (feature `jemalloc`, on by default): it returns an idle server's
+/// memory to the OS (see `tasks::release`), gives allocator stats in `/metrics/jvm`, and heap
+/// profiles at `/debug/pprof/heap` when started with `_RJEM_MALLOC_CONF=prof:true`.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read once at start-up (`_RJEM_MALLOC_CONF` still overrides each key).
+///
+/// `oversize_threshold:0`: by default every allocation of 8 MiB or more goes to a dedicated
+/// arena that jemalloc purges eagerly (decay 0), so each 14 MiB read buffer, each large request
+/// buffer and each encoded read response was faulted in fresh and handed back with `madvise`
+/// right after. That was the whole of jemalloc's former 1.8× CPU per GB against glibc (reads
+/// 1.8–2.0 vs 0.9–1.2 CPU-s/GB with and without it, in one run; benches/README.md). Large
+/// buffers now live in the ordinary arenas and are reused under their decay.
+///
+/// `background_thread:true`: decay then runs on jemalloc's own threads, so freed pages go back
+/// to the OS while the server is idle too, not only when later allocations tick the decay.
+#[cfg(feature = "jemalloc")]
+#[allow(unsafe_code)]
+// an exported symbol jemalloc reads at start-up; see SAFETY
+// SAFETY: jemalloc declares `_rjem_malloc_conf` as a weak `const char *`; this defines it as a
+// pointer (a thin reference) to a NUL-terminated string that lives for the whole process.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+pub static MALLOC_CONF: &[u8; 44] = b"oversize_threshold:0,background_thread:true\0";
 
 /// A Uniffle-compatible shuffle server.
 #[derive(Parser, Debug)]

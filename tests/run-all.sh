@@ -43,8 +43,7 @@ echo "== HDFS test cluster (tests/hdfs: MiniHdfs launcher, built once, cached by
 bash tests/hdfs/install.sh
 echo "== tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --all-targets
-echo "== heap profiles (the opt-in jemalloc feature: lint and its test)"
-cargo clippy --locked --all-targets --features jemalloc -- -D warnings
-cargo test --locked --features jemalloc --test heap_profile
+echo "== the glibc build (--no-default-features: no jemalloc): lint"
+cargo clippy --locked --all-targets --no-default-features -- -D warnings
 echo "== Spark end to end (real Spark 3.5 + released Uniffle clients 0.9.2 and 0.9.0)"
 bash tests/spark/run.sh
