@@ -20,17 +20,43 @@ use super::frame::{FrameError, Source};
 const FIELDS_READ: usize = 4 << 10;
 
 /// The message of one frame being received: what has been buffered, what is still on the
-/// socket, and the stall timeout every read is held to.
+/// socket.
 pub struct Receiver<'a> {
-    stream: &'a mut TcpStream,
+    socket: Socket<'a>,
     /// The connection's buffer; its first bytes are the unread part of the message.
     buffer: &'a mut BytesMut,
     /// Bytes of the message not yet handed to the decoder (buffered or on the socket).
     left: usize,
+}
+
+/// The connection as the receiver reads it: every read held to the stall timeout.
+struct Socket<'a> {
+    stream: &'a mut TcpStream,
     stall_timeout: Duration,
     /// Reports traffic to the connection table (so a connection receiving a large send is
     /// not taken for idle).
     touch: &'a (dyn Fn() + Sync),
+}
+
+impl Socket<'_> {
+    /// One read of at most `max` bytes into `into`; an end of stream is an error (the frame
+    /// is not complete).
+    async fn read(&mut self, into: &mut BytesMut, max: usize) -> Result<(), FrameError> {
+        let n = tokio::time::timeout(
+            self.stall_timeout,
+            (&mut *self.stream).take(max as u64).read_buf(into),
+        )
+        .await
+        .map_err(|_| FrameError::Stalled { phase: "body" })??;
+        if n == 0 {
+            return Err(FrameError::Eof {
+                got: into.len(),
+                want: into.len() + max,
+            });
+        }
+        (self.touch)();
+        Ok(())
+    }
 }
 
 impl<'a> Receiver<'a> {
@@ -45,11 +71,13 @@ impl<'a> Receiver<'a> {
         touch: &'a (dyn Fn() + Sync),
     ) -> Self {
         Receiver {
-            stream,
+            socket: Socket {
+                stream,
+                stall_timeout,
+                touch,
+            },
             buffer,
             left: msg_len,
-            stall_timeout,
-            touch,
         }
     }
 
@@ -67,31 +95,6 @@ impl<'a> Receiver<'a> {
     /// Message bytes on the socket, not yet buffered.
     fn unbuffered(&self) -> usize {
         self.left.saturating_sub(self.buffer.len())
-    }
-
-    /// One read of at most `max` bytes into `into`, within the stall timeout.
-    async fn read_into(
-        stream: &mut TcpStream,
-        into: &mut BytesMut,
-        max: usize,
-        stall_timeout: Duration,
-        touch: &(dyn Fn() + Sync),
-        phase: &'static str,
-    ) -> Result<(), FrameError> {
-        let n = tokio::time::timeout(
-            stall_timeout,
-            (&mut *stream).take(max as u64).read_buf(into),
-        )
-        .await
-        .map_err(|_| FrameError::Stalled { phase })??;
-        if n == 0 {
-            return Err(FrameError::Eof {
-                got: into.len(),
-                want: into.len() + max,
-            });
-        }
-        touch();
-        Ok(())
     }
 
     fn overrun(&self, field: &'static str, need: usize) -> FrameError {
@@ -113,15 +116,7 @@ impl Source for Receiver<'_> {
                 .max(FIELDS_READ)
                 .min(self.unbuffered());
             self.buffer.reserve(max);
-            Self::read_into(
-                self.stream,
-                self.buffer,
-                max,
-                self.stall_timeout,
-                self.touch,
-                "body",
-            )
-            .await?;
+            self.socket.read(self.buffer, max).await?;
         }
         self.left -= n;
         Ok(self.buffer.split_to(n).freeze())
@@ -136,15 +131,7 @@ impl Source for Receiver<'_> {
         data.extend_from_slice(&self.buffer.split_to(buffered));
         while data.len() < n {
             let max = n - data.len();
-            Self::read_into(
-                self.stream,
-                &mut data,
-                max,
-                self.stall_timeout,
-                self.touch,
-                "body",
-            )
-            .await?;
+            self.socket.read(&mut data, max).await?;
         }
         self.left -= n;
         Ok(data.freeze())
