@@ -209,6 +209,11 @@ pub async fn start(config: Config) -> Result<Running> {
     };
     let hdfs = config.store_type.uses_hdfs().then(|| {
         let h = &config.hdfs_store;
+        let hadoop_conf: Vec<(String, String)> = h
+            .hadoop_conf
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         HdfsTier::new(HdfsOptions {
             file_prefix: server_id.clone(),
             max_concurrency: h.max_concurrency,
@@ -221,10 +226,12 @@ pub async fn start(config: Config) -> Result<Running> {
                     h.kerberos_keytab.as_ref().map(|p| p.display().to_string()),
                     h.user.clone(),
                     h.write_as,
+                    &hadoop_conf,
                 );
                 tracing::info!(write_as = ?h.write_as, "{}", identity.describe());
                 identity
             },
+            hadoop_conf,
         })
     });
 

@@ -174,21 +174,18 @@ async fn memory_hdfs_round_trip_as_the_server_user() {
         c.store_type = StoreType::MemoryHdfs;
         c.hdfs_store.partition_write_max_concurrency = 2;
         c.hdfs_store.user = Some("rss".into());
+        // The server's own Hadoop conf item (Java: rss.server.hadoop.fs.defaultFS) names the
+        // filesystem of the app's bare remote path.
+        c.hdfs_store
+            .hadoop_conf
+            .insert("fs.defaultFS".into(), url.clone());
     })
     .await;
     let root = format!("/{}", unique("rss"));
     superuser.mkdirs(&root, 0o755, true).await.unwrap();
     superuser.set_owner(&root, Some("rss"), None).await.unwrap();
     let app = "application_1_0001_17";
-    register_remote(
-        &mut s.client,
-        app,
-        0,
-        0..4,
-        &format!("{url}{root}"),
-        "alice",
-    )
-    .await;
+    register_remote(&mut s.client, app, 0, 0..4, &root, "alice").await;
     let expected = write_shuffle(&mut s.client, app, 0, 3, 4, 5, 10_000).await;
     finish(&mut s.client, app, 0).await;
     let store = s.running.registry().store();

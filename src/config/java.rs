@@ -85,8 +85,10 @@
 //! | `rss.security.hadoop.kerberos.keytab.file` | `hdfs_store.kerberos_keytab` | required when enabled | |
 //! | `rss.security.hadoop.kerberos.proxy.user.enable` | `hdfs_store.write_as` | `true`: `"auto"` (a proxy of the app's user under Kerberos, the server's own identity under simple authentication); `false`: `"server"` | true |
 //!
-//! Warned (listed in the start-up warning, value unused): `rss.server.hadoop.*` (Spillway takes
-//! Hadoop settings from `HADOOP_CONF_DIR` and the app's remote-storage conf),
+//! `rss.server.hadoop.<item>` maps to `hdfs_store.hadoop_conf[<item>]` (on top of
+//! `HADOOP_CONF_DIR`, under each app's remote-storage conf items).
+//!
+//! Warned (listed in the start-up warning, value unused):
 //! `rss.security.hadoop.kerberos.krb5-conf.file` (set `KRB5_CONFIG` instead) and
 //! `.relogin.interval.sec`, disk quotas (`rss.server.disk.capacity`, `.ratio`), the health
 //! checker's other knobs, thread-pool tuning (`rss.rpc.executor.size`,
@@ -1104,6 +1106,27 @@ impl Mapper {
         Ok(())
     }
 
+    /// `rss.server.hadoop.<item>` → `hdfs_store.hadoop_conf[<item>]`, as the Java server builds
+    /// its Hadoop conf from them.
+    fn map_hadoop_items(&mut self) {
+        const PREFIX: &str = "rss.server.hadoop.";
+        let keys: Vec<String> = self
+            .props
+            .iter()
+            .map(|(p, _)| p.key.clone())
+            .filter(|k| k.len() > PREFIX.len() && k.to_ascii_lowercase().starts_with(PREFIX))
+            .collect();
+        for key in keys {
+            if let Some(e) = self.take(&key) {
+                self.config
+                    .hdfs_store
+                    .hadoop_conf
+                    .insert(e.key[PREFIX.len()..].to_owned(), e.value.clone());
+                self.set_origin("hdfs_store.hadoop_conf", &e);
+            }
+        }
+    }
+
     fn map_kerberos(&mut self) -> Result<(), ConfigError> {
         const PRINCIPAL: &str = "rss.security.hadoop.kerberos.principal";
         const KEYTAB: &str = "rss.security.hadoop.kerberos.keytab.file";
@@ -1134,6 +1157,7 @@ impl Mapper {
             }
         }
         self.ignore_key(RELOGIN, "no equivalent");
+        self.map_hadoop_items();
         if let Some((e, proxy)) = self.boolean("rss.security.hadoop.kerberos.proxy.user.enable")? {
             self.config.hdfs_store.write_as = if proxy {
                 HdfsWriteAs::Auto
@@ -1152,16 +1176,7 @@ impl Mapper {
             if *used {
                 continue;
             }
-            let lower = p.key.to_ascii_lowercase();
-            let listed = if lower.starts_with("rss.server.hadoop.") {
-                format!(
-                    "{} (Spillway takes Hadoop settings from HADOOP_CONF_DIR)",
-                    p.key
-                )
-            } else {
-                p.key.clone()
-            };
-            self.ignored.push((position, listed));
+            self.ignored.push((position, p.key.clone()));
         }
         self.ignored.sort_by_key(|(position, _)| *position);
         let origins = self.origins;
@@ -1554,7 +1569,8 @@ rss.security.hadoop.kerberos.proxy.user.enable true
              rss.server.decommission.shutdown false\nrss.metrics.prometheus.pushgateway.addr g:1\n\
              rss.security.hadoop.kerberos.principal p@R\nrss.server.health.min.storage.percentage 50\n\
              rss.server.max.concurrency.of.per-partition.write 4\n\
-             rss.server.max.concurrency.of.single.partition.writer 9\n",
+             rss.server.max.concurrency.of.single.partition.writer 9\n\
+             rss.server.hadoop.fs.defaultFS hdfs://ns1\n",
         );
         let keys: Vec<&str> = loaded
             .ignored
@@ -1566,7 +1582,6 @@ rss.security.hadoop.kerberos.proxy.user.enable true
             vec![
                 "zz.other",
                 "rss.server.disk.capacity",
-                "rss.server.hadoop.dfs.replication",
                 "rss.server.single.buffer.flush.enabled",
                 "rss.server.decommission.shutdown",
                 "rss.metrics.prometheus.pushgateway.addr",
@@ -1576,7 +1591,18 @@ rss.security.hadoop.kerberos.proxy.user.enable true
             ]
         );
         assert_eq!(loaded.config.hdfs_store.partition_write_max_concurrency, 4);
-        assert!(loaded.ignored[2].contains("HADOOP_CONF_DIR"));
+        let hadoop: Vec<(&str, &str)> = loaded
+            .config
+            .hdfs_store
+            .hadoop_conf
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            hadoop,
+            vec![("dfs.replication", "2"), ("fs.defaultFS", "hdfs://ns1")],
+            "rss.server.hadoop.* items become the server's Hadoop conf, case kept"
+        );
         // The old per-partition name is read when the new one is absent.
         let c = load("rss.server.max.concurrency.of.single.partition.writer 9\n").config;
         assert_eq!(c.hdfs_store.partition_write_max_concurrency, 9);

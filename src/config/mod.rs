@@ -290,6 +290,11 @@ pub struct HdfsStoreConfig {
     /// identity). Not used under Kerberos, where the principal is the identity. Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// Hadoop conf items of the server (the Java server's `rss.server.hadoop.*`, prefix
+    /// stripped): applied on top of `HADOOP_CONF_DIR`, under each app's remote-storage conf
+    /// items, which win as they do in Java. E.g. `{ "fs.defaultFS" = "hdfs://ns" }`.
+    /// Default: empty.
+    pub hadoop_conf: BTreeMap<String, String>,
 }
 
 impl Default for HdfsStoreConfig {
@@ -304,6 +309,7 @@ impl Default for HdfsStoreConfig {
             kerberos_keytab: None,
             write_as: HdfsWriteAs::Auto,
             user: None,
+            hadoop_conf: BTreeMap::new(),
         }
     }
 }

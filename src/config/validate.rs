@@ -284,7 +284,14 @@ impl HdfsStoreConfig {
             kerberos_keytab,
             write_as: _,
             user,
+            hadoop_conf,
         } = self;
+        if hadoop_conf.keys().any(|k| k.trim().is_empty()) {
+            return Err(ConfigError::new(
+                "hdfs_store.hadoop_conf",
+                "keys must be non-empty",
+            ));
+        }
         if user
             .as_deref()
             .is_some_and(|u| u.trim().is_empty() || u.contains(['/', '@']) || u.trim() != u)

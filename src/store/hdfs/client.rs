@@ -71,13 +71,16 @@ struct ClientKey {
 /// `hdfs_native` clients by (filesystem, effective user, conf).
 pub(crate) struct ClientCache {
     identity: Identity,
+    /// The server's own conf items (`hdfs_store.hadoop_conf`), under every app's.
+    server_conf: Vec<(String, String)>,
     clients: parking_lot::Mutex<HashMap<ClientKey, Client>>,
 }
 
 impl ClientCache {
-    pub fn new(identity: Identity) -> Self {
+    pub fn new(identity: Identity, server_conf: Vec<(String, String)>) -> Self {
         ClientCache {
             identity,
+            server_conf,
             clients: parking_lot::Mutex::new(HashMap::new()),
         }
     }
@@ -153,7 +156,8 @@ impl ClientCache {
         if let Some(url) = &key.fs_url {
             builder = builder.with_url(url.clone());
         }
-        let mut conf = key.conf.clone();
+        let conf = merged_conf(&self.server_conf, &key.conf);
+        let mut conf: Vec<(String, String)> = conf.into_iter().collect();
         if self.identity.security {
             // The server's security wins over the app's conf items (clients send theirs, often
             // `simple`): a configured principal means Kerberos whatever HADOOP_CONF_DIR says,
@@ -185,8 +189,32 @@ impl ClientCache {
     }
 }
 
+/// The conf a client is built with: the server's items, then the app's on top (an app's item
+/// replaces the server's of the same key, as the Java server copies its Hadoop conf and sets
+/// the app's remote-storage items on it).
+fn merged_conf(
+    server: &[(String, String)],
+    app: &[(String, String)],
+) -> std::collections::BTreeMap<String, String> {
+    server.iter().chain(app).cloned().collect()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn app_conf_items_win_over_the_servers() {
+        let kv = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        let merged = super::merged_conf(
+            &[
+                kv("fs.defaultFS", "hdfs://server"),
+                kv("dfs.replication", "2"),
+            ],
+            &[kv("fs.defaultFS", "hdfs://app")],
+        );
+        assert_eq!(merged["fs.defaultFS"], "hdfs://app");
+        assert_eq!(merged["dfs.replication"], "2");
+    }
+
     use super::*;
 
     #[test]

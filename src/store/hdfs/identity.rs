@@ -29,15 +29,22 @@ pub struct Identity {
 
 impl Identity {
     /// The identity as `[hdfs_store]` and the Hadoop conf directory give it. Security is on
-    /// when a principal is configured or `hadoop.security.authentication` is not `simple`.
+    /// when a principal is configured or `hadoop.security.authentication` is not `simple`
+    /// (the server's conf items, `hdfs_store.hadoop_conf`, over `HADOOP_CONF_DIR`).
     pub fn resolve(
         principal: Option<String>,
         keytab: Option<String>,
         simple_user: Option<String>,
         write_as: WriteAs,
+        server_conf: &[(String, String)],
     ) -> Identity {
-        let security = principal.is_some()
-            || conf_dir().is_some_and(|d| authentication_in(&d).is_some_and(|a| a != "simple"));
+        let configured = server_conf
+            .iter()
+            .rev()
+            .find(|(k, _)| k == KEY)
+            .map(|(_, v)| v.trim().to_ascii_lowercase());
+        let authentication = configured.or_else(|| conf_dir().and_then(|d| authentication_in(&d)));
+        let security = principal.is_some() || authentication.is_some_and(|a| a != "simple");
         Identity {
             principal,
             keytab,

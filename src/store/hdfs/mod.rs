@@ -74,6 +74,8 @@ pub struct HdfsOptions {
     pub failure_cooldown: Duration,
     /// Who the server is to HDFS and whom each app's files are written as.
     pub identity: Identity,
+    /// The server's Hadoop conf items (`hdfs_store.hadoop_conf`), under each app's.
+    pub hadoop_conf: Vec<(String, String)>,
 }
 
 /// The HDFS tier; see the module doc.
@@ -135,7 +137,7 @@ impl HdfsTier {
     pub fn new(opts: HdfsOptions) -> Arc<Self> {
         Arc::new(HdfsTier {
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
-            clients: ClientCache::new(opts.identity.clone()),
+            clients: ClientCache::new(opts.identity.clone(), opts.hadoop_conf.clone()),
             opts,
             apps: parking_lot::Mutex::new(HashMap::new()),
             health: parking_lot::Mutex::new(Failures::default()),

@@ -36,6 +36,7 @@ fn options(slots: usize) -> HdfsOptions {
         write_timeout: Duration::from_secs(60),
         failure_cooldown: Duration::from_secs(1),
         identity: Identity::default(),
+        hadoop_conf: Vec::new(),
     }
 }
 
