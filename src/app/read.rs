@@ -46,9 +46,8 @@ pub struct MemoryReadArgs {
 /// until the transport has written them.
 #[derive(Debug, Default)]
 pub struct MemoryServed {
-    /// One per block; offsets are into the concatenated payloads.
-    pub segments: Vec<Segment>,
-    payloads: Vec<Bytes>,
+    /// The segments and payloads the memory tier answered.
+    pub read: MemoryRead,
     permit: Option<ReadPermit>,
 }
 
@@ -56,22 +55,18 @@ impl MemoryServed {
     /// The payloads as one buffer (a protobuf `bytes` field), holding the read memory until
     /// the last clone of it is dropped.
     pub fn into_contiguous(self) -> (Vec<Segment>, Bytes) {
-        let data = MemoryRead {
-            payloads: self.payloads,
-            segments: Vec::new(),
-        }
-        .concat();
+        let data = self.read.concat();
         let data = match self.permit {
             Some(permit) => permit.attach(data),
             None => data,
         };
-        (self.segments, data)
+        (self.read.segments, data)
     }
 
     /// The payloads as the buffers hold them, for a vectored write; the read memory is held
     /// until the returned permit is dropped (after the write).
     pub fn into_payloads(self) -> (Vec<Segment>, Vec<Bytes>, Option<ReadPermit>) {
-        (self.segments, self.payloads, self.permit)
+        (self.read.segments, self.read.payloads, self.permit)
     }
 }
 
@@ -159,8 +154,7 @@ impl AppRegistry {
         let read = self.store().read_memory(&key, &req);
         guard.served(read.data_len());
         Ok(MemoryServed {
-            segments: read.segments,
-            payloads: read.payloads,
+            read,
             permit: Some(permit),
         })
     }

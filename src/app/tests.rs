@@ -133,6 +133,7 @@ impl Fixture {
                 },
             )
             .unwrap()
+            .read
             .segments
             .iter()
             .map(|s| s.block_id)
