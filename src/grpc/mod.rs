@@ -2,6 +2,7 @@
 //! convert → call the registry → `reply(result)`; no semantics live here.
 
 pub mod convert;
+mod framed;
 pub(crate) mod reply;
 
 use std::sync::Arc;
@@ -15,7 +16,10 @@ use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
 use crate::proto::shuffle_server_server::ShuffleServer;
 use crate::proto::{self, DataDistribution, StatusCode};
 use crate::store::Payloads;
+use framed::DataAnswer;
 use reply::reply;
+
+pub use framed::ShuffleRoutes;
 
 pub use reply::Reply;
 
@@ -43,16 +47,112 @@ impl ShuffleService {
         ShuffleService { registry, limits }
     }
 
-    /// The tonic server with Uniffle's message-size limits; a request must also fit the
+    /// The service's routes with Uniffle's message-size limits; a request must also fit the
     /// plane's receive budget (`max_request`).
-    pub fn into_server(
-        self,
-        max_request: usize,
-    ) -> proto::shuffle_server_server::ShuffleServerServer<Self> {
+    pub fn into_server(self, max_request: usize) -> ShuffleRoutes {
         let max_response = self.limits.response.min(MAX_RESPONSE_SIZE);
-        proto::shuffle_server_server::ShuffleServerServer::new(self)
-            .max_decoding_message_size(MAX_REQUEST_SIZE.min(max_request))
-            .max_encoding_message_size(max_response)
+        let max_request = MAX_REQUEST_SIZE.min(max_request);
+        let tonic = proto::shuffle_server_server::ShuffleServerServer::new(self.clone())
+            .max_decoding_message_size(max_request)
+            .max_encoding_message_size(max_response);
+        ShuffleRoutes::new(self, tonic, max_request, max_response)
+    }
+}
+
+impl ShuffleService {
+    /// `getLocalShuffleData`, its bytes kept apart (see [`framed`]).
+    async fn local_data(
+        &self,
+        request: Request<proto::GetLocalShuffleDataRequest>,
+    ) -> Rpc<DataAnswer<proto::GetLocalShuffleDataResponse>> {
+        crate::metrics::handler_start(&request, request.get_ref().timestamp);
+        let req = request.into_inner();
+        let args = ReadArgs {
+            shuffle: req.shuffle_id,
+            partition: req.partition_id,
+            per_range: req.partition_num_per_range,
+            partition_num: req.partition_num,
+        };
+        let result = match convert::app_id(&req.app_id) {
+            Ok(app) => match self.limits.response(PLANE, req.length.max(0) as usize) {
+                Ok(()) => {
+                    self.registry
+                        .read_data(&app, args, req.offset, req.length)
+                        .await
+                }
+                Err(e) => Err(e),
+            },
+            Err(e) => Err(e),
+        };
+        let (result, data) = match result {
+            Ok(data) => (Ok(Default::default()), vec![data]),
+            Err(e) => (Err(e), Vec::new()),
+        };
+        Ok(
+            reply("getLocalShuffleData", &req.app_id, result)?.map(|message| DataAnswer {
+                message,
+                data,
+                permit: None,
+            }),
+        )
+    }
+
+    /// `getMemoryShuffleData`, its payloads kept as the memory tier holds them (see
+    /// [`framed`]).
+    async fn memory_data(
+        &self,
+        request: Request<proto::GetMemoryShuffleDataRequest>,
+    ) -> Rpc<DataAnswer<proto::GetMemoryShuffleDataResponse>> {
+        crate::metrics::handler_start(&request, request.get_ref().timestamp);
+        let req = request.into_inner();
+        let result = convert::app_id(&req.app_id).and_then(|app| {
+            self.limits
+                .response(PLANE, req.read_buffer_size.max(0) as usize)?;
+            self.limits.expected_tasks_bitmap(
+                PLANE,
+                req.serialized_expected_task_ids_bitmap
+                    .as_ref()
+                    .map_or(0, |b| b.len()),
+            )?;
+            self.registry.read_memory(
+                &app,
+                MemoryReadArgs {
+                    shuffle: req.shuffle_id,
+                    partition: req.partition_id,
+                    last_block_id: req.last_block_id,
+                    read_buffer_size: req.read_buffer_size,
+                    expected_tasks: req.serialized_expected_task_ids_bitmap.unwrap_or_default(),
+                },
+            )
+        });
+        let (result, data, permit) = match result {
+            Ok(served) => {
+                let (segments, payloads, permit) = served.into_payloads();
+                let message = proto::GetMemoryShuffleDataResponse {
+                    shuffle_data_block_segments: segments
+                        .iter()
+                        .map(|s| proto::ShuffleDataBlockSegment {
+                            block_id: s.block_id,
+                            offset: s.offset,
+                            length: s.length,
+                            uncompress_length: s.uncompress_length,
+                            crc: s.crc,
+                            task_attempt_id: s.task_attempt_id,
+                        })
+                        .collect(),
+                    ..Default::default()
+                };
+                (Ok(message), payloads, permit)
+            }
+            Err(e) => (Err(e), Vec::new(), None),
+        };
+        Ok(
+            reply("getMemoryShuffleData", &req.app_id, result)?.map(|message| DataAnswer {
+                message,
+                data,
+                permit,
+            }),
+        )
     }
 }
 
@@ -211,83 +311,20 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::GetLocalShuffleDataRequest>,
     ) -> Rpc<proto::GetLocalShuffleDataResponse> {
-        crate::metrics::handler_start(&request, request.get_ref().timestamp);
-        let req = request.into_inner();
-        let args = ReadArgs {
-            shuffle: req.shuffle_id,
-            partition: req.partition_id,
-            per_range: req.partition_num_per_range,
-            partition_num: req.partition_num,
-        };
-        let result = match convert::app_id(&req.app_id) {
-            Ok(app) => match self.limits.response(PLANE, req.length.max(0) as usize) {
-                Ok(()) => {
-                    self.registry
-                        .read_data(&app, args, req.offset, req.length)
-                        .await
-                }
-                Err(e) => Err(e),
-            },
-            Err(e) => Err(e),
-        };
-        reply(
-            "getLocalShuffleData",
-            &req.app_id,
-            result.map(|data| proto::GetLocalShuffleDataResponse {
-                data,
-                ..Default::default()
-            }),
-        )
+        Ok(self
+            .local_data(request)
+            .await?
+            .map(DataAnswer::into_message))
     }
 
     async fn get_memory_shuffle_data(
         &self,
         request: Request<proto::GetMemoryShuffleDataRequest>,
     ) -> Rpc<proto::GetMemoryShuffleDataResponse> {
-        crate::metrics::handler_start(&request, request.get_ref().timestamp);
-        let req = request.into_inner();
-        let result = convert::app_id(&req.app_id).and_then(|app| {
-            self.limits
-                .response(PLANE, req.read_buffer_size.max(0) as usize)?;
-            self.limits.expected_tasks_bitmap(
-                PLANE,
-                req.serialized_expected_task_ids_bitmap
-                    .as_ref()
-                    .map_or(0, |b| b.len()),
-            )?;
-            self.registry.read_memory(
-                &app,
-                MemoryReadArgs {
-                    shuffle: req.shuffle_id,
-                    partition: req.partition_id,
-                    last_block_id: req.last_block_id,
-                    read_buffer_size: req.read_buffer_size,
-                    expected_tasks: req.serialized_expected_task_ids_bitmap.unwrap_or_default(),
-                },
-            )
-        });
-        reply(
-            "getMemoryShuffleData",
-            &req.app_id,
-            result.map(|read| {
-                let (segments, data) = read.into_contiguous();
-                proto::GetMemoryShuffleDataResponse {
-                    shuffle_data_block_segments: segments
-                        .iter()
-                        .map(|s| proto::ShuffleDataBlockSegment {
-                            block_id: s.block_id,
-                            offset: s.offset,
-                            length: s.length,
-                            uncompress_length: s.uncompress_length,
-                            crc: s.crc,
-                            task_attempt_id: s.task_attempt_id,
-                        })
-                        .collect(),
-                    data,
-                    ..Default::default()
-                }
-            }),
-        )
+        Ok(self
+            .memory_data(request)
+            .await?
+            .map(DataAnswer::into_message))
     }
 
     async fn commit_shuffle_task(

@@ -1,0 +1,515 @@
+//! The two data reads over gRPC (`getMemoryShuffleData`, `getLocalShuffleData`) answered with
+//! the block bytes as body frames of their own.
+//!
+//! tonic's codec encodes a response into one buffer, so a protobuf `bytes` field is copied
+//! there, and a memory read would first be concatenated into that field: two user-space
+//! copies of every byte read. Here the response is framed by hand: the gRPC prefix and the
+//! message's other fields are encoded (by prost) into small buffers, and the payloads travel
+//! as the `Bytes` the tiers hold (memory buffers, or the buffer a file range was read into),
+//! which h2 writes as they are. The bytes on the wire are exactly what prost would encode for
+//! the whole message (fields in number order), so any protobuf reader sees no difference; a
+//! test checks that byte for byte.
+//!
+//! Requests that are not plain gRPC (a `grpc-encoding` other than identity, a non-gRPC
+//! content type) and every other method go to tonic's generated service unchanged.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
+use prost::Message;
+use tonic::body::Body;
+use tonic::metadata::MetadataMap;
+use tonic::server::NamedService;
+use tonic::{Request, Response, Status};
+
+use super::{ShuffleService, MAX_RESPONSE_SIZE};
+use crate::memory::ReadPermit;
+use crate::proto::{self, shuffle_server_server::ShuffleServerServer};
+
+const MEMORY_PATH: &str = "/rss.common.ShuffleServer/getMemoryShuffleData";
+const LOCAL_PATH: &str = "/rss.common.ShuffleServer/getLocalShuffleData";
+
+/// A data read's answer before encoding: the message with its `bytes` field left empty, the
+/// bytes that belong in that field, and the read memory they hold until they are written.
+pub(crate) struct DataAnswer<M> {
+    pub message: M,
+    pub data: Vec<Bytes>,
+    pub permit: Option<ReadPermit>,
+}
+
+/// A response message with one large `bytes` field that [`DataAnswer`] carries apart.
+pub(crate) trait DataMessage: Message + Default + Sized {
+    /// Sets the `bytes` field (the tonic path, which needs it in the message).
+    fn set_data(&mut self, data: Bytes);
+
+    /// The message split around its `bytes` field: the fields numbered below it and the
+    /// fields numbered above it, each as a message of its own (prost encodes fields in
+    /// number order, so `below ‖ data field ‖ above` is the whole message's encoding).
+    fn split(self) -> (Self, Self);
+
+    /// The protobuf key of the `bytes` field (field number, wire type 2).
+    const DATA_KEY: u8;
+}
+
+impl DataMessage for proto::GetMemoryShuffleDataResponse {
+    fn set_data(&mut self, data: Bytes) {
+        self.data = data;
+    }
+
+    fn split(self) -> (Self, Self) {
+        let below = proto::GetMemoryShuffleDataResponse {
+            shuffle_data_block_segments: self.shuffle_data_block_segments,
+            ..Default::default()
+        };
+        let above = proto::GetMemoryShuffleDataResponse {
+            status: self.status,
+            ret_msg: self.ret_msg,
+            ..Default::default()
+        };
+        (below, above)
+    }
+
+    const DATA_KEY: u8 = 2 << 3 | 2;
+}
+
+impl DataMessage for proto::GetLocalShuffleDataResponse {
+    fn set_data(&mut self, data: Bytes) {
+        self.data = data;
+    }
+
+    fn split(self) -> (Self, Self) {
+        let above = proto::GetLocalShuffleDataResponse {
+            status: self.status,
+            ret_msg: self.ret_msg,
+            ..Default::default()
+        };
+        (Self::default(), above)
+    }
+
+    const DATA_KEY: u8 = 1 << 3 | 2;
+}
+
+impl<M: DataMessage> DataAnswer<M> {
+    /// The whole message, for tonic's codec: the payloads concatenated (one copy) and the read
+    /// memory held until that buffer is dropped.
+    pub fn into_message(self) -> M {
+        let mut message = self.message;
+        if self.data.is_empty() {
+            return message;
+        }
+        let data = concat(&self.data);
+        message.set_data(match self.permit {
+            Some(permit) => permit.attach(data),
+            None => data,
+        });
+        message
+    }
+
+    /// The gRPC message (prefix included) as body frames: a head buffer, the payloads as they
+    /// are, a tail buffer. The message's length instead when it exceeds `max`.
+    fn into_frames(self, max: usize) -> Result<(VecDeque<Bytes>, Option<ReadPermit>), usize> {
+        let data_len: usize = self.data.iter().map(Bytes::len).sum();
+        let (below, above) = self.message.split();
+        let mut field = [0u8; 11];
+        let field_len = if data_len == 0 {
+            0
+        } else {
+            field[0] = M::DATA_KEY;
+            let mut rest = &mut field[1..];
+            prost::encoding::encode_varint(data_len as u64, &mut rest);
+            11 - rest.len()
+        };
+        let total = below.encoded_len() + field_len + data_len + above.encoded_len();
+        if total > max.min(MAX_RESPONSE_SIZE) {
+            return Err(total);
+        }
+        let mut head = BytesMut::with_capacity(5 + below.encoded_len() + field_len);
+        head.put_u8(0); // not compressed
+        head.put_u32(total as u32);
+        below.encode_raw(&mut head);
+        head.put_slice(&field[..field_len]);
+        let mut frames = VecDeque::with_capacity(self.data.len() + 2);
+        frames.push_back(head.freeze());
+        frames.extend(self.data.into_iter().filter(|d| !d.is_empty()));
+        if above.encoded_len() > 0 {
+            frames.push_back(Bytes::from(above.encode_to_vec()));
+        }
+        Ok((frames, self.permit))
+    }
+}
+
+fn concat(parts: &[Bytes]) -> Bytes {
+    if let [one] = parts {
+        return one.clone();
+    }
+    let mut data = BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+    for p in parts {
+        data.extend_from_slice(p);
+    }
+    data.freeze()
+}
+
+/// The `ShuffleServer` routes: the two data reads framed here, everything else by tonic.
+#[derive(Clone)]
+pub struct ShuffleRoutes {
+    service: ShuffleService,
+    tonic: ShuffleServerServer<ShuffleService>,
+    max_request: usize,
+    max_response: usize,
+}
+
+impl ShuffleRoutes {
+    pub(crate) fn new(
+        service: ShuffleService,
+        tonic: ShuffleServerServer<ShuffleService>,
+        max_request: usize,
+        max_response: usize,
+    ) -> Self {
+        ShuffleRoutes {
+            service,
+            tonic,
+            max_request,
+            max_response,
+        }
+    }
+}
+
+impl NamedService for ShuffleRoutes {
+    const NAME: &'static str = <ShuffleServerServer<ShuffleService> as NamedService>::NAME;
+}
+
+type BoxFuture = Pin<Box<dyn Future<Output = Result<http::Response<Body>, Infallible>> + Send>>;
+
+impl tower_service::Service<http::Request<Body>> for ShuffleRoutes {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = BoxFuture;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        tower_service::Service::<http::Request<Body>>::poll_ready(&mut self.tonic, cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> BoxFuture {
+        let path = req.uri().path();
+        if !plain_grpc(req.headers()) || (path != MEMORY_PATH && path != LOCAL_PATH) {
+            return Box::pin(self.tonic.call(req));
+        }
+        let service = self.service.clone();
+        let (max_request, max_response) = (self.max_request, self.max_response);
+        let memory = path == MEMORY_PATH;
+        Box::pin(async move {
+            let answer = if memory {
+                match decode(req, max_request).await {
+                    Ok(req) => service.memory_data(req).await,
+                    Err(status) => Err(status),
+                }
+                .map(|r| r.map(Framed::Memory))
+            } else {
+                match decode(req, max_request).await {
+                    Ok(req) => service.local_data(req).await,
+                    Err(status) => Err(status),
+                }
+                .map(|r| r.map(Framed::Local))
+            };
+            Ok(match answer {
+                Ok(response) => respond(response, max_response),
+                Err(status) => status.into_http(),
+            })
+        })
+    }
+}
+
+enum Framed {
+    Memory(DataAnswer<proto::GetMemoryShuffleDataResponse>),
+    Local(DataAnswer<proto::GetLocalShuffleDataResponse>),
+}
+
+/// True for a request tonic would decode with no decompression.
+fn plain_grpc(headers: &HeaderMap) -> bool {
+    let grpc = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    let identity = headers
+        .get("grpc-encoding")
+        .is_none_or(|v| v.as_bytes() == b"identity");
+    grpc && identity
+}
+
+/// The unary request message: the body collected (it is small: ids and a task bitmap), one
+/// uncompressed gRPC message, decoded by prost.
+async fn decode<T: Message + Default>(
+    req: http::Request<Body>,
+    max_request: usize,
+) -> Result<Request<T>, Status> {
+    let (parts, body) = req.into_parts();
+    let mut buf = BytesMut::new();
+    let mut body = body;
+    while let Some(frame) = body.frame().await {
+        let frame = frame?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > max_request.saturating_add(5) {
+                return Err(Status::out_of_range(format!(
+                    "Error, decoded message length too large: found more than {max_request} bytes"
+                )));
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    let message = unframe(&buf)?;
+    let message = T::decode(message)
+        .map_err(|e| Status::internal(format!("failed to decode request: {e}")))?;
+    Ok(Request::from_parts(
+        MetadataMap::from_headers(parts.headers),
+        parts.extensions,
+        message,
+    ))
+}
+
+/// The one message of a unary call's body.
+fn unframe(buf: &[u8]) -> Result<&[u8], Status> {
+    let Some((prefix, message)) = buf.split_first_chunk::<5>() else {
+        return Err(Status::internal(format!(
+            "request body of {} bytes has no complete gRPC message",
+            buf.len()
+        )));
+    };
+    if prefix[0] != 0 {
+        return Err(Status::internal(
+            "compressed message, but no grpc-encoding was declared",
+        ));
+    }
+    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    if len != message.len() {
+        return Err(Status::internal(format!(
+            "request body holds {} bytes after the prefix, the prefix says {len}",
+            message.len()
+        )));
+    }
+    Ok(message)
+}
+
+fn respond(response: Response<Framed>, max_response: usize) -> http::Response<Body> {
+    let (metadata, framed, _) = response.into_parts();
+    let frames = match framed {
+        Framed::Memory(answer) => answer.into_frames(max_response),
+        Framed::Local(answer) => answer.into_frames(max_response),
+    };
+    let (frames, permit) = match frames {
+        Ok(frames) => frames,
+        // What tonic's encoder answers for a message over `max_encoding_message_size`.
+        Err(total) => {
+            return Status::out_of_range(format!(
+                "Error, encoded message length too large: found {total} bytes, the limit is: {max_response} bytes"
+            ))
+            .into_http()
+        }
+    };
+    let mut head = http::Response::new(Body::new(FramedBody {
+        frames,
+        trailers: Some(ok_trailers()),
+        _permit: permit,
+    }));
+    let headers = head.headers_mut();
+    *headers = metadata.into_headers();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    head
+}
+
+fn ok_trailers() -> HeaderMap {
+    let mut trailers = HeaderMap::with_capacity(1);
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    trailers
+}
+
+/// The response body: the frames in order, then the `grpc-status` trailer. Holds the read
+/// memory until hyper has taken the last frame and dropped the body.
+struct FramedBody {
+    frames: VecDeque<Bytes>,
+    trailers: Option<HeaderMap>,
+    _permit: Option<ReadPermit>,
+}
+
+impl HttpBody for FramedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(data) = self.frames.pop_front() {
+            return Poll::Ready(Some(Ok(Frame::data(data))));
+        }
+        Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.is_empty() && self.trailers.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.frames.iter().map(|f| f.len() as u64).sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn body_bytes(frames: VecDeque<Bytes>) -> (Vec<u8>, usize) {
+        let n = frames.len();
+        let mut body = FramedBody {
+            frames,
+            trailers: Some(ok_trailers()),
+            _permit: None,
+        };
+        let mut out = Vec::new();
+        let mut trailers = None;
+        while let Some(frame) = body.frame().await {
+            match frame.unwrap().into_data() {
+                Ok(d) => out.extend_from_slice(&d),
+                Err(f) => trailers = f.into_trailers().ok(),
+            }
+        }
+        assert_eq!(trailers.unwrap()["grpc-status"], "0");
+        (out, n)
+    }
+
+    fn grpc_message(m: &impl Message) -> Vec<u8> {
+        let encoded = m.encode_to_vec();
+        let mut out = vec![0u8];
+        out.extend_from_slice(&(encoded.len() as u32).to_be_bytes());
+        out.extend_from_slice(&encoded);
+        out
+    }
+
+    fn segments(n: usize) -> Vec<proto::ShuffleDataBlockSegment> {
+        (0..n)
+            .map(|i| proto::ShuffleDataBlockSegment {
+                block_id: i as i64 + 1,
+                offset: i as i64 * 100,
+                length: 100,
+                uncompress_length: 300,
+                crc: 7,
+                task_attempt_id: 3,
+            })
+            .collect()
+    }
+
+    /// The framed encoding is byte for byte what prost encodes for the whole message, for
+    /// empty, one-chunk and many-chunk data (lengths around the varint boundaries), with and
+    /// without an error message.
+    #[tokio::test]
+    async fn frames_are_the_prost_encoding_of_the_whole_message() {
+        for sizes in [
+            vec![],
+            vec![0],
+            vec![1],
+            vec![127],
+            vec![128],
+            vec![100, 27, 0, 1],
+            vec![16_383, 1],
+            vec![70_000, 5, 1 << 20],
+        ] {
+            let data: Vec<Bytes> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| Bytes::from(vec![i as u8 + 1; n]))
+                .collect();
+            for ret_msg in ["OK", ""] {
+                let memory = proto::GetMemoryShuffleDataResponse {
+                    shuffle_data_block_segments: segments(sizes.len()),
+                    status: if ret_msg.is_empty() { 0 } else { 3 },
+                    ret_msg: ret_msg.into(),
+                    ..Default::default()
+                };
+                let answer = DataAnswer {
+                    message: memory.clone(),
+                    data: data.clone(),
+                    permit: None,
+                };
+                let whole = DataAnswer {
+                    message: memory.clone(),
+                    data: data.clone(),
+                    permit: None,
+                }
+                .into_message();
+                let (frames, _) = answer.into_frames(usize::MAX).unwrap();
+                let (bytes, n) = body_bytes(frames).await;
+                assert_eq!(bytes, grpc_message(&whole), "memory {sizes:?} {ret_msg:?}");
+                let nonempty = sizes.iter().filter(|&&s| s > 0).count();
+                assert!(n > nonempty, "each payload is a frame of its own, after the head");
+
+                let local = proto::GetLocalShuffleDataResponse {
+                    status: if ret_msg.is_empty() { 0 } else { 3 },
+                    ret_msg: ret_msg.into(),
+                    ..Default::default()
+                };
+                let whole = DataAnswer {
+                    message: local.clone(),
+                    data: data.clone(),
+                    permit: None,
+                }
+                .into_message();
+                let (frames, _) = DataAnswer {
+                    message: local,
+                    data: data.clone(),
+                    permit: None,
+                }
+                .into_frames(usize::MAX)
+                .unwrap();
+                let (bytes, _) = body_bytes(frames).await;
+                assert_eq!(bytes, grpc_message(&whole), "local {sizes:?} {ret_msg:?}");
+                let decoded = proto::GetLocalShuffleDataResponse::decode(&bytes[5..]).unwrap();
+                assert_eq!(decoded.data.len(), sizes.iter().sum::<usize>());
+            }
+        }
+    }
+
+    /// Payloads reach the body as the same allocations (no copy).
+    #[tokio::test]
+    async fn payloads_are_not_copied() {
+        let payload = Bytes::from(vec![9u8; 4096]);
+        let (frames, _) = DataAnswer {
+            message: proto::GetLocalShuffleDataResponse::default(),
+            data: vec![payload.clone()],
+            permit: None,
+        }
+        .into_frames(usize::MAX)
+        .unwrap();
+        assert!(frames.iter().any(|f| f.as_ptr() == payload.as_ptr()));
+    }
+
+    #[test]
+    fn unframe_refuses_what_tonic_refuses() {
+        assert!(unframe(&[0, 0, 0]).is_err());
+        assert!(unframe(&[1, 0, 0, 0, 0]).is_err());
+        assert!(unframe(&[0, 0, 0, 0, 2, 1]).is_err());
+        assert!(unframe(&[0, 0, 0, 0, 1, 1, 2]).is_err());
+        assert_eq!(unframe(&[0, 0, 0, 0, 1, 7]).unwrap(), &[7]);
+        assert_eq!(unframe(&[0, 0, 0, 0, 0]).unwrap(), &[] as &[u8]);
+    }
+
+    #[test]
+    fn only_plain_grpc_is_framed_here() {
+        let mut h = HeaderMap::new();
+        assert!(!plain_grpc(&h));
+        h.insert("content-type", HeaderValue::from_static("application/grpc"));
+        assert!(plain_grpc(&h));
+        h.insert("grpc-encoding", HeaderValue::from_static("identity"));
+        assert!(plain_grpc(&h));
+        h.insert("grpc-encoding", HeaderValue::from_static("gzip"));
+        assert!(!plain_grpc(&h));
+    }
+}
