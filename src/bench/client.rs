@@ -246,8 +246,75 @@ impl Client {
         }
         let size = i32::try_from(size).context("request larger than 2 GiB")?;
         let partition_ids: Vec<i32> = partitions.iter().map(|(p, _)| *p).collect();
+        // As the Java client: a send answered with anything but success or a no-retry code
+        // (an expired ticket is INTERNAL_ERROR) is re-required and resent, up to
+        // `rss.client.rpc.maxAttempts` (3) times in all.
+        const MAX_ATTEMPTS: u32 = 3;
+        let mut attempt = 1;
+        loop {
+            let ticket = self.require(size, &partition_ids, backoff).await?;
+            let start = Instant::now();
+            let (status, msg, op) = match (self.netty.as_mut(), netty_req.clone()) {
+                (Some(conn), Some(mut req)) => {
+                    req.request_id = self.next_request;
+                    self.next_request += 1;
+                    req.require_buffer_id = ticket;
+                    match conn.call_reconnecting(&Request::Send(req)).await? {
+                        Response::Rpc(h) => {
+                            (h.status, h.ret_message.unwrap_or_default(), "send (Netty)")
+                        }
+                        other => bail!("send (Netty) answered with type {:?}", other.head()),
+                    }
+                }
+                _ => {
+                    let r = self
+                        .grpc
+                        .send_shuffle_data(proto::SendShuffleDataRequest {
+                            app_id: self.app.clone(),
+                            shuffle_id: self.shuffle,
+                            require_buffer_id: ticket,
+                            shuffle_data: partitions
+                                .iter()
+                                .map(|(partition_id, block)| proto::ShuffleData {
+                                    partition_id: *partition_id,
+                                    block: block.clone(),
+                                })
+                                .collect(),
+                            ..Default::default()
+                        })
+                        .await?
+                        .into_inner();
+                    (r.status, r.ret_msg, "sendShuffleData")
+                }
+            };
+            let retry = !matches!(
+                StatusCode::try_from(status),
+                Ok(StatusCode::Success
+                    | StatusCode::NoRegister
+                    | StatusCode::AppNotFound
+                    | StatusCode::InternalNotRetryError
+                    | StatusCode::ExceedHugePartitionHardLimit)
+            );
+            if retry && attempt < MAX_ATTEMPTS {
+                eprintln!("spillway-bench: {op} attempt {attempt}: {status} {msg}; re-requiring");
+                attempt += 1;
+                continue;
+            }
+            check(op, status, &msg)?;
+            self.latencies.lock().record(Op::Send, start);
+            return Ok(());
+        }
+    }
+
+    /// `requireBuffer` until granted, backing off on `NO_BUFFER`; the ticket.
+    async fn require(
+        &mut self,
+        size: i32,
+        partition_ids: &[i32],
+        backoff: Duration,
+    ) -> anyhow::Result<i64> {
         let mut wait = backoff;
-        let ticket = loop {
+        loop {
             let start = Instant::now();
             let r = self
                 .grpc
@@ -255,60 +322,25 @@ impl Client {
                     require_size: size,
                     app_id: self.app.clone(),
                     shuffle_id: self.shuffle,
-                    partition_ids: partition_ids.clone(),
+                    partition_ids: partition_ids.to_vec(),
                     ..Default::default()
                 })
                 .await?
                 .into_inner();
             self.latencies.lock().record(Op::Require, start);
             match StatusCode::try_from(r.status) {
-                Ok(StatusCode::Success) => break r.require_buffer_id,
+                Ok(StatusCode::Success) => return Ok(r.require_buffer_id),
                 Ok(StatusCode::NoBuffer | StatusCode::NoBufferForHugePartition) => {
                     self.no_buffer += 1;
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(backoff * 32);
                 }
-                _ => check("requireBuffer", r.status, &r.ret_msg)?,
-            }
-        };
-        let start = Instant::now();
-        match (self.netty.as_mut(), netty_req) {
-            (Some(conn), Some(mut req)) => {
-                req.request_id = self.next_request;
-                self.next_request += 1;
-                req.require_buffer_id = ticket;
-                match conn.call_reconnecting(&Request::Send(req)).await? {
-                    Response::Rpc(h) => check(
-                        "send (Netty)",
-                        h.status,
-                        h.ret_message.as_deref().unwrap_or(""),
-                    )?,
-                    other => bail!("send (Netty) answered with type {:?}", other.head()),
+                _ => {
+                    check("requireBuffer", r.status, &r.ret_msg)?;
+                    bail!("requireBuffer: status {} {}", r.status, r.ret_msg);
                 }
             }
-            _ => {
-                let r = self
-                    .grpc
-                    .send_shuffle_data(proto::SendShuffleDataRequest {
-                        app_id: self.app.clone(),
-                        shuffle_id: self.shuffle,
-                        require_buffer_id: ticket,
-                        shuffle_data: partitions
-                            .into_iter()
-                            .map(|(partition_id, block)| proto::ShuffleData {
-                                partition_id,
-                                block,
-                            })
-                            .collect(),
-                        ..Default::default()
-                    })
-                    .await?
-                    .into_inner();
-                check("sendShuffleData", r.status, &r.ret_msg)?;
-            }
         }
-        self.latencies.lock().record(Op::Send, start);
-        Ok(())
     }
 
     /// `reportShuffleResult` of one map task, then `commitShuffleTask`.

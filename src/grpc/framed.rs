@@ -449,7 +449,10 @@ mod tests {
                 let (bytes, n) = body_bytes(frames).await;
                 assert_eq!(bytes, grpc_message(&whole), "memory {sizes:?} {ret_msg:?}");
                 let nonempty = sizes.iter().filter(|&&s| s > 0).count();
-                assert!(n > nonempty, "each payload is a frame of its own, after the head");
+                assert!(
+                    n > nonempty,
+                    "each payload is a frame of its own, after the head"
+                );
 
                 let local = proto::GetLocalShuffleDataResponse {
                     status: if ret_msg.is_empty() { 0 } else { 3 },
