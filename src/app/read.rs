@@ -52,17 +52,6 @@ pub struct MemoryServed {
 }
 
 impl MemoryServed {
-    /// The payloads as one buffer (a protobuf `bytes` field), holding the read memory until
-    /// the last clone of it is dropped.
-    pub fn into_contiguous(self) -> (Vec<Segment>, Bytes) {
-        let data = self.read.concat();
-        let data = match self.permit {
-            Some(permit) => permit.attach(data),
-            None => data,
-        };
-        (self.read.segments, data)
-    }
-
     /// The payloads as the buffers hold them, for a vectored write; the read memory is held
     /// until the returned permit is dropped (after the write).
     pub fn into_payloads(self) -> (Vec<Segment>, Vec<Bytes>, Option<ReadPermit>) {

@@ -46,8 +46,8 @@ pub struct Segment {
 /// The answer to a memory read: the blocks' payloads and their segments.
 #[derive(Clone, Debug, Default)]
 pub struct MemoryRead {
-    /// The payloads in segment order, shared with the partition's buffers (not copied): a
-    /// transport that writes vectored sends them as they are.
+    /// The payloads in segment order, shared with the partition's buffers (not copied): both
+    /// planes send them as they are (Netty as one vectored write, gRPC as body frames).
     pub payloads: Vec<Bytes>,
     /// One per block; offsets are into the concatenation of `payloads`.
     pub segments: Vec<Segment>,
@@ -59,18 +59,6 @@ impl MemoryRead {
         self.payloads.iter().map(|p| p.len() as u64).sum()
     }
 
-    /// The payloads as one buffer, for a transport that needs them contiguous (a protobuf
-    /// `bytes` field): the one copy such a read costs.
-    pub fn concat(&self) -> Bytes {
-        if let [one] = self.payloads.as_slice() {
-            return one.clone();
-        }
-        let mut data = BytesMut::with_capacity(self.data_len() as usize);
-        for p in &self.payloads {
-            data.extend_from_slice(p);
-        }
-        data.freeze()
-    }
 }
 
 /// The outcome of inserting blocks into a partition.
