@@ -58,7 +58,6 @@ impl MemoryRead {
     pub fn data_len(&self) -> u64 {
         self.payloads.iter().map(|p| p.len() as u64).sum()
     }
-
 }
 
 /// The outcome of inserting blocks into a partition.
