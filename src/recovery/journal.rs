@@ -550,7 +550,14 @@ mod tests {
         j.write(&rec).await.unwrap();
         j.write(&register("z")).await.unwrap();
         j.close();
-        assert!(!gen_path(&o.dirs[0], 1).exists());
+        // The old generation is unlinked on a thread of its own (a hung disk hangs the unlink
+        // too), so it goes shortly after the move, not before `close` returns.
+        let old = gen_path(&o.dirs[0], 1);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while old.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!old.exists(), "the failed generation's file is removed");
         assert!(gen_path(&o.dirs[1], 2).exists());
         let l = load(&o.dirs, &o.server_id);
         assert_eq!(l.gen, 2);
