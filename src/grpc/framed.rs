@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body::{Body as HttpBody, Frame};
 use http_body_util::BodyExt;
 use prost::Message;
 use tonic::body::Body;
@@ -378,9 +378,8 @@ impl HttpBody for FramedBody {
         self.frames.is_empty() && self.trailers.is_none()
     }
 
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.frames.iter().map(|f| f.len() as u64).sum())
-    }
+    // No exact size hint: hyper would turn it into a `content-length` header, which tonic's
+    // streamed bodies never carry; the answer should look like tonic's at the HTTP level too.
 }
 
 #[cfg(test)]
