@@ -370,7 +370,18 @@ async fn h2_send(
     payload: Bytes,
     end: bool,
 ) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
-    let request = http::Request::post("/rss.common.ShuffleServer/sendShuffleData")
+    h2_call(client, "sendShuffleData", claimed, payload, end).await
+}
+
+/// [`h2_send`] for any `ShuffleServer` method.
+async fn h2_call(
+    client: &mut h2::client::SendRequest<Bytes>,
+    method: &str,
+    claimed: usize,
+    payload: Bytes,
+    end: bool,
+) -> (h2::client::ResponseFuture, h2::SendStream<Bytes>) {
+    let request = http::Request::post(format!("/rss.common.ShuffleServer/{method}"))
         .header("content-type", "application/grpc")
         .header("te", "trailers")
         .body(())
@@ -462,6 +473,34 @@ async fn grpc_stalled_body_and_exhausted_budget_are_refused_and_give_memory_back
     let (c_response, _c_stream) = h2_send(&mut c, encoded.len(), encoded, true).await;
     let (status, message) = grpc_status(c_response).await;
     assert_eq!(status, "0", "{message}");
+    s.running.shutdown().await;
+}
+
+/// The two data reads are decoded by Spillway itself (`grpc/framed.rs`), not by tonic: a
+/// malformed request gets a gRPC error status, as tonic would answer, and the server goes on
+/// serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_data_read_requests_get_an_error_status() {
+    let mut s = start(1, |_| {}).await;
+    let grpc = s.running.grpc_addr;
+    for method in ["getLocalShuffleData", "getMemoryShuffleData"] {
+        let mut h = h2_client(grpc).await;
+        // The prefix claims 10 bytes, the stream ends after 3.
+        let (r, _s) = h2_call(&mut h, method, 10, Bytes::from_static(&[1, 2, 3]), true).await;
+        let (status, message) = grpc_status(r).await;
+        assert_eq!(status, "13", "{method} truncated: {message}");
+        // Not protobuf.
+        let (r, _s) = h2_call(&mut h, method, 3, Bytes::from_static(&[0xff; 3]), true).await;
+        let (status, message) = grpc_status(r).await;
+        assert_eq!(status, "13", "{method} garbage: {message}");
+        assert!(message.contains("decode"), "{message}");
+        // A well-formed request for an unknown app: a Uniffle status inside a gRPC success.
+        let (r, _s) = h2_call(&mut h, method, 0, Bytes::new(), true).await;
+        let (status, message) = grpc_status(r).await;
+        assert_eq!(status, "0", "{method} empty request: {message}");
+    }
+    // Still serving through tonic's client.
+    common::register(&mut s.client, "app-after-malformed", 0, 0..1, false).await;
     s.running.shutdown().await;
 }
 
