@@ -480,10 +480,15 @@ async fn grpc_stalled_body_and_exhausted_budget_are_refused_and_give_memory_back
 /// malformed request gets a gRPC error status, as tonic would answer, and the server goes on
 /// serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn malformed_data_read_requests_get_an_error_status() {
+async fn malformed_data_requests_get_an_error_status() {
     let mut s = start(1, |_| {}).await;
     let grpc = s.running.grpc_addr;
-    for method in ["getLocalShuffleData", "getMemoryShuffleData"] {
+    // All three are decoded by the server's own framing (not tonic's codec).
+    for method in [
+        "getLocalShuffleData",
+        "getMemoryShuffleData",
+        "sendShuffleData",
+    ] {
         let mut h = h2_client(grpc).await;
         // The prefix claims 10 bytes, the stream ends after 3.
         let (r, _s) = h2_call(&mut h, method, 10, Bytes::from_static(&[1, 2, 3]), true).await;

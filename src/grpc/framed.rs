@@ -1,15 +1,19 @@
-//! The two data reads over gRPC (`getMemoryShuffleData`, `getLocalShuffleData`) answered with
-//! the block bytes as body frames of their own.
+//! Three methods answered in front of tonic's generated service: the two data reads
+//! (`getMemoryShuffleData`, `getLocalShuffleData`) and `sendShuffleData`.
 //!
-//! tonic's codec encodes a response into one buffer, so a protobuf `bytes` field is copied
-//! there, and a memory read would first be concatenated into that field: two user-space
-//! copies of every byte read. Here the response is framed by hand: the gRPC prefix and the
-//! message's other fields are encoded (by prost) into small buffers, and the payloads travel
-//! as the `Bytes` the tiers hold (memory buffers, or the buffer a file range was read into),
-//! which h2 writes as they are; payloads under 16 KiB are gathered into shared frames, since
-//! h2 spends a write syscall per large frame. The bytes on the wire are exactly what prost would encode for
-//! the whole message (fields in number order), so any protobuf reader sees no difference; a
-//! test checks that byte for byte.
+//! Reads: tonic's codec encodes a response into one buffer, so a protobuf `bytes` field is
+//! copied there, and a memory read would first be concatenated into that field: two
+//! user-space copies of every byte read. Here the response is framed by hand: the gRPC prefix
+//! and the message's other fields are encoded (by prost) into small buffers, and the payloads
+//! travel as the `Bytes` the tiers hold (memory buffers, or the buffer a file range was read
+//! into), which h2 writes as they are; payloads under 16 KiB are gathered into shared frames,
+//! since h2 spends a write syscall per large frame. The bytes on the wire are exactly what
+//! prost would encode for the whole message (fields in number order), so any protobuf reader
+//! sees no difference; a test checks that byte for byte.
+//!
+//! Sends: requests are decoded from the received frames ([`Frames`]), each payload copied once
+//! into an allocation of its own size, where tonic would join the frames and the memory tier
+//! would then compact the payloads out of the joined buffer.
 //!
 //! Requests that are not plain gRPC (a `grpc-encoding` other than identity, a non-gRPC
 //! content type) and every other method go to tonic's generated service unchanged.
@@ -23,19 +27,21 @@ use std::task::{Context, Poll};
 use bytes::{BufMut, Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue};
 use http_body::{Body as HttpBody, Frame};
-use http_body_util::BodyExt;
 use prost::Message;
 use tonic::body::Body;
 use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
+use super::frames::Frames;
 use super::{ShuffleService, MAX_RESPONSE_SIZE};
 use crate::memory::ReadPermit;
 use crate::proto::{self, shuffle_server_server::ShuffleServerServer};
+use crate::store::Payloads;
 
 const MEMORY_PATH: &str = "/rss.common.ShuffleServer/getMemoryShuffleData";
 const LOCAL_PATH: &str = "/rss.common.ShuffleServer/getLocalShuffleData";
+const SEND_PATH: &str = "/rss.common.ShuffleServer/sendShuffleData";
 
 /// Payloads shorter than this travel copied into shared frames; longer ones as they are. h2's
 /// default (and the Java client's) maximum frame size.
@@ -218,37 +224,47 @@ impl tower_service::Service<http::Request<Body>> for ShuffleRoutes {
 
     fn call(&mut self, req: http::Request<Body>) -> BoxFuture {
         let path = req.uri().path();
-        if !plain_grpc(req.headers()) || (path != MEMORY_PATH && path != LOCAL_PATH) {
+        let route = match path {
+            MEMORY_PATH => Route::Memory,
+            LOCAL_PATH => Route::Local,
+            SEND_PATH => Route::Send,
+            _ => return Box::pin(self.tonic.call(req)),
+        };
+        if !plain_grpc(req.headers()) {
             return Box::pin(self.tonic.call(req));
         }
         let service = self.service.clone();
         let (max_request, max_response) = (self.max_request, self.max_response);
-        let memory = path == MEMORY_PATH;
         Box::pin(async move {
-            let answer = if memory {
-                match decode(req, max_request).await {
+            let response = match route {
+                Route::Memory => match decode(req, max_request).await {
                     Ok(req) => service.memory_data(req).await,
                     Err(status) => Err(status),
                 }
-                .map(|r| r.map(Framed::Memory))
-            } else {
-                match decode(req, max_request).await {
+                .map(|r| respond(r, max_response)),
+                Route::Local => match decode(req, max_request).await {
                     Ok(req) => service.local_data(req).await,
                     Err(status) => Err(status),
                 }
-                .map(|r| r.map(Framed::Local))
+                .map(|r| respond(r, max_response)),
+                // Payloads decoded from the frames are right-sized allocations already.
+                Route::Send => match decode(req, max_request).await {
+                    Ok(req) => service.send_data(req, Payloads::Owned),
+                    Err(status) => Err(status),
+                }
+                .map(respond_message),
             };
-            Ok(match answer {
-                Ok(response) => respond(response, max_response),
-                Err(status) => status.into_http(),
-            })
+            Ok(response.unwrap_or_else(Status::into_http))
         })
     }
 }
 
-enum Framed {
-    Memory(DataAnswer<proto::GetMemoryShuffleDataResponse>),
-    Local(DataAnswer<proto::GetLocalShuffleDataResponse>),
+/// The methods answered here.
+#[derive(Clone, Copy)]
+enum Route {
+    Memory,
+    Local,
+    Send,
 }
 
 /// True for a request tonic would decode with no decompression.
@@ -263,28 +279,15 @@ fn plain_grpc(headers: &HeaderMap) -> bool {
     grpc && identity
 }
 
-/// The unary request message: the body collected (it is small: ids and a task bitmap), one
-/// uncompressed gRPC message, decoded by prost.
+/// The unary request message, read by prost from the frames as received (see [`Frames`]).
 async fn decode<T: Message + Default>(
     req: http::Request<Body>,
     max_request: usize,
 ) -> Result<Request<T>, Status> {
     let (parts, body) = req.into_parts();
-    let mut buf = BytesMut::new();
-    let mut body = body;
-    while let Some(frame) = body.frame().await {
-        let frame = frame?;
-        if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > max_request.saturating_add(5) {
-                return Err(Status::out_of_range(format!(
-                    "Error, decoded message length too large: found more than {max_request} bytes"
-                )));
-            }
-            buf.extend_from_slice(&data);
-        }
-    }
-    let message = unframe(&buf)?;
-    let message = T::decode(message)
+    let mut frames = Frames::collect(body, max_request.saturating_add(5)).await?;
+    frames.unframe()?;
+    let message = T::decode(frames)
         .map_err(|e| Status::internal(format!("failed to decode request: {e}")))?;
     Ok(Request::from_parts(
         MetadataMap::from_headers(parts.headers),
@@ -293,45 +296,38 @@ async fn decode<T: Message + Default>(
     ))
 }
 
-/// The one message of a unary call's body.
-fn unframe(buf: &[u8]) -> Result<&[u8], Status> {
-    let Some((prefix, message)) = buf.split_first_chunk::<5>() else {
-        return Err(Status::internal(format!(
-            "request body of {} bytes has no complete gRPC message",
-            buf.len()
-        )));
-    };
-    if prefix[0] != 0 {
-        return Err(Status::internal(
-            "compressed message, but no grpc-encoding was declared",
-        ));
+/// A data read's answer, its payloads as frames of their own.
+fn respond<M: DataMessage>(
+    response: Response<DataAnswer<M>>,
+    max_response: usize,
+) -> http::Response<Body> {
+    let (metadata, answer, _) = response.into_parts();
+    match answer.into_frames(max_response) {
+        Ok((frames, permit)) => framed_response(metadata, frames, permit),
+        // What tonic's encoder answers for a message over `max_encoding_message_size`.
+        Err(total) => Status::out_of_range(format!(
+            "Error, encoded message length too large: found {total} bytes, the limit is: {max_response} bytes"
+        ))
+        .into_http(),
     }
-    let len = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
-    if len != message.len() {
-        return Err(Status::internal(format!(
-            "request body holds {} bytes after the prefix, the prefix says {len}",
-            message.len()
-        )));
-    }
-    Ok(message)
 }
 
-fn respond(response: Response<Framed>, max_response: usize) -> http::Response<Body> {
-    let (metadata, framed, _) = response.into_parts();
-    let frames = match framed {
-        Framed::Memory(answer) => answer.into_frames(max_response),
-        Framed::Local(answer) => answer.into_frames(max_response),
-    };
-    let (frames, permit) = match frames {
-        Ok(frames) => frames,
-        // What tonic's encoder answers for a message over `max_encoding_message_size`.
-        Err(total) => {
-            return Status::out_of_range(format!(
-                "Error, encoded message length too large: found {total} bytes, the limit is: {max_response} bytes"
-            ))
-            .into_http()
-        }
-    };
+/// A small answer (status and message), encoded whole.
+fn respond_message<M: Message>(response: Response<M>) -> http::Response<Body> {
+    let (metadata, message, _) = response.into_parts();
+    let len = message.encoded_len();
+    let mut buf = BytesMut::with_capacity(5 + len);
+    buf.put_u8(0); // not compressed
+    buf.put_u32(len as u32);
+    message.encode_raw(&mut buf);
+    framed_response(metadata, VecDeque::from([buf.freeze()]), None)
+}
+
+fn framed_response(
+    metadata: MetadataMap,
+    frames: VecDeque<Bytes>,
+    permit: Option<ReadPermit>,
+) -> http::Response<Body> {
     let mut head = http::Response::new(Body::new(FramedBody {
         frames,
         trailers: Some(ok_trailers()),
@@ -384,6 +380,8 @@ impl HttpBody for FramedBody {
 
 #[cfg(test)]
 mod tests {
+    use http_body_util::BodyExt;
+
     use super::*;
 
     async fn body_bytes(frames: VecDeque<Bytes>) -> Vec<u8> {
@@ -519,16 +517,6 @@ mod tests {
             "only the frames before the large payload and at the end are short"
         );
         assert!(frames.len() <= 7, "{} frames for 81 payloads", frames.len());
-    }
-
-    #[test]
-    fn unframe_refuses_what_tonic_refuses() {
-        assert!(unframe(&[0, 0, 0]).is_err());
-        assert!(unframe(&[1, 0, 0, 0, 0]).is_err());
-        assert!(unframe(&[0, 0, 0, 0, 2, 1]).is_err());
-        assert!(unframe(&[0, 0, 0, 0, 1, 1, 2]).is_err());
-        assert_eq!(unframe(&[0, 0, 0, 0, 1, 7]).unwrap(), &[7]);
-        assert_eq!(unframe(&[0, 0, 0, 0, 0]).unwrap(), &[] as &[u8]);
     }
 
     #[test]

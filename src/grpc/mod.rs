@@ -3,6 +3,7 @@
 
 pub mod convert;
 mod framed;
+mod frames;
 pub(crate) mod reply;
 
 use std::sync::Arc;
@@ -60,6 +61,38 @@ impl ShuffleService {
 }
 
 impl ShuffleService {
+    /// `sendShuffleData`; `payloads` says how the request's payloads are held (slices of
+    /// tonic's buffer, or allocations of their own when decoded by [`framed`]).
+    fn send_data(
+        &self,
+        request: Request<proto::SendShuffleDataRequest>,
+        payloads: Payloads,
+    ) -> Rpc<proto::SendShuffleDataResponse> {
+        crate::metrics::handler_start(&request, request.get_ref().timestamp);
+        let req = request.into_inner();
+        let app_raw = req.app_id;
+        let result = (|| {
+            let app = convert::app_id(&app_raw)?;
+            self.limits.partitions(PLANE, req.shuffle_data.len())?;
+            self.limits
+                .blocks(PLANE, req.shuffle_data.iter().map(|p| p.block.len()).sum())?;
+            let parts = convert::blocks(req.shuffle_data)?;
+            self.registry.send(
+                &app,
+                req.shuffle_id,
+                req.require_buffer_id,
+                parts,
+                0,
+                payloads,
+            )
+        })();
+        reply(
+            "sendShuffleData",
+            &app_raw,
+            result.map(|()| Default::default()),
+        )
+    }
+
     /// `getLocalShuffleData`, its bytes kept apart (see [`framed`]).
     async fn local_data(
         &self,
@@ -254,29 +287,7 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::SendShuffleDataRequest>,
     ) -> Rpc<proto::SendShuffleDataResponse> {
-        crate::metrics::handler_start(&request, request.get_ref().timestamp);
-        let req = request.into_inner();
-        let app_raw = req.app_id;
-        let result = (|| {
-            let app = convert::app_id(&app_raw)?;
-            self.limits.partitions(PLANE, req.shuffle_data.len())?;
-            self.limits
-                .blocks(PLANE, req.shuffle_data.iter().map(|p| p.block.len()).sum())?;
-            let parts = convert::blocks(req.shuffle_data)?;
-            self.registry.send(
-                &app,
-                req.shuffle_id,
-                req.require_buffer_id,
-                parts,
-                0,
-                Payloads::Shared,
-            )
-        })();
-        reply(
-            "sendShuffleData",
-            &app_raw,
-            result.map(|()| Default::default()),
-        )
+        self.send_data(request, Payloads::Shared)
     }
 
     async fn get_local_shuffle_index(
