@@ -285,7 +285,7 @@ async fn decode<T: Message + Default>(
     max_request: usize,
 ) -> Result<Request<T>, Status> {
     let (parts, body) = req.into_parts();
-    let mut frames = Frames::collect(body, max_request.saturating_add(5)).await?;
+    let mut frames = Frames::collect(body, max_request).await?;
     frames.unframe()?;
     let message = T::decode(frames)
         .map_err(|e| Status::internal(format!("failed to decode request: {e}")))?;

@@ -31,15 +31,16 @@ impl Frames {
         }
     }
 
-    /// Collects a body's DATA frames, refusing one that grows past `max` bytes with what
-    /// tonic answers for an oversized message.
-    pub async fn collect(mut body: Body, max: usize) -> Result<Frames, Status> {
+    /// Collects a body's DATA frames, refusing a body longer than a message of `max_message`
+    /// bytes and its 5-byte gRPC prefix with what tonic answers for an oversized message.
+    pub async fn collect(mut body: Body, max_message: usize) -> Result<Frames, Status> {
+        let max_body = max_message.saturating_add(5);
         let mut frames = Frames::default();
         while let Some(frame) = body.frame().await {
             if let Ok(data) = frame?.into_data() {
-                if frames.remaining + data.len() > max {
+                if frames.remaining + data.len() > max_body {
                     return Err(Status::out_of_range(format!(
-                        "Error, decoded message length too large: found more than {max} bytes"
+                        "Error, decoded message length too large: found more than {max_message} bytes"
                     )));
                 }
                 frames.push(data);
