@@ -469,7 +469,7 @@ async fn with_a_token_every_peer_needs_it() {
 
     let log = logs();
     assert!(
-        log.contains("require `Authorization: Bearer <admin token>`"),
+        log.contains("require credentials: `Authorization: Bearer <admin token>`"),
         "{log}"
     );
     assert!(

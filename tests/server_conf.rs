@@ -546,6 +546,7 @@ rss.server.high.watermark.write 100
 rss.server.low.watermark.write 99
 rss.server.flush.thread.alive 5
 rss.server.disk.capacity 1t
+rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
 ",
         joined(&disks)
     );
@@ -573,14 +574,19 @@ rss.server.disk.capacity 1t
         }
         lines
     });
-    let port: u16 = loop {
+    let addr_of = |line: &str, field: &str| -> Option<u16> {
+        let rest = line.split(field).nth(1)?;
+        let addr: std::net::SocketAddr = rest.split_whitespace().next()?.parse().ok()?;
+        Some(addr.port())
+    };
+    let (port, http_port) = loop {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("the binary logs its listening address");
-        if let Some(rest) = line.split("grpc_addr=").nth(1) {
-            let addr: std::net::SocketAddr =
-                rest.split_whitespace().next().unwrap().parse().unwrap();
-            break addr.port();
+        if let (Some(grpc), Some(http)) =
+            (addr_of(&line, "grpc_addr="), addr_of(&line, "http_addr="))
+        {
+            break (grpc, http);
         }
     };
     let mut client = connect(([127, 0, 0, 1], port).into()).await;
@@ -588,6 +594,7 @@ rss.server.disk.capacity 1t
     let expected = write_shuffle(&mut client, "conf_app", 0, 2, 2, 3, 1000).await;
     verify_shuffle(&mut client, "conf_app", 0, &expected).await;
     drop(client);
+    java_rest_surface(http_port, &disks).await;
 
     let mut child = child.0.take().unwrap();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
@@ -606,4 +613,99 @@ rss.server.disk.capacity 1t
     for key in ["rss.server.flush.thread.alive", "rss.server.disk.capacity"] {
         assert_eq!(warned[0].matches(key).count(), 1, "{}", warned[0]);
     }
+}
+
+/// What the 0.10 REST surface shows of a server started from a Java `server.conf`: the `rss.*`
+/// keys as written (credentials masked), metrics without a type, and the Basic credentials of
+/// `rss.http.basic.authorizationCredentials` opening the guarded endpoints.
+async fn java_rest_surface(http_port: u16, disks: &[PathBuf]) {
+    let base = format!("http://127.0.0.1:{http_port}");
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+
+    let body = http
+        .get(format!("{base}/api/shuffleServer/conf"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let conf: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(conf["code"], 0, "{conf}");
+    let entries: std::collections::BTreeMap<String, String> = conf["data"]
+        .as_array()
+        .expect("data is a list")
+        .iter()
+        .map(|e| {
+            (
+                e["argumentKey"].as_str().unwrap().to_owned(),
+                e["argumentValue"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries.len(),
+        13,
+        "every key of the file, once: {entries:?}"
+    );
+    assert!(entries.keys().all(|k| k.starts_with("rss.")), "{entries:?}");
+    assert_eq!(entries["rss.rpc.server.type"], "GRPC_NETTY");
+    assert_eq!(entries["rss.storage.basePath"], joined(disks));
+    assert_eq!(entries["rss.server.buffer.capacity"], "256mb");
+    // Kept though Spillway ignores it: the file is what the operator wrote.
+    assert_eq!(entries["rss.server.flush.thread.alive"], "5");
+    assert_eq!(
+        entries["rss.http.basic.authorizationCredentials"], "******",
+        "the credentials never show on an open endpoint"
+    );
+
+    // The 0.10 dashboard asks for every registry without a type.
+    for path in ["/api/shuffleServer/metrics", "/api/shuffleServer/metrics/"] {
+        let r = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        let v: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        let names: std::collections::BTreeSet<&str> = v["metrics"]
+            .as_array()
+            .expect("metrics list")
+            .iter()
+            .filter_map(|m| m["name"].as_str())
+            .collect();
+        // One family of each registry: server, grpc, netty, jvm.
+        for name in [
+            "total_received_data",
+            "grpc_total",
+            "netty_send_shuffle_data_request_total",
+            "process_resident_memory_bytes",
+        ] {
+            assert!(names.contains(name), "{path}: no {name} in {names:?}");
+        }
+        assert!(v["timeStamp"].as_i64().unwrap() > 0);
+    }
+
+    // The guarded endpoints want the Basic credentials, loopback included.
+    let r = http
+        .post(format!("{base}/admin/cancel_decommission"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert!(r.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .starts_with("Basic"));
+    assert_eq!(r.text().await.unwrap(), "Authentication Failed");
+    let r = http
+        .post(format!("{base}/admin/cancel_decommission"))
+        .header("Authorization", "Basic dXNlcjpvdGhlcg==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = http
+        .post(format!("{base}/admin/cancel_decommission"))
+        .basic_auth("user", Some("secret"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
 }

@@ -46,6 +46,7 @@
 //! | `rss.server.netty.port` | `netty_port` | a negative port turns the Netty plane off (0.9); 0 = any free port | see next row |
 //! | `rss.rpc.server.type` | `netty_port` | only when no Netty port is set: `GRPC` turns the Netty plane off, `GRPC_NETTY` puts it on 17000 | 17000 (0.10's default `GRPC_NETTY`; a 0.9 server without either key served gRPC only) |
 //! | `rss.jetty.http.port` | `metrics.http_port` | 0..=65535 | 19998 |
+//! | `rss.http.basic.authorizationCredentials` | `metrics.basic_credentials` | as written (base64 of `user:password`), compared as-is with the `Authorization: Basic` value | none |
 //! | `rss.storage.type` | `store_type` | `MEMORY_LOCALFILE`, `MEMORY_HDFS`, `MEMORY_LOCALFILE_HDFS`; other types refused | `MEMORY_LOCALFILE` (Java has no default) |
 //! | `rss.storage.basePath` | `localfile_store.data_paths` | comma-separated | `/tmp/spillway/data` (Java has no default) |
 //! | `rss.coordinator.quorum` | `coordinator_quorum` | comma-separated `host:port` | none (standalone) |
@@ -106,6 +107,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::{ByteSize, Config, ConfigError, HdfsWriteAs, StoreType};
+
+/// The Java key of the HTTP Basic credentials (a secret: masked wherever config is shown).
+pub const BASIC_CREDENTIALS_KEY: &str = "rss.http.basic.authorizationCredentials";
 
 /// The reporter class the Java server pushes to a Prometheus push gateway with.
 const PUSH_GATEWAY_REPORTER: &str =
@@ -797,6 +801,10 @@ impl Mapper {
             self.config.metrics.http_port = port;
             self.set_origin("metrics.http_port", &e);
         }
+        if let Some(e) = self.string(BASIC_CREDENTIALS_KEY) {
+            self.config.metrics.basic_credentials = Some(super::Secret(e.value.clone()));
+            self.set_origin("metrics.basic_credentials", &e);
+        }
         let server_type = self.choice("rss.rpc.server.type", &["GRPC", "GRPC_NETTY"])?;
         match self.int("rss.server.netty.port", i64::from(i32::MIN)..=65535)? {
             // 0.9 turns the plane on for any port >= 0, off for a negative one.
@@ -1179,6 +1187,11 @@ impl Mapper {
             self.ignored.push((position, p.key.clone()));
         }
         self.ignored.sort_by_key(|(position, _)| *position);
+        self.config.java_properties = self
+            .props
+            .iter()
+            .map(|(p, _)| (p.key.clone(), p.value.clone()))
+            .collect();
         let origins = self.origins;
         self.config
             .validate()
@@ -1493,6 +1506,7 @@ rss.security.hadoop.kerberos.enable true
 rss.security.hadoop.kerberos.principal rss/host@REALM
 rss.security.hadoop.kerberos.keytab.file /etc/rss.keytab
 rss.security.hadoop.kerberos.proxy.user.enable true
+rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
 ";
         let loaded = load(text);
         assert_eq!(loaded.ignored, Vec::<String>::new());
@@ -1537,6 +1551,9 @@ rss.security.hadoop.kerberos.proxy.user.enable true
         e.metrics.push_interval = Duration::from_secs(30);
         e.hdfs_store.kerberos_principal = Some("rss/host@REALM".into());
         e.hdfs_store.kerberos_keytab = Some(PathBuf::from("/etc/rss.keytab"));
+        e.metrics.basic_credentials = Some(crate::config::Secret("dXNlcjpzZWNyZXQ=".into()));
+        // The file as written, for the conf endpoint.
+        e.java_properties = props(text);
         assert_eq!(c, e);
     }
 

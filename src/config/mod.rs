@@ -138,6 +138,12 @@ pub struct Config {
     pub recovery: RecoveryConfig,
     /// What one client, connection or request may take. Default: see [`LimitsConfig`].
     pub limits: LimitsConfig,
+    /// The `rss.*` properties of the Java `server.conf` this config was read from, in file
+    /// order (last value of a repeated key), exactly as written: the Java server's
+    /// `/api/shuffleServer/conf` lists what the operator set, so ours does too. Empty for a
+    /// TOML config. Not a config key.
+    #[serde(skip)]
+    pub java_properties: Vec<(String, String)>,
 }
 
 impl Default for Config {
@@ -161,6 +167,7 @@ impl Default for Config {
             recovery: RecoveryConfig::default(),
             coordinator: CoordinatorConfig::default(),
             limits: LimitsConfig::default(),
+            java_properties: Vec::new(),
         }
     }
 }
@@ -432,6 +439,14 @@ pub struct MetricsConfig {
     /// endpoint. Default: none.
     #[serde(skip_serializing)]
     pub admin_token: Option<Secret>,
+    /// Credentials for HTTP Basic authentication, as the Java server's
+    /// `rss.http.basic.authorizationCredentials`: the base64 text of `user:password`, compared
+    /// as it stands with what follows `Authorization: Basic ` (Java decodes nothing either).
+    /// When set, the guarded endpoints (admin calls, profiles, runtime reconfiguration) accept
+    /// these credentials beside the bearer token. Never shown by the conf endpoint. Default:
+    /// none.
+    #[serde(skip_serializing)]
+    pub basic_credentials: Option<Secret>,
 }
 
 impl Default for MetricsConfig {
@@ -445,6 +460,7 @@ impl Default for MetricsConfig {
             push_timeout: Duration::from_secs(5),
             console_port: 6669,
             admin_token: None,
+            basic_credentials: None,
         }
     }
 }

@@ -117,6 +117,7 @@ fn example_documents_every_key() {
     }
     // The one secret: never serialized (the conf endpoint must not show it), still documented.
     all_keys.insert(("metrics".into(), "admin_token".into()));
+    all_keys.insert(("metrics".into(), "basic_credentials".into()));
     assert_eq!(documented_keys(EXAMPLE), all_keys);
 
     // Every commented-out example value is itself valid.

@@ -49,6 +49,7 @@ impl Config {
             coordinator,
             recovery,
             limits,
+            java_properties: _,
         } = self;
 
         if bind_ip.parse::<std::net::IpAddr>().is_err() {
@@ -401,6 +402,7 @@ impl MetricsConfig {
             push_timeout,
             console_port: _,
             admin_token,
+            basic_credentials,
         } = self;
         if admin_token
             .as_ref()
@@ -409,6 +411,15 @@ impl MetricsConfig {
             return Err(ConfigError::new(
                 "metrics.admin_token",
                 "must be at least 16 characters without spaces",
+            ));
+        }
+        if basic_credentials
+            .as_ref()
+            .is_some_and(|c| c.is_empty() || c.contains(char::is_whitespace))
+        {
+            return Err(ConfigError::new(
+                "metrics.basic_credentials",
+                "must be the base64 text of user:password, without spaces",
             ));
         }
         if push_gateway_job.is_empty() || push_gateway_job.contains('/') {

@@ -1,12 +1,20 @@
-//! The guard in front of the HTTP endpoints that change the server's state (decommission) or
-//! spend its CPU and memory (profiles). The rest of the port stays open, as Uniffle's Jetty port
-//! is, because dashboards and scrapers read it without credentials.
+//! The guard in front of the HTTP endpoints that change the server's state (decommission,
+//! runtime reconfiguration) or spend its CPU and memory (profiles). The rest of the port stays
+//! open, as Uniffle's Jetty port is, because dashboards and scrapers read it without
+//! credentials.
 //!
-//! With `metrics.admin_token` (or env `SPILLWAY_ADMIN_TOKEN`) set, every caller, loopback
-//! included, must send `Authorization: Bearer <token>`: a token is the only thing that tells a
-//! local operator from another process on a shared host. Without a token the endpoints answer
-//! loopback peers only, so a server on `0.0.0.0` is not one unauthenticated POST away from
-//! being decommissioned by anyone on the network.
+//! Two kinds of credentials, either of which opens the guard when it is configured:
+//! - `metrics.admin_token` (or env `SPILLWAY_ADMIN_TOKEN`) as `Authorization: Bearer <token>`;
+//! - `metrics.basic_credentials` (the Java server's `rss.http.basic.authorizationCredentials`)
+//!   as `Authorization: Basic <credentials>`, compared as written, exactly as Java's
+//!   `AuthorizationRequestFilter` compares them (it decodes nothing). A server.conf that sets
+//!   them keeps its operators' scripts working unchanged.
+//!
+//! With either configured, every caller, loopback included, must present one: credentials are
+//! the only thing that tells a local operator from another process on a shared host. With none
+//! configured the endpoints answer loopback peers only, so a server on `0.0.0.0` is not one
+//! unauthenticated POST away from being decommissioned by anyone on the network (Java leaves
+//! them open then; we differ on purpose).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -23,9 +31,9 @@ use crate::metrics::Metrics;
 /// Why a request was refused; the value of the counter's `reason` label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Refusal {
-    /// A token is configured and the request carries no bearer credentials.
+    /// Credentials are configured and the request carries none of a configured kind.
     NoToken,
-    /// A token is configured and the request carries a different one.
+    /// Credentials are configured and the request carries different ones.
     BadToken,
     /// No token is configured and the peer is not on loopback (or unknown).
     NotLoopback,
@@ -42,8 +50,12 @@ impl Refusal {
         }
     }
 
-    fn response(self) -> Response {
+    fn response(self, auth: &AdminAuth) -> Response {
         match self {
+            Refusal::NoToken | Refusal::BadToken if auth.token.is_none() => {
+                // Basic only: Java's answer, word for word, so its clients' checks still match.
+                unauthorized(r#"Basic realm="spillway""#, "Authentication Failed")
+            }
             Refusal::NoToken => unauthorized(
                 r#"Bearer realm="spillway""#,
                 "this endpoint needs the header `Authorization: Bearer <admin token>` \
@@ -51,7 +63,8 @@ impl Refusal {
             ),
             Refusal::BadToken => unauthorized(
                 r#"Bearer realm="spillway", error="invalid_token""#,
-                "the bearer token is not the admin token (metrics.admin_token / SPILLWAY_ADMIN_TOKEN)\n",
+                "the credentials are neither the admin token (metrics.admin_token / \
+                 SPILLWAY_ADMIN_TOKEN) nor the Basic credentials\n",
             ),
             Refusal::NotLoopback => (
                 StatusCode::FORBIDDEN,
@@ -79,6 +92,8 @@ fn unauthorized(challenge: &'static str, body: &'static str) -> Response {
 pub(super) struct AdminAuth {
     /// Kept as bytes: the comparison is over bytes anyway.
     token: Option<Box<[u8]>>,
+    /// Java's `rss.http.basic.authorizationCredentials`, as written.
+    basic: Option<Box<[u8]>>,
     denied: IntCounterVec,
 }
 
@@ -96,17 +111,29 @@ impl AdminAuth {
             .admin_token
             .as_deref()
             .map(|t| t.as_bytes().into());
-        let auth = AdminAuth { token, denied };
+        let basic = config
+            .metrics
+            .basic_credentials
+            .as_deref()
+            .map(|c| c.as_bytes().into());
+        let auth = AdminAuth {
+            token,
+            basic,
+            denied,
+        };
         auth.announce(&config.bind_ip);
         auth
     }
 
     /// `bind_ip` is where the HTTP port listens (it shares the gRPC port's address).
     fn announce(&self, bind_ip: &str) {
-        if self.token.is_some() {
+        if self.token.is_some() || self.basic.is_some() {
             tracing::info!(
-                mode = "token",
-                "HTTP admin endpoints (decommission, profiles) require `Authorization: Bearer <admin token>`"
+                mode = "credentials",
+                bearer = self.token.is_some(),
+                basic = self.basic.is_some(),
+                "HTTP admin endpoints (decommission, profiles) require credentials: `Authorization: Bearer <admin token>` or `Authorization: Basic \
+                 <rss.http.basic.authorizationCredentials>`"
             );
             return;
         }
@@ -130,15 +157,25 @@ impl AdminAuth {
     /// `None` when the request may pass. `peer` is `None` when the server was not started with
     /// connect info; that fails closed rather than trusting an unknown peer.
     pub(super) fn check(&self, peer: Option<SocketAddr>, headers: &HeaderMap) -> Option<Refusal> {
-        match &self.token {
-            Some(token) => match bearer(headers) {
-                None => Some(Refusal::NoToken),
-                Some(presented) if same_token(token, presented) => None,
-                Some(_) => Some(Refusal::BadToken),
-            },
-            None if peer.is_some_and(|p| is_loopback(p.ip())) => None,
-            None => Some(Refusal::NotLoopback),
+        if self.token.is_none() && self.basic.is_none() {
+            return match peer {
+                Some(p) if is_loopback(p.ip()) => None,
+                _ => Some(Refusal::NotLoopback),
+            };
         }
+        let presented = [
+            (self.token.as_deref(), credentials(headers, b"bearer")),
+            (self.basic.as_deref(), credentials(headers, b"basic")),
+        ];
+        let mut refusal = Refusal::NoToken;
+        for (expected, given) in presented {
+            match (expected, given) {
+                (Some(expected), Some(given)) if same_token(expected, given) => return None,
+                (Some(_), Some(_)) => refusal = Refusal::BadToken,
+                _ => {}
+            }
+        }
+        Some(refusal)
     }
 }
 
@@ -164,16 +201,17 @@ pub(super) async fn require_admin(
         reason = refusal.reason(),
         "admin request refused"
     );
-    refusal.response()
+    refusal.response(&auth)
 }
 
-/// The credentials of an `Authorization: Bearer <token>` header (scheme case-insensitive, as
-/// RFC 7235 has it); `None` without the header or with another scheme.
-fn bearer(headers: &HeaderMap) -> Option<&[u8]> {
+/// The credentials of an `Authorization: <scheme> <credentials>` header (`scheme` in lower
+/// case; matched case-insensitively, as RFC 7235 has it); `None` without the header or with
+/// another scheme.
+fn credentials<'h>(headers: &'h HeaderMap, scheme: &[u8]) -> Option<&'h [u8]> {
     let value = headers.get(header::AUTHORIZATION)?.as_bytes();
     let split = value.iter().position(|&b| b == b' ')?;
-    let (scheme, rest) = value.split_at(split);
-    if !scheme.eq_ignore_ascii_case(b"bearer") {
+    let (given, rest) = value.split_at(split);
+    if !given.eq_ignore_ascii_case(scheme) {
         return None;
     }
     Some(rest.trim_ascii())
@@ -211,8 +249,13 @@ mod tests {
     }
 
     fn policy(token: Option<&str>) -> AdminAuth {
+        with_basic(token, None)
+    }
+
+    fn with_basic(token: Option<&str>, basic: Option<&str>) -> AdminAuth {
         AdminAuth {
             token: token.map(|t| t.as_bytes().into()),
+            basic: basic.map(|b| b.as_bytes().into()),
             denied: IntCounterVec::new(prometheus::Opts::new("t", "t"), &["reason"]).unwrap(),
         }
     }
@@ -240,11 +283,52 @@ mod tests {
 
     #[test]
     fn bearer_header_forms() {
-        assert_eq!(bearer(&headers(None)), None);
-        assert_eq!(bearer(&headers(Some("Basic abc"))), None);
-        assert_eq!(bearer(&headers(Some("Bearer"))), None);
-        assert_eq!(bearer(&headers(Some("Bearer abc"))), Some(&b"abc"[..]));
-        assert_eq!(bearer(&headers(Some("bearer  abc "))), Some(&b"abc"[..]));
+        let bearer = |h: &str| credentials(&headers(Some(h)), b"bearer").map(<[u8]>::to_vec);
+        assert_eq!(credentials(&headers(None), b"bearer"), None);
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
+        assert_eq!(bearer("Bearer abc"), Some(b"abc".to_vec()));
+        assert_eq!(bearer("bearer  abc "), Some(b"abc".to_vec()));
+        assert_eq!(
+            credentials(&headers(Some("Basic dXNlcjpwdw==")), b"basic"),
+            Some(&b"dXNlcjpwdw=="[..])
+        );
+    }
+
+    #[test]
+    fn basic_credentials_beside_the_token() {
+        let local: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let remote: SocketAddr = "10.1.2.3:1".parse().unwrap();
+        let basic = "dXNlcjpzZWNyZXQ=";
+        let right = format!("Basic {basic}");
+        // Basic only: loopback needs them too, and the right ones open it from anywhere.
+        let java = with_basic(None, Some(basic));
+        assert_eq!(
+            java.check(Some(local), &headers(None)),
+            Some(Refusal::NoToken)
+        );
+        assert_eq!(
+            java.check(Some(local), &headers(Some("Basic dXNlcjpvdGhlcg=="))),
+            Some(Refusal::BadToken)
+        );
+        assert_eq!(java.check(Some(remote), &headers(Some(&right))), None);
+        // A bearer header means nothing when no token is configured.
+        assert_eq!(
+            java.check(Some(local), &headers(Some("Bearer dXNlcjpzZWNyZXQ="))),
+            Some(Refusal::NoToken)
+        );
+        // Both: either one passes.
+        let token = "0123456789abcdef";
+        let both = with_basic(Some(token), Some(basic));
+        assert_eq!(both.check(Some(remote), &headers(Some(&right))), None);
+        assert_eq!(
+            both.check(Some(remote), &headers(Some(&format!("Bearer {token}")))),
+            None
+        );
+        assert_eq!(
+            both.check(Some(remote), &headers(Some("Basic x"))),
+            Some(Refusal::BadToken)
+        );
     }
 
     #[test]

@@ -4,9 +4,9 @@
 //!
 //! | Path | Answer | Access |
 //! |---|---|---|
-//! | `GET /metrics`, `/metrics/{type}`, `/api/shuffleServer/metrics/{type}` | JSON samples | open |
+//! | `GET /metrics`, `/metrics/{type}`, `/api/shuffleServer/metrics[/{type}]` | JSON samples (no type: `all`) | open |
 //! | `GET /prometheus/metrics/{type}`, `/api/shuffleServer/prometheus/metrics/{type}` | text 0.0.4 | open |
-//! | `GET /api/shuffleServer/conf` | every config key as a string (never `metrics.admin_token`) | open |
+//! | `GET /api/shuffleServer/conf` | from a Java `server.conf`: its `rss.*` keys as written (as Java's `getAll`); from TOML: every Spillway key; values as strings, credentials never shown | open |
 //! | `GET /api/shuffleServer/stacks` | threads and runtime summary (text) | open |
 //! | `GET /status`, `GET /health` | JSON state; 200/503 | open |
 //! | `GET /admin/state` | JSON state | open |
@@ -71,6 +71,10 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/metrics", get(json_all))
         .route("/metrics/{kind}", get(json_metrics))
         .route("/prometheus/metrics/{kind}", get(text_metrics))
+        // 0.10's resource takes the type as optional (`all` without it); the dashboard calls
+        // it bare.
+        .route("/api/shuffleServer/metrics", get(json_all))
+        .route("/api/shuffleServer/metrics/", get(json_all))
         .route("/api/shuffleServer/metrics/{kind}", get(json_metrics))
         .route(
             "/api/shuffleServer/prometheus/metrics/{kind}",
@@ -157,10 +161,26 @@ async fn text_metrics(
     }
 }
 
-/// Java's `{"code":0,"data":[{"argumentKey":…,"argumentValue":…}],"errMsg":"success"}`, with
-/// this server's dotted config keys (values as strings).
+/// Java's `{"code":0,"data":[{"argumentKey":…,"argumentValue":…}],"errMsg":"success"}`.
+///
+/// A server started from a Java `server.conf` lists that file's keys as written, which is what
+/// Java's `ShuffleServerConf.getAll()` holds, so a dashboard or script that looks up an `rss.*`
+/// key finds it. A TOML config has no `rss.*` keys: it lists its own dotted keys. The Basic
+/// credentials are masked (Java shows them to anyone; the endpoint is open).
 async fn conf(State(s): State<Arc<HttpState>>) -> Response {
-    let data: Vec<serde_json::Value> = flatten_config(&s.config)
+    let pairs = if s.config.java_properties.is_empty() {
+        flatten_config(&s.config)
+    } else {
+        s.config
+            .java_properties
+            .iter()
+            .map(|(k, v)| {
+                let secret = k.eq_ignore_ascii_case(crate::config::java::BASIC_CREDENTIALS_KEY);
+                (k.clone(), if secret { "******".into() } else { v.clone() })
+            })
+            .collect()
+    };
+    let data: Vec<serde_json::Value> = pairs
         .into_iter()
         .map(|(k, v)| serde_json::json!({"argumentKey": k, "argumentValue": v}))
         .collect();
