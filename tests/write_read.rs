@@ -210,3 +210,67 @@ async fn resent_blocks_are_stored_once() {
     assert_eq!(got.from_memory, 4);
     s.running.shutdown().await;
 }
+
+/// `commitShuffleTask` as the Java client sends it after each map task when the storage type
+/// has no `MEMORY_` prefix.
+async fn commit(client: &mut Client, app: &str, shuffle: i32) -> i32 {
+    let r = client
+        .commit_shuffle_task(proto::ShuffleCommitRequest {
+            app_id: app.into(),
+            shuffle_id: shuffle,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    r.commit_count
+}
+
+/// `LOCALFILE` clients read files only, right after the last commit: the commit is answered
+/// once every buffered block of the shuffle is on disk (Java's commitShuffle). Under
+/// `MEMORY_LOCALFILE` a commit leaves the blocks in memory, where those clients read them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn localfile_commit_answers_once_the_shuffle_is_on_disk() {
+    for (store_type, spilled) in [
+        (spillway::config::StoreType::Localfile, true),
+        (spillway::config::StoreType::MemoryLocalfile, false),
+    ] {
+        let mut s = start(1, |c| c.store_type = store_type).await;
+        let app = "app_commit";
+        register(&mut s.client, app, 0, 0..3, false).await;
+        let mut expected = std::collections::BTreeMap::new();
+        for task in 0..2i64 {
+            let batch: Vec<(i32, Vec<proto::ShuffleBlock>)> = (0..3)
+                .map(|p| (p, (0..4).map(|seq| make_block(seq, p, task, 700)).collect()))
+                .collect();
+            let mut reported = std::collections::BTreeMap::new();
+            for (p, blocks) in &batch {
+                for b in blocks {
+                    expected
+                        .entry(*p)
+                        .or_insert_with(std::collections::BTreeMap::new)
+                        .insert(b.block_id, b.data.clone());
+                    reported.entry(*p).or_insert_with(Vec::new).push(b.block_id);
+                }
+            }
+            send(&mut s.client, app, 0, batch).await;
+            assert_eq!(commit(&mut s.client, app, 0).await, task as i32 + 1);
+            report(&mut s.client, app, 0, task, &reported).await;
+        }
+        let (mem, files) = verify_shuffle(&mut s.client, app, 0, &expected).await;
+        if spilled {
+            assert_eq!(
+                (mem, files),
+                (0, 24),
+                "{store_type:?}: all on disk at the commit"
+            );
+        } else {
+            assert_eq!(
+                (mem, files),
+                (24, 0),
+                "{store_type:?}: the commit spills nothing"
+            );
+        }
+        s.running.shutdown().await;
+    }
+}

@@ -50,8 +50,12 @@ pub struct RegistryOptions {
     pub huge_partition_hard_limit: Option<u64>,
     /// Read memory taken by an index read (Java's `rss.server.index.size.hint`).
     pub index_read_hint: u64,
-    /// How long `finishShuffle` waits for its spill.
+    /// How long `finishShuffle` (and a waiting `commitShuffleTask`) waits for its spill.
     pub commit_timeout: Duration,
+    /// `commitShuffleTask` answers once the shuffle's buffers are spilled: store types whose
+    /// clients read no memory (`LOCALFILE`, `HDFS`, `LOCALFILE_HDFS`), as Java's
+    /// `ShuffleTaskManager.commitShuffle` waits for them.
+    pub commit_waits_for_spill: bool,
     /// How long a `requireBuffer` over full memory waits for a release before `NO_BUFFER`.
     pub require_buffer_wait: Duration,
 }

@@ -176,6 +176,7 @@ fn opts() -> RegistryOptions {
         huge_partition_hard_limit: None,
         index_read_hint: 1024,
         commit_timeout: Duration::from_secs(5),
+        commit_waits_for_spill: false,
         require_buffer_wait: Duration::ZERO,
     }
 }

@@ -256,6 +256,13 @@ impl AppRegistry {
     /// `commitShuffleTask`: counts a finished map task; returns the count.
     /// Answered once the new count is journaled, so a restart never counts a commit twice
     /// or forgets one.
+    ///
+    /// Under a store type whose clients read files only (`commit_waits_for_spill`), the
+    /// shuffle's buffers are spilled first and the answer waits until they are durable (up to
+    /// `commit_timeout`, then `INTERNAL_ERROR`), as Java's `commitShuffle` waits for the
+    /// committed block count: the client reads right after the last commit and would
+    /// otherwise miss blocks still in memory. Under `MEMORY_*` types no released client
+    /// commits, and the watermarks decide when to spill (Java starts a spill without waiting).
     pub async fn commit_task(&self, app_id: &AppId, shuffle: i32) -> Result<i32> {
         let app = self.verify_and_touch(app_id)?;
         let count = Self::shuffle_of(&app, shuffle)?.commit();
@@ -265,6 +272,12 @@ impl AppRegistry {
             count,
         })
         .await?;
+        if self.opts.commit_waits_for_spill {
+            self.spill_shuffle(app_id, shuffle).await.map_err(|e| {
+                tracing::warn!(app = %app_id, shuffle, error = %e, "commit not durable in time");
+                e
+            })?;
+        }
         Ok(count)
     }
 
@@ -272,6 +285,12 @@ impl AppRegistry {
     pub async fn finish_shuffle(&self, app_id: &AppId, shuffle: i32) -> Result<()> {
         let app = self.verify_and_touch(app_id)?;
         Self::shuffle_of(&app, shuffle)?;
+        self.spill_shuffle(app_id, shuffle).await
+    }
+
+    /// Spills every buffer of the shuffle and waits, up to `commit_timeout`, until it is
+    /// durable.
+    async fn spill_shuffle(&self, app_id: &AppId, shuffle: i32) -> Result<()> {
         let scope = PurgeScope::Shuffle(crate::ids::ShuffleKey {
             app: app_id.clone(),
             shuffle,
@@ -280,8 +299,8 @@ impl AppRegistry {
             .await
             .map_err(|_| Error::Internal {
                 reason: format!(
-                    "Fail to finish shuffle {app_id}/{shuffle}: spill not durable after {:?}, data may be lost",
-                    self.opts.commit_timeout
+                    "Shuffle data commit timeout for {} ms: {app_id}/{shuffle} not durable yet, data may be lost",
+                    self.opts.commit_timeout.as_millis()
                 ),
             })
     }

@@ -47,7 +47,8 @@
 //! | `rss.rpc.server.type` | `netty_port` | only when no Netty port is set: `GRPC` turns the Netty plane off, `GRPC_NETTY` puts it on 17000 | 17000 (0.10's default `GRPC_NETTY`; a 0.9 server without either key served gRPC only) |
 //! | `rss.jetty.http.port` | `metrics.http_port` | 0..=65535 | 19998 |
 //! | `rss.http.basic.authorizationCredentials` | `metrics.basic_credentials` | as written (base64 of `user:password`), compared as-is with the `Authorization: Basic` value | none |
-//! | `rss.storage.type` | `store_type` | `MEMORY_LOCALFILE`, `MEMORY_HDFS`, `MEMORY_LOCALFILE_HDFS`; other types refused | `MEMORY_LOCALFILE` (Java has no default) |
+//! | `rss.storage.type` | `store_type` | `MEMORY_LOCALFILE`, `MEMORY_HDFS`, `MEMORY_LOCALFILE_HDFS`, and `LOCALFILE`, `HDFS`, `LOCALFILE_HDFS` (a commit waits for the shuffle's spill, as Java); `MEMORY` alone is refused (no tier to spill to) | `MEMORY_LOCALFILE` (Java has no default) |
+//! | `rss.server.commit.timeout` | `app.commit_timeout` | ms > 0 | 600 s |
 //! | `rss.storage.basePath` | `localfile_store.data_paths` | comma-separated | `/tmp/spillway/data` (Java has no default) |
 //! | `rss.coordinator.quorum` | `coordinator_quorum` | comma-separated `host:port` | none (standalone) |
 //! | `rss.server.tags` | `tags` | comma-separated | none |
@@ -95,7 +96,7 @@
 //! checker's other knobs, thread-pool tuning (`rss.rpc.executor.size`,
 //! `rss.server.flush.thread.alive`, Netty and Jetty thread and buffer settings), retry and
 //! timeout knobs of Java's flush queue (`rss.server.write.retry.max`,
-//! `rss.server.pending.event.timeout.sec`, `rss.server.commit.timeout`),
+//! `rss.server.pending.event.timeout.sec`),
 //! `rss.server.decommission.check.interval`, `rss.server.huge-partition.split.limit`,
 //! `rss.rpc.message.max.size`, keys the Java 0.9/0.10 server no longer reads
 //! (`rss.server.flush.threadPool.size`, `rss.server.flush.hdfs.threadPool.size`), and every
@@ -829,14 +830,9 @@ impl Mapper {
     }
 
     fn map_storage(&mut self) -> Result<(), ConfigError> {
-        const TYPES: [(&str, StoreType); 3] = [
-            ("MEMORY_LOCALFILE", StoreType::MemoryLocalfile),
-            ("MEMORY_HDFS", StoreType::MemoryHdfs),
-            ("MEMORY_LOCALFILE_HDFS", StoreType::MemoryLocalfileHdfs),
-        ];
-        let names = TYPES.map(|(n, _)| n);
+        let names = StoreType::ALL.map(|(n, _)| n);
         if let Some((e, i)) = self.choice("rss.storage.type", &names)? {
-            self.config.store_type = TYPES[i].1;
+            self.config.store_type = StoreType::ALL[i].1;
             self.set_origin("store_type", &e);
         }
         if let Some(e) = self.take("rss.storage.basePath") {
@@ -873,6 +869,10 @@ impl Mapper {
             self.config.memory_store.buffer_ticket_check_interval = half(timeout);
             self.set_origin("memory_store.buffer_ticket_timeout", &e);
             self.set_origin("memory_store.buffer_ticket_check_interval", &e);
+        }
+        if let Some((e, timeout)) = self.positive_duration("rss.server.commit.timeout", 1)? {
+            self.config.app.commit_timeout = timeout;
+            self.set_origin("app.commit_timeout", &e);
         }
         Ok(())
     }
@@ -1558,6 +1558,20 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
     }
 
     #[test]
+    fn storage_types_without_memory_and_the_commit_timeout() {
+        for (name, store_type) in StoreType::ALL {
+            let c = load(&format!(
+                "rss.storage.type {name}\nrss.server.commit.timeout 30000\n"
+            ));
+            assert_eq!(c.config.store_type, store_type, "{name}");
+            assert_eq!(c.config.app.commit_timeout, Duration::from_secs(30));
+            assert!(c.ignored.is_empty(), "{:?}", c.ignored);
+        }
+        let e = load_err("rss.storage.type MEMORY\n");
+        assert_eq!(e.key, "rss.storage.type");
+    }
+
+    #[test]
     fn proxy_user_disabled_writes_as_the_server() {
         let on = "rss.security.hadoop.kerberos.enable true\n\
                   rss.security.hadoop.kerberos.principal rss/host@REALM\n\
@@ -1636,7 +1650,7 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
             ("rss.jetty.http.port -1", "rss.jetty.http.port", "out of range"),
             ("rss.server.netty.port abc", "rss.server.netty.port", "not an integer"),
             ("rss.rpc.server.type NETTY", "rss.rpc.server.type", "GRPC, GRPC_NETTY"),
-            ("rss.storage.type LOCALFILE", "rss.storage.type", "MEMORY_LOCALFILE"),
+            ("rss.storage.type MEMORY", "rss.storage.type", "MEMORY_LOCALFILE"),
             ("rss.server.heartbeat.interval 10m", "rss.server.heartbeat.interval", "byte size"),
             ("rss.server.heartbeat.interval 0", "rss.server.heartbeat.interval", "above 0"),
             ("rss.server.app.expired.withoutHeartbeat soon", "rss.server.app.expired.withoutHeartbeat", "not a duration"),

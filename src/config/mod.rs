@@ -57,7 +57,13 @@ impl std::ops::Deref for Secret {
 
 /// Where spilled data goes, mirroring Uniffle's `rss.storage.type`.
 ///
-/// Memory is always the first tier; the variant names the tiers behind it.
+/// Which tiers hold the data, as Uniffle's `StorageType` names them. Memory always buffers
+/// writes; the `MEMORY_` prefix says whether clients also *read* from memory.
+///
+/// Without it (Java's `LOCALFILE`, `HDFS`, `LOCALFILE_HDFS`) clients read files only and
+/// call `commitShuffleTask` after each map task, and the server answers that call only once the
+/// shuffle's buffered blocks are on a file tier (`app.commit_timeout`), as the Java server does
+/// for these types; otherwise a reader would miss blocks still in memory.
 /// Default: `MEMORY_LOCALFILE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -69,20 +75,56 @@ pub enum StoreType {
     MemoryHdfs,
     /// `MEMORY_LOCALFILE_HDFS`: local disks, with large spills and overflow going to HDFS.
     MemoryLocalfileHdfs,
+    /// `LOCALFILE`: as `MEMORY_LOCALFILE`, and a commit waits until the shuffle is on disk.
+    Localfile,
+    /// `HDFS`: as `MEMORY_HDFS`, and a commit waits until the shuffle is on HDFS.
+    Hdfs,
+    /// `LOCALFILE_HDFS`: as `MEMORY_LOCALFILE_HDFS`, and a commit waits until the shuffle is
+    /// on a file tier.
+    LocalfileHdfs,
 }
 
 impl StoreType {
+    /// Every type, with its Uniffle name (Java's `rss.storage.type` values that name a file
+    /// tier).
+    pub const ALL: [(&'static str, StoreType); 6] = [
+        ("MEMORY_LOCALFILE", StoreType::MemoryLocalfile),
+        ("MEMORY_HDFS", StoreType::MemoryHdfs),
+        ("MEMORY_LOCALFILE_HDFS", StoreType::MemoryLocalfileHdfs),
+        ("LOCALFILE", StoreType::Localfile),
+        ("HDFS", StoreType::Hdfs),
+        ("LOCALFILE_HDFS", StoreType::LocalfileHdfs),
+    ];
+
     /// Whether local disks are a spill target, so `localfile_store.data_paths` must be usable.
     pub fn uses_localfile(self) -> bool {
         matches!(
             self,
-            StoreType::MemoryLocalfile | StoreType::MemoryLocalfileHdfs
+            StoreType::MemoryLocalfile
+                | StoreType::MemoryLocalfileHdfs
+                | StoreType::Localfile
+                | StoreType::LocalfileHdfs
         )
     }
 
     /// Whether HDFS is a spill target.
     pub fn uses_hdfs(self) -> bool {
-        matches!(self, StoreType::MemoryHdfs | StoreType::MemoryLocalfileHdfs)
+        matches!(
+            self,
+            StoreType::MemoryHdfs
+                | StoreType::MemoryLocalfileHdfs
+                | StoreType::Hdfs
+                | StoreType::LocalfileHdfs
+        )
+    }
+
+    /// Whether clients of this type read from memory (Java's `StorageType.withMemory`); when
+    /// not, `commitShuffleTask` waits for the shuffle's spill.
+    pub fn with_memory(self) -> bool {
+        matches!(
+            self,
+            StoreType::MemoryLocalfile | StoreType::MemoryHdfs | StoreType::MemoryLocalfileHdfs
+        )
     }
 }
 
@@ -394,6 +436,11 @@ pub struct AppConfig {
     /// How often apps are checked for expiry. Must be > 0. Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub expiry_check_interval: Duration,
+    /// How long `finishShuffle`, and `commitShuffleTask` under a store type without `MEMORY_`,
+    /// wait for the shuffle's spill before answering an error. Must be > 0. Default: `600s`
+    /// (Uniffle's `rss.server.commit.timeout`).
+    #[serde(with = "humantime_serde")]
+    pub commit_timeout: Duration,
 }
 
 impl Default for AppConfig {
@@ -401,6 +448,7 @@ impl Default for AppConfig {
         AppConfig {
             app_heartbeat_timeout: Duration::from_secs(60),
             expiry_check_interval: Duration::from_secs(10),
+            commit_timeout: Duration::from_secs(600),
         }
     }
 }

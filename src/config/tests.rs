@@ -190,13 +190,18 @@ fn empty_document_is_the_default() {
 
 #[test]
 fn store_type_names() {
-    for (text, store_type) in [
-        ("MEMORY_LOCALFILE", StoreType::MemoryLocalfile),
-        ("MEMORY_HDFS", StoreType::MemoryHdfs),
-        ("MEMORY_LOCALFILE_HDFS", StoreType::MemoryLocalfileHdfs),
-    ] {
-        let config = Config::from_toml_str(&format!("store_type = \"{text}\"")).unwrap();
+    for (text, store_type) in StoreType::ALL {
+        let toml = format!("store_type = \"{text}\"");
+        let config = Config::from_toml_str(&toml).unwrap();
         assert_eq!(config.store_type, store_type);
+        // The TOML name is the Uniffle name.
+        assert_eq!(
+            toml::Value::try_from(store_type).unwrap().as_str(),
+            Some(text)
+        );
+        assert_eq!(store_type.with_memory(), text.starts_with("MEMORY_"));
+        assert_eq!(store_type.uses_localfile(), text.contains("LOCALFILE"));
+        assert_eq!(store_type.uses_hdfs(), text.contains("HDFS"));
     }
     assert!(StoreType::MemoryLocalfileHdfs.uses_localfile());
     assert!(StoreType::MemoryLocalfileHdfs.uses_hdfs());

@@ -385,9 +385,11 @@ impl AppConfig {
         let AppConfig {
             app_heartbeat_timeout,
             expiry_check_interval,
+            commit_timeout,
         } = self;
         nonzero_duration("app.app_heartbeat_timeout", *app_heartbeat_timeout)?;
-        nonzero_duration("app.expiry_check_interval", *expiry_check_interval)
+        nonzero_duration("app.expiry_check_interval", *expiry_check_interval)?;
+        nonzero_duration("app.commit_timeout", *commit_timeout)
     }
 }
 
