@@ -318,6 +318,7 @@ pub async fn start(config: Config) -> Result<Running> {
                 * hybrid.huge_partition_memory_limit_ratio)
                 as u64,
             huge_partition_hard_limit: hybrid.huge_partition_hard_limit.map(|b| b.as_u64()),
+            huge_partition_split_limit: hybrid.huge_partition_split_limit.map(|b| b.as_u64()),
             index_read_hint: 2 << 20,
             commit_timeout: Duration::from_secs(600),
             require_buffer_wait: mem.require_buffer_wait,
