@@ -128,10 +128,16 @@ async fn a_split_partition_moves_to_another_server_and_reads_back_from_both() {
         (0, vec![make_block(0, 0, 1, 500), make_block(1, 0, 1, 500)]),
         (1, vec![make_block(2, 1, 1, 500)]),
     ];
-    assert_eq!(require_and_send(&mut a.client, &parts).await, Vec::<i32>::new());
+    assert_eq!(
+        require_and_send(&mut a.client, &parts).await,
+        Vec::<i32>::new()
+    );
     sent_a.add(1, &parts);
     let parts = vec![(0, vec![make_block(3, 0, 1, 500)])];
-    assert_eq!(require_and_send(&mut a.client, &parts).await, Vec::<i32>::new());
+    assert_eq!(
+        require_and_send(&mut a.client, &parts).await,
+        Vec::<i32>::new()
+    );
     sent_a.add(1, &parts);
 
     // One more byte of payload (33 encoded) takes partition 0 above the limit: the ticket is
@@ -147,10 +153,16 @@ async fn a_split_partition_moves_to_another_server_and_reads_back_from_both() {
     // partition 0 go to B, partition 1 stays on A.
     register_ranges(&mut b.client, &[0]).await;
     let parts = vec![(0, vec![make_block(6, 0, 1, 700), make_block(7, 0, 1, 300)])];
-    assert_eq!(require_and_send(&mut b.client, &parts).await, Vec::<i32>::new());
+    assert_eq!(
+        require_and_send(&mut b.client, &parts).await,
+        Vec::<i32>::new()
+    );
     sent_b.add(1, &parts);
     let parts = vec![(1, vec![make_block(8, 1, 1, 100)])];
-    assert_eq!(require_and_send(&mut a.client, &parts).await, Vec::<i32>::new());
+    assert_eq!(
+        require_and_send(&mut a.client, &parts).await,
+        Vec::<i32>::new()
+    );
     sent_a.add(1, &parts);
 
     // Map task 2 still has the old assignment: A keeps its first blocks of partition 0 and lists
@@ -164,7 +176,10 @@ async fn a_split_partition_moves_to_another_server_and_reads_back_from_both() {
     assert_eq!(require_and_send(&mut a.client, &parts).await, vec![0]);
     sent_a.add(2, &parts);
     let parts = vec![(0, vec![make_block(2, 0, 2, 900)])];
-    assert_eq!(require_and_send(&mut b.client, &parts).await, Vec::<i32>::new());
+    assert_eq!(
+        require_and_send(&mut b.client, &parts).await,
+        Vec::<i32>::new()
+    );
     sent_b.add(2, &parts);
 
     // Each server is told the blocks it received.
@@ -208,7 +223,10 @@ async fn without_a_split_limit_a_partition_is_never_listed() {
     register_ranges(&mut s.client, &[0]).await;
     for seq in 0..4 {
         let parts = vec![(0, vec![make_block(seq, 0, 1, 64 << 10)])];
-        assert_eq!(require_and_send(&mut s.client, &parts).await, Vec::<i32>::new());
+        assert_eq!(
+            require_and_send(&mut s.client, &parts).await,
+            Vec::<i32>::new()
+        );
     }
     s.running.shutdown().await;
 }

@@ -378,7 +378,8 @@ async fn split_limit_lists_partitions_strictly_above_it() {
     let a = app("app_a");
     f.register(&a, 2).await;
     f.write(&a, 0, 1, 100).unwrap(); // 132 encoded bytes
-    f.write(&a, 0, 1, 100).unwrap(); // a resent duplicate: dropped, not counted
+                                     // A resent duplicate is dropped, and not counted.
+    f.write(&a, 0, 1, 100).unwrap();
     // 132 + 168 = 300 is not above the limit; partition 1's 0 + 301 is.
     let t = require_sized(&f, &a, &[0, 1], &[168, 301]).unwrap();
     assert!(t.ticket_id > 0);

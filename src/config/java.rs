@@ -1689,7 +1689,10 @@ rss.security.hadoop.kerberos.proxy.user.enable true
         assert_eq!(split("-1"), Some(ByteSize(0)));
         assert_eq!(split("0"), Some(ByteSize(0)));
         assert_eq!(split("20g"), Some(ByteSize(20 * GIB)));
-        assert_eq!(load("").config.hybrid_store.huge_partition_split_limit, None);
+        assert_eq!(
+            load("").config.hybrid_store.huge_partition_split_limit,
+            None
+        );
     }
 
     #[test]
