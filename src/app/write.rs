@@ -113,6 +113,9 @@ impl AppRegistry {
     /// Java's `used > rss.server.huge-partition.split.limit`, where `used` is the partition's
     /// encoded size so far plus the size this request asks for it. The hint is not remembered:
     /// it is recomputed on every request, and `sendShuffleData` does not look at it.
+    /// (Read from `ShuffleTaskManager.requireBufferReturnPair` and `ShuffleServerConf` at
+    /// post-0.10 commits of apache/uniffle, which match 0.10's protocol notes, SEMANTICS §3.1
+    /// step 4c; the `HugePartitionUtils` versions at hand predate the split helper.)
     fn past_split_limit(&self, used: u64) -> bool {
         self.opts
             .huge_partition_split_limit
