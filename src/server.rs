@@ -318,6 +318,7 @@ pub async fn start(config: Config) -> Result<Running> {
                 * hybrid.huge_partition_memory_limit_ratio)
                 as u64,
             huge_partition_hard_limit: hybrid.huge_partition_hard_limit.map(|b| b.as_u64()),
+            huge_partition_split_limit: hybrid.huge_partition_split_limit.map(|b| b.as_u64()),
             index_read_hint: 2 << 20,
             commit_timeout: config.app.commit_timeout,
             commit_waits_for_spill: !config.store_type.with_memory(),

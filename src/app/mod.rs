@@ -48,6 +48,9 @@ pub struct RegistryOptions {
     pub huge_partition_memory_limit: u64,
     /// Partition size beyond which sends are refused for good.
     pub huge_partition_hard_limit: Option<u64>,
+    /// Encoded partition size (plus the size requested) beyond which `requireBuffer` lists
+    /// the partition in `needSplitPartitionIds`; `None` never does.
+    pub huge_partition_split_limit: Option<u64>,
     /// Read memory taken by an index read (Java's `rss.server.index.size.hint`).
     pub index_read_hint: u64,
     /// How long `finishShuffle` (and a waiting `commitShuffleTask`) waits for its spill.

@@ -174,6 +174,7 @@ fn opts() -> RegistryOptions {
         huge_partition_threshold: u64::MAX,
         huge_partition_memory_limit: u64::MAX,
         huge_partition_hard_limit: None,
+        huge_partition_split_limit: None,
         index_read_hint: 1024,
         commit_timeout: Duration::from_secs(5),
         commit_waits_for_spill: false,
@@ -353,6 +354,109 @@ async fn huge_partition_gets_its_own_no_buffer() {
     f.registry.finish_shuffle(&a, 0).await.unwrap();
     f.write(&a, 0, 99, 600).unwrap();
     f.stop().await;
+}
+
+/// requireBuffer with 0.10's per-partition sizes, for `partitions` with `sizes`.
+fn require_sized(
+    f: &Fixture,
+    app: &AppId,
+    partitions: &[i32],
+    sizes: &[i32],
+) -> crate::error::Result<crate::app::RequireOutcome> {
+    f.registry
+        .require_buffer(Some(app), 0, partitions, sizes, sizes.iter().sum())
+}
+
+#[tokio::test]
+async fn split_limit_lists_partitions_strictly_above_it() {
+    let f = Fixture::new(
+        1 << 20,
+        RegistryOptions {
+            huge_partition_split_limit: Some(300),
+            ..opts()
+        },
+    );
+    let a = app("app_a");
+    f.register(&a, 2).await;
+    f.write(&a, 0, 1, 100).unwrap(); // 132 encoded bytes
+                                     // A resent duplicate is dropped, and not counted.
+    f.write(&a, 0, 1, 100).unwrap();
+    // 132 + 168 = 300 is not above the limit; partition 1's 0 + 301 is.
+    let t = require_sized(&f, &a, &[0, 1], &[168, 301]).unwrap();
+    assert!(t.ticket_id > 0);
+    assert_eq!(t.need_split, vec![1]);
+    // 132 + 169 = 301 is; 300 for partition 1 is not.
+    let t = require_sized(&f, &a, &[1, 0], &[300, 169]).unwrap();
+    assert_eq!(t.need_split, vec![0]);
+    // The ticket covers the whole request, split partitions included.
+    f.registry
+        .send(
+            &a,
+            0,
+            t.ticket_id,
+            vec![(0, vec![block(2, 137)]), (1, vec![block(3, 268)])],
+            0,
+            Payloads::Shared,
+        )
+        .unwrap();
+    // Without per-partition sizes (before 0.10) nothing is ever listed.
+    let t = f
+        .registry
+        .require_buffer(Some(&a), 0, &[0, 1], &[], 10_000)
+        .unwrap();
+    assert!(t.need_split.is_empty());
+    f.stop().await;
+}
+
+#[tokio::test]
+async fn no_split_limit_never_lists_a_partition() {
+    let f = Fixture::new(1 << 20, opts());
+    let a = app("app_a");
+    f.register(&a, 1).await;
+    f.write(&a, 0, 1, 100_000).unwrap();
+    let t = require_sized(&f, &a, &[0], &[500_000]).unwrap();
+    assert!(t.need_split.is_empty());
+    f.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_memory_limit_then_hard_limit_then_split_as_java_orders_them() {
+    let f = Fixture::new(
+        1 << 20,
+        RegistryOptions {
+            huge_partition_threshold: 100,
+            huge_partition_memory_limit: 100,
+            huge_partition_hard_limit: Some(150),
+            huge_partition_split_limit: Some(0),
+            ..opts()
+        },
+    );
+    let a = app("app_a");
+    f.register(&a, 2).await;
+    f.faulty.stall_appends(); // keep partition 0's bytes in memory
+    f.write(&a, 0, 1, 100).unwrap();
+    // Partition 0 is past all three: the memory limit answers (the client waits and retries).
+    let err = require_sized(&f, &a, &[1, 0], &[10, 100]).unwrap_err();
+    assert_eq!(err.status(), StatusCode::NoBufferForHugePartition);
+    // Once its memory is spilled, the hard limit answers, and no split list is given.
+    f.faulty.release_appends();
+    f.registry.finish_shuffle(&a, 0).await.unwrap();
+    let err = require_sized(&f, &a, &[1, 0], &[10, 100]).unwrap_err();
+    assert_eq!(err.status(), StatusCode::ExceedHugePartitionHardLimit);
+    // Within the hard limit, both are listed: 132 + 1 > 0 and 0 + 10 > 0.
+    let t = require_sized(&f, &a, &[1, 0], &[10, 1]).unwrap();
+    assert_eq!(t.need_split, vec![1, 0]);
+    f.stop().await;
+}
+
+fn block(id: i64, len: usize) -> Block {
+    Block {
+        block_id: id,
+        task_attempt_id: 1,
+        uncompress_length: len as i32,
+        crc: 0,
+        data: Bytes::from(vec![id as u8; len]),
+    }
 }
 
 #[tokio::test]

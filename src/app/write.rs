@@ -14,8 +14,10 @@ use std::sync::Arc;
 pub struct RequireOutcome {
     /// The ticket id (≥ 1).
     pub ticket_id: i64,
-    /// Partitions past the split limit (a soft hint for 0.10 clients); always empty until a
-    /// split limit is configured.
+    /// Partitions past `hybrid_store.huge_partition_split_limit`, in request order: a 0.10
+    /// client keeps the blocks it sends under this ticket here and has the driver reassign
+    /// the partition's later blocks to another server. Empty without a limit, and for
+    /// requests without per-partition sizes (clients before 0.10 could not act on it).
     pub need_split: Vec<i32>,
 }
 
@@ -58,6 +60,7 @@ impl AppRegistry {
                 self.store().memory().budget().capacity()
             )));
         }
+        let mut need_split = Vec::new();
         if let Some((app_id, app)) = verified {
             // Per-partition sizes are only meaningful when the lists line up (0.10 clients).
             let sizes = (partition_sizes.len() == partitions.len()).then_some(partition_sizes);
@@ -71,8 +74,24 @@ impl AppRegistry {
                             what: format!("partition {p}"),
                         })?;
                     let extra = sizes.map_or(0, |s| s[i].max(0) as u64);
-                    if let Some(buffer) = self.store().memory().get(&key) {
-                        self.check_huge(&buffer, extra)?;
+                    let buffer = self.store().memory().get(&key);
+                    if let Some(buffer) = &buffer {
+                        self.check_huge(buffer, extra)?;
+                    }
+                    // Java checks the split limit last, so a partition refused above is never
+                    // also listed; the ticket is still granted in full.
+                    if sizes.is_some() {
+                        let used = buffer.as_ref().map_or(0, |b| b.encoded_bytes()) + extra;
+                        if self.past_split_limit(used) {
+                            tracing::info!(
+                                app_id = %app_id,
+                                shuffle_id = shuffle.id(),
+                                partition_id = p,
+                                used,
+                                "partition past the split limit: listed in needSplitPartitionIds"
+                            );
+                            need_split.push(p);
+                        }
                     }
                 }
             } else if !partitions.is_empty() {
@@ -87,8 +106,20 @@ impl AppRegistry {
         let ticket_id = self.tickets().issue(app.cloned(), reservation);
         Ok(RequireOutcome {
             ticket_id,
-            need_split: Vec::new(),
+            need_split,
         })
+    }
+
+    /// Java's `used > rss.server.huge-partition.split.limit`, where `used` is the partition's
+    /// encoded size so far plus the size this request asks for it. The hint is not remembered:
+    /// it is recomputed on every request, and `sendShuffleData` does not look at it.
+    /// (Read from `ShuffleTaskManager.requireBufferReturnPair` and `ShuffleServerConf` at
+    /// post-0.10 commits of apache/uniffle, which match 0.10's protocol notes, SEMANTICS §3.1
+    /// step 4c; the `HugePartitionUtils` versions at hand predate the split helper.)
+    fn past_split_limit(&self, used: u64) -> bool {
+        self.opts
+            .huge_partition_split_limit
+            .is_some_and(|limit| used > limit)
     }
 
     /// [`AppRegistry::require_buffer`], but a `NO_BUFFER` for want of memory (not a huge
@@ -131,16 +162,11 @@ impl AppRegistry {
         }
     }
 
+    /// The memory limit of a huge partition first, then the hard limit, as Java's
+    /// `requireBufferReturnPair` orders them: a partition past both is told to wait
+    /// (`NO_BUFFER_FOR_HUGE_PARTITION`, retried) rather than to fail the task.
     fn check_huge(&self, buffer: &PartitionBuffer, extra: u64) -> Result<()> {
         let total = buffer.total_bytes() + extra;
-        if let Some(hard) = self.opts.huge_partition_hard_limit {
-            if total > hard {
-                return Err(Error::HugePartitionHardLimit {
-                    partition: buffer.key().clone(),
-                    reason: format!("size {total} > hard limit {hard}"),
-                });
-            }
-        }
         if total > self.opts.huge_partition_threshold {
             let in_memory = buffer.memory_bytes();
             if in_memory > self.opts.huge_partition_memory_limit {
@@ -150,6 +176,14 @@ impl AppRegistry {
                         "it holds {in_memory} bytes in memory, the limit is {}",
                         self.opts.huge_partition_memory_limit
                     ),
+                });
+            }
+        }
+        if let Some(hard) = self.opts.huge_partition_hard_limit {
+            if total > hard {
+                return Err(Error::HugePartitionHardLimit {
+                    partition: buffer.key().clone(),
+                    reason: format!("size {total} > hard limit {hard}"),
                 });
             }
         }

@@ -71,6 +71,7 @@
 //! | `rss.server.huge-partition.size.threshold` | `hybrid_store.huge_partition_size_threshold` | size > 0 | 20 GiB |
 //! | `rss.server.huge-partition.memory.limit.ratio` | `hybrid_store.huge_partition_memory_limit_ratio` | in (0, 1] | 0.2 |
 //! | `rss.server.huge-partition.size.hard.limit` | `hybrid_store.huge_partition_hard_limit` | size > 0; `9223372036854775807` = no limit | no limit |
+//! | `rss.server.huge-partition.split.limit` | `hybrid_store.huge_partition_split_limit` | size; `9223372036854775807` = never split; negative (Java: split every partition) = 0, which splits every partition a client lists (each carries a block, ≥ 32 encoded bytes) | never split |
 //! | `rss.server.high.watermark.write` | `localfile_store.disk_high_watermark` | percent / 100 | 95 % |
 //! | `rss.server.low.watermark.write` | `localfile_store.disk_low_watermark` | percent / 100 | 85 % |
 //! | `rss.server.health.check.enable` + `rss.server.health.min.storage.percentage` | `localfile_store.healthy_check_min_disks` | when enabled: ⌈percentage × disks / 100⌉ (default 80 %); off: 0 | 0 (off) |
@@ -97,8 +98,8 @@
 //! `rss.server.flush.thread.alive`, Netty and Jetty thread and buffer settings), retry and
 //! timeout knobs of Java's flush queue (`rss.server.write.retry.max`,
 //! `rss.server.pending.event.timeout.sec`),
-//! `rss.server.decommission.check.interval`, `rss.server.huge-partition.split.limit`,
-//! `rss.rpc.message.max.size`, keys the Java 0.9/0.10 server no longer reads
+//! `rss.server.decommission.check.interval`, `rss.rpc.message.max.size`, keys the Java
+//! 0.9/0.10 server no longer reads
 //! (`rss.server.flush.threadPool.size`, `rss.server.flush.hdfs.threadPool.size`), and every
 //! other key.
 
@@ -1010,6 +1011,14 @@ impl Mapper {
                 (size.as_u64() != i64::MAX as u64).then_some(size);
             self.set_origin("hybrid_store.huge_partition_hard_limit", &e);
         }
+        if let Some((e, v)) = self.size("rss.server.huge-partition.split.limit")? {
+            // Java compares `used > limit`, has no validator, and defaults to Long.MAX_VALUE
+            // (never). Its integration tests set -1 to split everything; 0 does the same for
+            // every partition a client can list, since each carries at least one block.
+            self.config.hybrid_store.huge_partition_split_limit =
+                (v != i64::MAX).then_some(ByteSize(v.max(0) as u64));
+            self.set_origin("hybrid_store.huge_partition_split_limit", &e);
+        }
         Ok(())
     }
 
@@ -1490,6 +1499,7 @@ rss.server.storage.flushOperationTimeoutSec 90
 rss.server.huge-partition.size.threshold 10g
 rss.server.huge-partition.memory.limit.ratio 0.3
 rss.server.huge-partition.size.hard.limit 50g
+rss.server.huge-partition.split.limit 5g
 rss.server.high.watermark.write 90
 rss.server.low.watermark.write 70
 rss.server.health.check.enable true
@@ -1540,6 +1550,7 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
         e.hybrid_store.huge_partition_size_threshold = ByteSize(10 * GIB);
         e.hybrid_store.huge_partition_memory_limit_ratio = 0.3;
         e.hybrid_store.huge_partition_hard_limit = Some(ByteSize(50 * GIB));
+        e.hybrid_store.huge_partition_split_limit = Some(ByteSize(5 * GIB));
         e.localfile_store.disk_high_watermark = 0.9;
         e.localfile_store.disk_low_watermark = 0.7;
         e.localfile_store.healthy_check_min_disks = 2;
@@ -1695,6 +1706,24 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
         assert_eq!(
             c.metrics.push_gateway_endpoint.as_deref(),
             Some("https://gw.example.com:9091")
+        );
+    }
+
+    #[test]
+    fn split_limit_long_max_is_none_and_negative_is_zero() {
+        let split = |v: &str| {
+            load(&format!("rss.server.huge-partition.split.limit {v}\n"))
+                .config
+                .hybrid_store
+                .huge_partition_split_limit
+        };
+        assert_eq!(split("9223372036854775807"), None);
+        assert_eq!(split("-1"), Some(ByteSize(0)));
+        assert_eq!(split("0"), Some(ByteSize(0)));
+        assert_eq!(split("20g"), Some(ByteSize(20 * GIB)));
+        assert_eq!(
+            load("").config.hybrid_store.huge_partition_split_limit,
+            None
         );
     }
 

@@ -404,6 +404,14 @@ pub struct HybridStoreConfig {
     /// Must be > 0 when set. Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub huge_partition_hard_limit: Option<ByteSize>,
+    /// A 0.10 client's `requireBuffer` that takes a partition beyond this size (its encoded
+    /// size so far plus what the request asks for it) still gets its ticket, and the answer
+    /// lists the partition in `needSplitPartitionIds`: the client has the driver reassign the
+    /// partition's later blocks to another server (Uniffle's
+    /// `rss.server.huge-partition.split.limit`). `"0"` lists every partition a request
+    /// carries; none means never. Default: none (Java's `Long.MAX_VALUE`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_partition_split_limit: Option<ByteSize>,
     /// Upper bound on the backoff between retries of a failed spill. Must be > 0.
     /// Default: `30s`.
     #[serde(with = "humantime_serde")]
@@ -420,6 +428,7 @@ impl Default for HybridStoreConfig {
             huge_partition_size_threshold: ByteSize(20 * ByteSize::GIB),
             huge_partition_memory_limit_ratio: 0.2,
             huge_partition_hard_limit: None,
+            huge_partition_split_limit: None,
             spill_retry_max_backoff: Duration::from_secs(30),
         }
     }

@@ -96,6 +96,7 @@ fn example_documents_every_key() {
     };
     full.metrics.push_gateway_endpoint = Some("http://gateway:9091".into());
     full.hybrid_store.huge_partition_hard_limit = Some(ByteSize(ByteSize::GIB));
+    full.hybrid_store.huge_partition_split_limit = Some(ByteSize(ByteSize::GIB));
     full.coordinator.remote_storage_path = Some("hdfs://ns/rss".into());
     full.hdfs_store.kerberos_principal = Some("rss@EXAMPLE.COM".into());
     full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
@@ -144,6 +145,10 @@ fn example_documents_every_key() {
     assert_eq!(
         config.hybrid_store.huge_partition_hard_limit,
         Some(ByteSize(100 * ByteSize::GIB))
+    );
+    assert_eq!(
+        config.hybrid_store.huge_partition_split_limit,
+        Some(ByteSize(50 * ByteSize::GIB))
     );
     assert_eq!(
         config.coordinator.remote_storage_path.as_deref(),
@@ -676,6 +681,8 @@ fn config() -> impl Strategy<Value = Config> {
             c.hybrid_store.spill_concurrency = spill_concurrency;
             c.hybrid_store.huge_partition_memory_limit_ratio = huge_ratio;
             c.hybrid_store.huge_partition_hard_limit = hard_limit.map(ByteSize);
+            // Any split limit is valid, 0 included (h / 2 is 0 for h = 1).
+            c.hybrid_store.huge_partition_split_limit = hard_limit.map(|h| ByteSize(h / 2));
             c.app.app_heartbeat_timeout = app_timeout;
             c.shutdown.drain_timeout = drain_timeout;
             c.metrics.push_gateway_endpoint = push_gateway_endpoint;

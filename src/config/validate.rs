@@ -342,6 +342,8 @@ impl HybridStoreConfig {
             huge_partition_size_threshold,
             huge_partition_memory_limit_ratio,
             huge_partition_hard_limit,
+            // Any size is meaningful, 0 included (split every partition).
+            huge_partition_split_limit: _,
             spill_retry_max_backoff,
         } = self;
         watermarks(

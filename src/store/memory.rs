@@ -130,6 +130,10 @@ pub struct PartitionBuffer {
     inner: Mutex<BufferInner>,
     /// Lifetime payload bytes received (huge-partition detection).
     total_bytes: AtomicU64,
+    /// Lifetime encoded bytes received (payload + 32 per block): Java's `partitionDataSize`,
+    /// the measure a 0.10 client's `partitionRequireSizes` are in, so the split limit can be
+    /// compared exactly as Java compares it.
+    encoded_bytes: AtomicU64,
     /// Set when the partition is purged; in-flight spills of it are then dropped.
     purged: AtomicBool,
 }
@@ -148,6 +152,11 @@ impl PartitionBuffer {
     /// Payload bytes ever received.
     pub fn total_bytes(&self) -> u64 {
         self.total_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Encoded bytes ever received (payload + 32 per block, resent duplicates not counted).
+    pub fn encoded_bytes(&self) -> u64 {
+        self.encoded_bytes.load(Ordering::Relaxed)
     }
 
     /// Charged bytes currently in memory (staged + in flight).
@@ -239,6 +248,7 @@ impl PartitionBuffer {
         }
         out.staged_bytes = inner.staged_bytes;
         self.total_bytes.fetch_add(payload, Ordering::Relaxed);
+        self.encoded_bytes.fetch_add(out.bytes, Ordering::Relaxed);
         Ok(out)
     }
 
@@ -412,6 +422,7 @@ impl MemoryTier {
                 local_order,
                 inner: Mutex::new(BufferInner::default()),
                 total_bytes: AtomicU64::new(0),
+                encoded_bytes: AtomicU64::new(0),
                 purged: AtomicBool::new(false),
             })
         }))
