@@ -74,6 +74,8 @@ pub struct NettyShared {
     pub limits: RequestLimits,
     /// Counts frames cut off by the stall timeout.
     pub limit_metrics: Arc<LimitMetrics>,
+    /// The RPC audit log (Java audits this plane's requests like gRPC's).
+    pub audit: crate::audit::RpcAudit,
 }
 
 /// Serves `listener` until `stop` fires, then stops accepting, lets every connection finish the
