@@ -598,9 +598,13 @@ impl Running {
         }
 
         // Every request has answered (or been cut off): its audit line is queued.
-        if timed("flush audit logs", Duration::from_secs(10), self.audit.close())
-            .await
-            .is_none()
+        if timed(
+            "flush audit logs",
+            Duration::from_secs(10),
+            self.audit.close(),
+        )
+        .await
+        .is_none()
         {
             tracing::warn!("audit logs not flushed in time");
         }

@@ -4,8 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{
-    AuditConfig,
-    AppConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
+    AppConfig, AuditConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
     HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig,
     RecoveryConfig, ShutdownConfig, StoreType,
 };

@@ -136,15 +136,17 @@ impl ShuffleService {
         let mut entry = self.audit(Command::GetLocalShuffleData, &request);
         let req = request.into_inner();
         if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id).args(Args::LocalData {
-                request_id: None,
-                partition_id: req.partition_id,
-                per_range: req.partition_num_per_range,
-                partition_num: req.partition_num,
-                offset: req.offset,
-                length: req.length,
-                storage_id: req.storage_id,
-            });
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::LocalData {
+                    request_id: None,
+                    partition_id: req.partition_id,
+                    per_range: req.partition_num_per_range,
+                    partition_num: req.partition_num,
+                    offset: req.offset,
+                    length: req.length,
+                    storage_id: req.storage_id,
+                });
         }
         let args = ReadArgs {
             shuffle: req.shuffle_id,
@@ -188,12 +190,14 @@ impl ShuffleService {
         let mut entry = self.audit(Command::GetMemoryShuffleData, &request);
         let req = request.into_inner();
         if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id).args(Args::Memory {
-                request_id: None,
-                partition_id: req.partition_id,
-                block_id: req.last_block_id,
-                read_buffer_size: req.read_buffer_size,
-            });
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Memory {
+                    request_id: None,
+                    partition_id: req.partition_id,
+                    block_id: req.last_block_id,
+                    read_buffer_size: req.read_buffer_size,
+                });
         }
         let result = convert::app_id(&req.app_id).and_then(|app| {
             self.limits
@@ -246,13 +250,11 @@ impl ShuffleService {
             },
             _ => Ret::None,
         };
-        Ok(
-            audited(entry, response, ret)?.map(|message| DataAnswer {
-                message,
-                data,
-                permit,
-            }),
-        )
+        Ok(audited(entry, response, ret)?.map(|message| DataAnswer {
+            message,
+            data,
+            permit,
+        }))
     }
 }
 
@@ -431,12 +433,14 @@ impl ShuffleServer for ShuffleService {
         let mut entry = self.audit(Command::GetLocalShuffleIndex, &request);
         let req = request.into_inner();
         if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id).args(Args::LocalIndex {
-                request_id: None,
-                partition_id: req.partition_id,
-                per_range: req.partition_num_per_range,
-                partition_num: req.partition_num,
-            });
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::LocalIndex {
+                    request_id: None,
+                    partition_id: req.partition_id,
+                    per_range: req.partition_num_per_range,
+                    partition_num: req.partition_num,
+                });
         }
         let args = ReadArgs {
             shuffle: req.shuffle_id,
@@ -520,18 +524,20 @@ impl ShuffleServer for ShuffleService {
         let mut entry = self.audit(Command::ReportShuffleResult, &request);
         let req = request.into_inner();
         if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id).args(Args::Report {
-                task_attempt_id: req.task_attempt_id,
-                bitmap_num: req.bitmap_num,
-                // Java's map keeps only partitions with block ids, one entry per id.
-                partitions: req
-                    .partition_to_block_ids
-                    .iter()
-                    .filter(|p| !p.block_ids.is_empty())
-                    .map(|p| p.partition_id)
-                    .collect::<std::collections::HashSet<_>>()
-                    .len(),
-            });
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Report {
+                    task_attempt_id: req.task_attempt_id,
+                    bitmap_num: req.bitmap_num,
+                    // Java's map keeps only partitions with block ids, one entry per id.
+                    partitions: req
+                        .partition_to_block_ids
+                        .iter()
+                        .filter(|p| !p.block_ids.is_empty())
+                        .map(|p| p.partition_id)
+                        .collect::<std::collections::HashSet<_>>()
+                        .len(),
+                });
         }
         if let Err(e) = self
             .limits
@@ -587,10 +593,12 @@ impl ShuffleServer for ShuffleService {
         let mut entry = self.audit(Command::GetShuffleResult, &request);
         let req = request.into_inner();
         if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id).args(Args::Result {
-                partition_id: req.partition_id,
-                layout: audit_layout(req.block_id_layout.as_ref()),
-            });
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Result {
+                    partition_id: req.partition_id,
+                    layout: audit_layout(req.block_id_layout.as_ref()),
+                });
         }
         let result = (|| {
             let app = convert::app_id(&req.app_id)?;
@@ -803,10 +811,12 @@ impl ShuffleServer for ShuffleService {
         let mut entry = self.audit(Command::GetSortedShuffleData, &request);
         let req = request.into_inner();
         if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id).args(Args::Sorted {
-                partition_id: req.partition_id,
-                block_id: req.merged_block_id,
-            });
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Sorted {
+                    partition_id: req.partition_id,
+                    block_id: req.merged_block_id,
+                });
         }
         let mut response = reply::<proto::GetSortedShuffleDataResponse>(
             "getSortedShuffleData",
