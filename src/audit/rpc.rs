@@ -632,3 +632,93 @@ impl Entry {
 pub fn status_name(status: i32) -> &'static str {
     crate::proto::StatusCode::try_from(status).map_or("UNKNOWN", |s| s.as_str_name())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segments(numbers: &[i32]) -> String {
+        let mut out = Vec::new();
+        write_segments(&mut out, numbers, 1, 10).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn segments_follow_java_list_to_segment() {
+        assert_eq!(segments(&[]), "[]");
+        assert_eq!(segments(&[7]), "[7]");
+        assert_eq!(segments(&[0, 1, 2, 5, 7, 8]), "[0~2], 5, [7~8]");
+        assert_eq!(segments(&[3, 1]), "3, 1");
+        // Eleven runs: ten written, the rest summarised right after them (no separator).
+        let sparse: Vec<i32> = (0..11).map(|i| i * 2).collect();
+        assert_eq!(
+            segments(&sparse),
+            "0, 2, 4, 6, 8, 10, 12, 14, 16, 18...1 more ranges..."
+        );
+        let nine: Vec<i32> = (0..9).map(|i| i * 2).collect();
+        assert_eq!(segments(&nine), "0, 2, 4, 6, 8, 10, 12, 14, 16");
+    }
+
+    #[test]
+    fn socket_addresses_print_as_java_inet_socket_address() {
+        let mut out = Vec::new();
+        write_java_socket_addr(&mut out, "10.1.2.3:4567".parse().unwrap()).unwrap();
+        out.push(b' ');
+        write_java_socket_addr(&mut out, "[::1]:80".parse().unwrap()).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "/10.1.2.3:4567 /0:0:0:0:0:0:0:1:80"
+        );
+    }
+
+    #[test]
+    fn a_record_renders_javas_fields_in_order() {
+        let record = RpcRecord {
+            at: SystemTime::now(),
+            command: Command::GetMemoryShuffleData,
+            status: "SUCCESS",
+            from: None,
+            micros: 87,
+            app_id: None,
+            shuffle_id: -1,
+            args: Args::Memory {
+                request_id: Some(9),
+                partition_id: 2,
+                block_id: -1,
+                read_buffer_size: 1024,
+            },
+            ret: Ret::MemoryNetty {
+                len: 10,
+                segments: 1,
+            },
+        };
+        let mut out = Vec::new();
+        record.write_line(&mut out).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        let (stamp, rest) = line.split_once("] ").unwrap();
+        assert_eq!(stamp.len(), "[2025-09-01 12:00:00.123".len());
+        assert_eq!(
+            rest,
+            "cmd=getMemoryShuffleData\tstatusCode=SUCCESS\tfrom=null\texecutionTimeUs=87\t\
+             appId=N/A\tshuffleId=-1\targs{requestId=9, partitionId=2, blockId=-1, \
+             readBufferSize=1024}\treturn{len=10, bufferSegments=1}"
+        );
+    }
+
+    #[test]
+    fn excluded_commands_are_not_started() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let sink = Sink::open(
+            &dir.path().join("a.log"),
+            "audit-test",
+            prometheus::IntCounter::new("d", "d").unwrap(),
+        )
+        .unwrap();
+        let audit = RpcAudit::new(sink, &["appHeartbeat".into(), "noSuchCommand".into()]);
+        assert!(audit.begin(Command::AppHeartbeat, None).is_none());
+        assert!(audit.begin(Command::RequireBuffer, None).is_some());
+        assert!(RpcAudit::off()
+            .begin(Command::RequireBuffer, None)
+            .is_none());
+    }
+}
