@@ -14,9 +14,11 @@
 //! ```
 //! metrics: the Prometheus registries (Uniffle names); http: metrics, admin and pprof endpoints
 //! netty: Uniffle's Netty data plane (sends and reads), beside `grpc`, calling the same `app` API.
+//! audit: Uniffle's RPC audit log, fed by both planes, written to a file of its own.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod app;
+pub mod audit;
 pub mod bench;
 pub mod codec;
 pub mod config;

@@ -19,6 +19,7 @@ use tokio_util::task::TaskTracker;
 use tonic::transport::server::TcpIncoming;
 
 use crate::app::{AppRegistry, RegistryOptions};
+use crate::audit::AuditLogs;
 use crate::config::Config;
 use crate::coordinator::{Coordinator, CoordinatorService};
 use crate::error::{Error, Result};
@@ -75,6 +76,8 @@ pub struct Running {
     recovery: Option<Recovery>,
     /// Held until the very end of shutdown: a successor waits for it.
     state_lock: Option<StateLock>,
+    /// The audit logs, flushed once both planes have drained.
+    audit: AuditLogs,
 }
 
 /// What a shutdown did, for the log and for tests.
@@ -143,6 +146,10 @@ pub async fn start(config: Config) -> Result<Running> {
         start_time_ms: crate::tasks::heartbeat::now_ms(),
     };
     let metrics = Metrics::new(&identity.all_tags())?;
+    let audit_dropped = crate::audit::dropped_counter(metrics.tags())
+        .map_err(|e| Error::Startup(format!("audit metrics: {e}")))?;
+    metrics.register_server(Box::new(audit_dropped.clone()))?;
+    let audit = AuditLogs::open(&config.audit, &audit_dropped)?;
 
     let tracker = TaskTracker::new();
     let tasks_stop = CancellationToken::new();
@@ -400,6 +407,7 @@ pub async fn start(config: Config) -> Result<Running> {
             .layer(grpc_limits)
             .add_service(
                 ShuffleService::new(Arc::clone(&registry), request_limits.clone())
+                    .with_audit(audit.rpc.clone())
                     .into_server(grpc_budget),
             )
             .add_service(InternalService::new(Arc::clone(&registry)).into_server())
@@ -445,6 +453,7 @@ pub async fn start(config: Config) -> Result<Running> {
             },
             limits: request_limits.clone(),
             limit_metrics: Arc::clone(&limit_metrics),
+            audit: audit.rpc.clone(),
         };
         let options = crate::netty::NettyOptions {
             receive_budget: limits.receive_budget.as_u64() as usize,
@@ -512,6 +521,7 @@ pub async fn start(config: Config) -> Result<Running> {
         tracker,
         recovery,
         state_lock,
+        audit,
     })
 }
 
@@ -587,6 +597,18 @@ impl Running {
                     netty_task.abort();
                 }
             }
+        }
+
+        // Every request has answered (or been cut off): its audit line is queued.
+        if timed(
+            "flush audit logs",
+            Duration::from_secs(10),
+            self.audit.close(),
+        )
+        .await
+        .is_none()
+        {
+            tracing::warn!("audit logs not flushed in time");
         }
 
         self.tasks_stop.cancel();

@@ -75,6 +75,8 @@
 //! | `rss.server.high.watermark.write` | `localfile_store.disk_high_watermark` | percent / 100 | 95 % |
 //! | `rss.server.low.watermark.write` | `localfile_store.disk_low_watermark` | percent / 100 | 85 % |
 //! | `rss.server.health.check.enable` + `rss.server.health.min.storage.percentage` | `localfile_store.healthy_check_min_disks` | when enabled: ⌈percentage × disks / 100⌉ (default 80 %); off: 0 | 0 (off) |
+//! | `rss.server.rpc.audit.log.enabled` | `audit.rpc_log` | boolean | true |
+//! | `rss.server.rpc.audit.log.excludeList` | `audit.rpc_exclude` | comma list of command names | `appHeartbeat` |
 //! | `rss.server.health.check.interval.ms` | `localfile_store.disk_health_check_interval` | ms | 10 s |
 //! | `rss.client.netty.client.connection.timeout.ms` | `limits.idle_timeout` | ms (the Java server closes idle Netty connections after it) | 600 s |
 //! | `rss.server.decommission.shutdown` | (behaviour) | `true` is what Spillway always does; `false` is warned | |
@@ -782,6 +784,7 @@ impl Mapper {
         self.map_listeners()?;
         self.map_storage()?;
         self.map_coordination()?;
+        self.map_audit()?;
         self.map_memory(memory)?;
         self.map_spilling()?;
         self.map_disks()?;
@@ -840,6 +843,18 @@ impl Mapper {
             self.config.localfile_store.data_paths =
                 java_list(&e.value).into_iter().map(PathBuf::from).collect();
             self.set_origin("localfile_store.data_paths", &e);
+        }
+        Ok(())
+    }
+
+    fn map_audit(&mut self) -> Result<(), ConfigError> {
+        if let Some((e, on)) = self.boolean("rss.server.rpc.audit.log.enabled")? {
+            self.config.audit.rpc_log = on;
+            self.set_origin("audit.rpc_log", &e);
+        }
+        if let Some(e) = self.take("rss.server.rpc.audit.log.excludeList") {
+            self.config.audit.rpc_exclude = java_list(&e.value);
+            self.set_origin("audit.rpc_exclude", &e);
         }
         Ok(())
     }

@@ -180,6 +180,8 @@ pub struct Config {
     pub recovery: RecoveryConfig,
     /// What one client, connection or request may take. Default: see [`LimitsConfig`].
     pub limits: LimitsConfig,
+    /// Audit logs. Default: see [`AuditConfig`].
+    pub audit: AuditConfig,
     /// The `rss.*` properties of the Java `server.conf` this config was read from, in file
     /// order (last value of a repeated key), exactly as written: the Java server's
     /// `/api/shuffleServer/conf` lists what the operator set, so ours does too. Empty for a
@@ -209,6 +211,7 @@ impl Default for Config {
             recovery: RecoveryConfig::default(),
             coordinator: CoordinatorConfig::default(),
             limits: LimitsConfig::default(),
+            audit: AuditConfig::default(),
             java_properties: Vec::new(),
         }
     }
@@ -607,6 +610,33 @@ impl Default for RecoveryConfig {
             dir: None,
             compact_size: ByteSize(64 << 20),
             takeover: false,
+        }
+    }
+}
+
+/// `[audit]`: Uniffle's RPC audit log, written to a file of its own (independent of `RUST_LOG`)
+/// in the Java server's line format (see `src/audit/`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// One line per request (`rss.server.rpc.audit.log.enabled`). Turning it off removes the
+    /// whole cost from the request path. Default: true (as Java).
+    pub rpc_log: bool,
+    /// The RPC audit file, appended to; its directory is created. Java's default is
+    /// `${RSS_LOG_DIR}/shuffle_server_rpc_audit.log` with `RSS_LOG_DIR` = `${RSS_HOME}/logs`,
+    /// hence `logs/` under the working directory. Default: `"logs/shuffle_server_rpc_audit.log"`.
+    pub rpc_log_path: PathBuf,
+    /// Commands not logged, by the name the line carries (`rss.server.rpc.audit.log.excludeList`).
+    /// Default: `["appHeartbeat"]` (as Java).
+    pub rpc_exclude: Vec<String>,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            rpc_log: true,
+            rpc_log_path: PathBuf::from("logs/shuffle_server_rpc_audit.log"),
+            rpc_exclude: vec!["appHeartbeat".into()],
         }
     }
 }

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::{
-    AppConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
+    AppConfig, AuditConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
     HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig,
     RecoveryConfig, ShutdownConfig, StoreType,
 };
@@ -49,6 +49,7 @@ impl Config {
             coordinator,
             recovery,
             limits,
+            audit,
             java_properties: _,
         } = self;
 
@@ -90,7 +91,25 @@ impl Config {
         shutdown.check()?;
         recovery.check()?;
         limits.check()?;
+        audit.check()?;
         coordinator.check()
+    }
+}
+
+impl AuditConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let AuditConfig {
+            rpc_log,
+            rpc_log_path,
+            rpc_exclude: _,
+        } = self;
+        if *rpc_log && rpc_log_path.as_os_str().is_empty() {
+            return Err(ConfigError::new(
+                "audit.rpc_log_path",
+                "is empty while audit.rpc_log is on",
+            ));
+        }
+        Ok(())
     }
 }
 

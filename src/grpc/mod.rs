@@ -11,6 +11,8 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs, Registration, RemoteStorage};
+use crate::audit::rpc::{self as audit, Args, Command, Entry, Ret};
+use crate::audit::RpcAudit;
 use crate::error::{Error, Result};
 use crate::limits::RequestLimits;
 use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
@@ -37,6 +39,7 @@ pub const MAX_RESPONSE_SIZE: usize = i32::MAX as usize;
 pub struct ShuffleService {
     registry: Arc<AppRegistry>,
     limits: RequestLimits,
+    audit: RpcAudit,
 }
 
 /// The plane label of this service's limit hits.
@@ -45,7 +48,24 @@ const PLANE: &str = "grpc";
 impl ShuffleService {
     /// A service over `registry`, refusing requests beyond `limits`.
     pub fn new(registry: Arc<AppRegistry>, limits: RequestLimits) -> Self {
-        ShuffleService { registry, limits }
+        ShuffleService {
+            registry,
+            limits,
+            audit: RpcAudit::off(),
+        }
+    }
+
+    /// The same service, writing an RPC audit line per request (Java audits every method of
+    /// `ShuffleServer`).
+    pub fn with_audit(mut self, audit: RpcAudit) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Starts the audit entry of `command` from `request`'s peer (Java's `from`: the
+    /// transport's remote address).
+    fn audit<T>(&self, command: Command, request: &Request<T>) -> Option<Entry> {
+        self.audit.begin(command, request.remote_addr())
     }
 
     /// The service's routes with Uniffle's message-size limits; a request must also fit the
@@ -69,6 +89,16 @@ impl ShuffleService {
         payloads: Payloads,
     ) -> Rpc<proto::SendShuffleDataResponse> {
         crate::metrics::handler_start(&request, request.get_ref().timestamp);
+        let entry = self.audit(Command::SendShuffleData, &request).map(|mut e| {
+            let r = request.get_ref();
+            e.app(&r.app_id).shuffle(r.shuffle_id).args(Args::Send {
+                require_buffer_id: r.require_buffer_id,
+                timestamp: r.timestamp,
+                stage_attempt_number: r.stage_attempt_number,
+                shuffle_data_size: r.shuffle_data.len(),
+            });
+            e
+        });
         let req = request.into_inner();
         let app_raw = req.app_id;
         let result = (|| {
@@ -86,10 +116,14 @@ impl ShuffleService {
                 payloads,
             )
         })();
-        reply(
-            "sendShuffleData",
-            &app_raw,
-            result.map(|()| Default::default()),
+        audited(
+            entry,
+            reply(
+                "sendShuffleData",
+                &app_raw,
+                result.map(|()| Default::default()),
+            ),
+            no_ret,
         )
     }
 
@@ -99,7 +133,21 @@ impl ShuffleService {
         request: Request<proto::GetLocalShuffleDataRequest>,
     ) -> Rpc<DataAnswer<proto::GetLocalShuffleDataResponse>> {
         crate::metrics::handler_start(&request, request.get_ref().timestamp);
+        let mut entry = self.audit(Command::GetLocalShuffleData, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::LocalData {
+                    request_id: None,
+                    partition_id: req.partition_id,
+                    per_range: req.partition_num_per_range,
+                    partition_num: req.partition_num,
+                    offset: req.offset,
+                    length: req.length,
+                    storage_id: req.storage_id,
+                });
+        }
         let args = ReadArgs {
             shuffle: req.shuffle_id,
             partition: req.partition_id,
@@ -121,8 +169,10 @@ impl ShuffleService {
             Ok(data) => (Ok(Default::default()), vec![data]),
             Err(e) => (Err(e), Vec::new()),
         };
+        let len = data.iter().map(|d| d.len() as u64).sum();
+        let response = reply("getLocalShuffleData", &req.app_id, result);
         Ok(
-            reply("getLocalShuffleData", &req.app_id, result)?.map(|message| DataAnswer {
+            audited(entry, response, |_| Ret::Len(len))?.map(|message| DataAnswer {
                 message,
                 data,
                 permit: None,
@@ -137,7 +187,18 @@ impl ShuffleService {
         request: Request<proto::GetMemoryShuffleDataRequest>,
     ) -> Rpc<DataAnswer<proto::GetMemoryShuffleDataResponse>> {
         crate::metrics::handler_start(&request, request.get_ref().timestamp);
+        let mut entry = self.audit(Command::GetMemoryShuffleData, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Memory {
+                    request_id: None,
+                    partition_id: req.partition_id,
+                    block_id: req.last_block_id,
+                    read_buffer_size: req.read_buffer_size,
+                });
+        }
         let result = convert::app_id(&req.app_id).and_then(|app| {
             self.limits
                 .response(PLANE, req.read_buffer_size.max(0) as usize)?;
@@ -179,17 +240,60 @@ impl ShuffleService {
             }
             Err(e) => (Err(e), Vec::new(), None),
         };
-        Ok(
-            reply("getMemoryShuffleData", &req.app_id, result)?.map(|message| DataAnswer {
-                message,
-                data,
-                permit,
-            }),
-        )
+        let len = data.iter().map(|d| d.len() as u64).sum();
+        let response = reply("getMemoryShuffleData", &req.app_id, result);
+        // Java sets `return{}` only when the read succeeded.
+        let ret = |r: &proto::GetMemoryShuffleDataResponse| match r.status {
+            0 => Ret::MemoryGrpc {
+                len,
+                segments: r.shuffle_data_block_segments.len(),
+            },
+            _ => Ret::None,
+        };
+        Ok(audited(entry, response, ret)?.map(|message| DataAnswer {
+            message,
+            data,
+            permit,
+        }))
     }
 }
 
 type Rpc<T> = std::result::Result<Response<T>, Status>;
+
+/// Queues `entry` with the status `response` carries, returning the response. `ret` is taken
+/// from the response, for the commands whose Java line has a `return{}` part.
+fn audited<R: Reply>(
+    entry: Option<Entry>,
+    response: Rpc<R>,
+    ret: impl FnOnce(&R) -> Ret,
+) -> Rpc<R> {
+    if let (Some(mut entry), Ok(r)) = (entry, &response) {
+        entry.ret(ret(r.get_ref()));
+        entry.finish(audit::status_name(r.get_ref().status()));
+    }
+    response
+}
+
+/// [`audited`] with no `return{}` part.
+fn no_ret<R>(_: &R) -> Ret {
+    Ret::None
+}
+
+/// Java's `BlockIdLayout` as the request carries it (0.8 clients send none: the default).
+fn audit_layout(l: Option<&proto::BlockIdLayout>) -> audit::Layout {
+    match l {
+        Some(l) => audit::Layout {
+            seq: l.sequence_no_bits,
+            part: l.partition_id_bits,
+            task: l.task_attempt_id_bits,
+        },
+        None => audit::Layout {
+            seq: 18,
+            part: 24,
+            task: 21,
+        },
+    }
+}
 
 #[tonic::async_trait]
 impl ShuffleServer for ShuffleService {
@@ -197,6 +301,18 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::ShuffleRegisterRequest>,
     ) -> Rpc<proto::ShuffleRegisterResponse> {
+        let entry = self.audit(Command::RegisterShuffle, &request).map(|mut e| {
+            let r = request.get_ref();
+            e.app(&r.app_id).shuffle(r.shuffle_id).args(Args::Register {
+                remote_storage_path: r
+                    .remote_storage
+                    .as_ref()
+                    .map(|s| s.path.clone())
+                    .unwrap_or_default(),
+                user: r.user.clone(),
+            });
+            e
+        });
         let req = request.into_inner();
         let result = async {
             let limits = &self.limits;
@@ -247,10 +363,14 @@ impl ShuffleServer for ShuffleService {
                 .await
         }
         .await;
-        reply(
-            "registerShuffle",
-            &req.app_id,
-            result.map(|()| Default::default()),
+        audited(
+            entry,
+            reply(
+                "registerShuffle",
+                &req.app_id,
+                result.map(|()| Default::default()),
+            ),
+            no_ret,
         )
     }
 
@@ -258,15 +378,23 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::ShuffleUnregisterRequest>,
     ) -> Rpc<proto::ShuffleUnregisterResponse> {
+        let mut entry = self.audit(Command::UnregisterShuffle, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id).shuffle(req.shuffle_id);
+        }
         let result = match convert::app_id(&req.app_id) {
             Ok(app) => self.registry.unregister_shuffle(&app, req.shuffle_id).await,
             Err(e) => Err(e),
         };
-        reply(
-            "unregisterShuffle",
-            &req.app_id,
-            result.map(|()| Default::default()),
+        audited(
+            entry,
+            reply(
+                "unregisterShuffle",
+                &req.app_id,
+                result.map(|()| Default::default()),
+            ),
+            no_ret,
         )
     }
 
@@ -274,12 +402,20 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::ShuffleUnregisterByAppIdRequest>,
     ) -> Rpc<proto::ShuffleUnregisterByAppIdResponse> {
+        let mut entry = self.audit(Command::UnregisterShuffleByAppId, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id);
+        }
         let result = convert::app_id(&req.app_id).map(|app| self.registry.unregister_app(&app));
-        reply(
-            "unregisterShuffleByAppId",
-            &req.app_id,
-            result.map(|()| Default::default()),
+        audited(
+            entry,
+            reply(
+                "unregisterShuffleByAppId",
+                &req.app_id,
+                result.map(|()| Default::default()),
+            ),
+            no_ret,
         )
     }
 
@@ -294,7 +430,18 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::GetLocalShuffleIndexRequest>,
     ) -> Rpc<proto::GetLocalShuffleIndexResponse> {
+        let mut entry = self.audit(Command::GetLocalShuffleIndex, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::LocalIndex {
+                    request_id: None,
+                    partition_id: req.partition_id,
+                    per_range: req.partition_num_per_range,
+                    partition_num: req.partition_num,
+                });
+        }
         let args = ReadArgs {
             shuffle: req.shuffle_id,
             partition: req.partition_id,
@@ -306,7 +453,7 @@ impl ShuffleServer for ShuffleService {
             Err(e) => Err(e),
         }
         .and_then(|read| self.limits.response(PLANE, read.index.len()).map(|()| read));
-        reply(
+        let response = reply(
             "getLocalShuffleIndex",
             &req.app_id,
             result.map(|read| proto::GetLocalShuffleIndexResponse {
@@ -315,7 +462,12 @@ impl ShuffleServer for ShuffleService {
                 storage_ids: read.storage_ids,
                 ..Default::default()
             }),
-        )
+        );
+        // Java's `return{len=…}` is the data file's length, set only on success.
+        audited(entry, response, |r| match r.status {
+            0 => Ret::Len(r.data_file_len.max(0) as u64),
+            _ => Ret::None,
+        })
     }
 
     async fn get_local_shuffle_data(
@@ -342,26 +494,51 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::ShuffleCommitRequest>,
     ) -> Rpc<proto::ShuffleCommitResponse> {
+        let mut entry = self.audit(Command::CommitShuffleTask, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id).shuffle(req.shuffle_id);
+        }
         let result = match convert::app_id(&req.app_id) {
             Ok(app) => self.registry.commit_task(&app, req.shuffle_id).await,
             Err(e) => Err(e),
         };
-        reply(
+        let response = reply(
             "commitShuffleTask",
             &req.app_id,
             result.map(|commit_count| proto::ShuffleCommitResponse {
                 commit_count,
                 ..Default::default()
             }),
-        )
+        );
+        audited(entry, response, |r| match r.status {
+            0 => Ret::CommitCount(r.commit_count),
+            _ => Ret::None,
+        })
     }
 
     async fn report_shuffle_result(
         &self,
         request: Request<proto::ReportShuffleResultRequest>,
     ) -> Rpc<proto::ReportShuffleResultResponse> {
+        let mut entry = self.audit(Command::ReportShuffleResult, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Report {
+                    task_attempt_id: req.task_attempt_id,
+                    bitmap_num: req.bitmap_num,
+                    // Java's map keeps only partitions with block ids, one entry per id.
+                    partitions: req
+                        .partition_to_block_ids
+                        .iter()
+                        .filter(|p| !p.block_ids.is_empty())
+                        .map(|p| p.partition_id)
+                        .collect::<std::collections::HashSet<_>>()
+                        .len(),
+                });
+        }
         if let Err(e) = self
             .limits
             .partitions(PLANE, req.partition_to_block_ids.len())
@@ -375,10 +552,14 @@ impl ShuffleServer for ShuffleService {
                 )
             })
         {
-            return reply::<proto::ReportShuffleResultResponse>(
-                "reportShuffleResult",
-                &req.app_id,
-                Err(e),
+            return audited(
+                entry,
+                reply::<proto::ReportShuffleResultResponse>(
+                    "reportShuffleResult",
+                    &req.app_id,
+                    Err(e),
+                ),
+                no_ret,
             );
         }
         let parts: Vec<(i32, Vec<i64>)> = req
@@ -394,10 +575,14 @@ impl ShuffleServer for ShuffleService {
             }
             Err(e) => Err(e),
         };
-        reply(
-            "reportShuffleResult",
-            &req.app_id,
-            result.map(|()| Default::default()),
+        audited(
+            entry,
+            reply(
+                "reportShuffleResult",
+                &req.app_id,
+                result.map(|()| Default::default()),
+            ),
+            no_ret,
         )
     }
 
@@ -405,7 +590,16 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::GetShuffleResultRequest>,
     ) -> Rpc<proto::GetShuffleResultResponse> {
+        let mut entry = self.audit(Command::GetShuffleResult, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Result {
+                    partition_id: req.partition_id,
+                    layout: audit_layout(req.block_id_layout.as_ref()),
+                });
+        }
         let result = (|| {
             let app = convert::app_id(&req.app_id)?;
             let layout = convert::layout(req.block_id_layout.as_ref())?;
@@ -415,13 +609,17 @@ impl ShuffleServer for ShuffleService {
             self.limits.response(PLANE, bitmap.len())?;
             Ok(bitmap)
         })();
-        reply(
-            "getShuffleResult",
-            &req.app_id,
-            result.map(|serialized_bitmap| proto::GetShuffleResultResponse {
-                serialized_bitmap,
-                ..Default::default()
-            }),
+        audited(
+            entry,
+            reply(
+                "getShuffleResult",
+                &req.app_id,
+                result.map(|serialized_bitmap| proto::GetShuffleResultResponse {
+                    serialized_bitmap,
+                    ..Default::default()
+                }),
+            ),
+            no_ret,
         )
     }
 
@@ -429,7 +627,16 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::GetShuffleResultForMultiPartRequest>,
     ) -> Rpc<proto::GetShuffleResultForMultiPartResponse> {
+        let mut entry = self.audit(Command::GetShuffleResultForMultiPart, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::ResultMulti {
+                    partitions: req.partitions.clone(),
+                    layout: audit_layout(req.block_id_layout.as_ref()),
+                });
+        }
         let result = (|| {
             let app = convert::app_id(&req.app_id)?;
             let layout = convert::layout(req.block_id_layout.as_ref())?;
@@ -440,15 +647,19 @@ impl ShuffleServer for ShuffleService {
             self.limits.response(PLANE, bitmap.len())?;
             Ok(bitmap)
         })();
-        reply(
-            "getShuffleResultForMultiPart",
-            &req.app_id,
-            result.map(
-                |serialized_bitmap| proto::GetShuffleResultForMultiPartResponse {
-                    serialized_bitmap,
-                    ..Default::default()
-                },
+        audited(
+            entry,
+            reply(
+                "getShuffleResultForMultiPart",
+                &req.app_id,
+                result.map(
+                    |serialized_bitmap| proto::GetShuffleResultForMultiPartResponse {
+                        serialized_bitmap,
+                        ..Default::default()
+                    },
+                ),
             ),
+            no_ret,
         )
     }
 
@@ -456,15 +667,23 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::FinishShuffleRequest>,
     ) -> Rpc<proto::FinishShuffleResponse> {
+        let mut entry = self.audit(Command::FinishShuffle, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id).shuffle(req.shuffle_id);
+        }
         let result = match convert::app_id(&req.app_id) {
             Ok(app) => self.registry.finish_shuffle(&app, req.shuffle_id).await,
             Err(e) => Err(e),
         };
-        reply(
-            "finishShuffle",
-            &req.app_id,
-            result.map(|()| Default::default()),
+        audited(
+            entry,
+            reply(
+                "finishShuffle",
+                &req.app_id,
+                result.map(|()| Default::default()),
+            ),
+            no_ret,
         )
     }
 
@@ -472,7 +691,16 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::RequireBufferRequest>,
     ) -> Rpc<proto::RequireBufferResponse> {
+        let mut entry = self.audit(Command::RequireBuffer, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::RequireBuffer {
+                    require_size: req.require_size,
+                    partition_ids: req.partition_ids.clone(),
+                });
+        }
         // An empty app id is a legacy (0.6) client: reserve without checks, as Java does.
         let app = match req.app_id.is_empty() {
             true => Ok(None),
@@ -521,14 +749,26 @@ impl ShuffleServer for ShuffleService {
         } else {
             body.ret_msg.clear();
         }
-        Ok(response)
+        // Java logs -1 when verifyRequest refused (it sets the return value only after that
+        // check), else the id it answers.
+        let ret = match failed_id {
+            0 if body.status != StatusCode::Success as i32 => None,
+            _ => Some(body.require_buffer_id),
+        };
+        audited(entry, Ok(response), |_| {
+            ret.map_or(Ret::None, Ret::RequireBufferId)
+        })
     }
 
     async fn app_heartbeat(
         &self,
         request: Request<proto::AppHeartBeatRequest>,
     ) -> Rpc<proto::AppHeartBeatResponse> {
+        let mut entry = self.audit(Command::AppHeartbeat, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id);
+        }
         let result = convert::app_id(&req.app_id).and_then(|app| self.registry.heartbeat(&app));
         let mut response = reply(
             "appHeartbeat",
@@ -538,28 +778,46 @@ impl ShuffleServer for ShuffleService {
         if response.get_ref().status == StatusCode::Success as i32 {
             response.get_mut().ret_msg.clear();
         }
-        Ok(response)
+        audited(entry, Ok(response), no_ret)
     }
 
     async fn start_sort_merge(
         &self,
         request: Request<proto::StartSortMergeRequest>,
     ) -> Rpc<proto::StartSortMergeResponse> {
+        let mut entry = self.audit(Command::StartSortMerge, &request);
         let req = request.into_inner();
-        reply::<proto::StartSortMergeResponse>(
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::SortMerge {
+                    partition_id: req.partition_id,
+                });
+        }
+        let response = reply::<proto::StartSortMergeResponse>(
             "startSortMerge",
             &req.app_id,
             Err(Error::NotSupported {
                 what: "remote merge (startSortMerge): Remote merge is disabled",
             }),
-        )
+        );
+        audited(entry, response, no_ret)
     }
 
     async fn get_sorted_shuffle_data(
         &self,
         request: Request<proto::GetSortedShuffleDataRequest>,
     ) -> Rpc<proto::GetSortedShuffleDataResponse> {
+        let mut entry = self.audit(Command::GetSortedShuffleData, &request);
         let req = request.into_inner();
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::Sorted {
+                    partition_id: req.partition_id,
+                    block_id: req.merged_block_id,
+                });
+        }
         let mut response = reply::<proto::GetSortedShuffleDataResponse>(
             "getSortedShuffleData",
             &req.app_id,
@@ -569,7 +827,7 @@ impl ShuffleServer for ShuffleService {
         )?;
         response.get_mut().next_block_id = -1;
         response.get_mut().m_state = 3; // MergeState.INTERNAL_ERROR
-        Ok(response)
+        audited(entry, Ok(response), no_ret)
     }
 }
 

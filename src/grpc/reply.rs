@@ -10,6 +10,9 @@ use crate::proto::{self, StatusCode};
 pub trait Reply: Default {
     /// Sets status and message.
     fn set_status(&mut self, status: StatusCode, message: String);
+
+    /// The `status` field (for the audit line).
+    fn status(&self) -> i32;
 }
 
 macro_rules! impl_reply {
@@ -18,6 +21,10 @@ macro_rules! impl_reply {
             fn set_status(&mut self, status: StatusCode, message: String) {
                 self.status = status as i32;
                 self.ret_msg = message;
+            }
+
+            fn status(&self) -> i32 {
+                self.status
             }
         })*
     };

@@ -173,6 +173,12 @@ impl Metrics {
             .map_err(registration)
     }
 
+    /// Registers `collector` on the `server` registry (families owned elsewhere, such as the
+    /// audit logs' drop counter).
+    pub fn register_server(&self, collector: Box<dyn prometheus::core::Collector>) -> Result<()> {
+        self.server.register(collector).map_err(registration)
+    }
+
     /// The `tags` label value.
     pub fn tags(&self) -> &str {
         &self.tags

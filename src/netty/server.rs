@@ -3,6 +3,7 @@
 //! `Handler` serves one connection, one request at a time: read a whole frame → call the
 //! registry → write the response.
 
+use crate::audit::rpc::{status_name, Args, Command, Entry, Ret};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +75,8 @@ pub struct NettyShared {
     pub limits: RequestLimits,
     /// Counts frames cut off by the stall timeout.
     pub limit_metrics: Arc<LimitMetrics>,
+    /// The RPC audit log (Java audits this plane's requests like gRPC's).
+    pub audit: crate::audit::RpcAudit,
 }
 
 /// Serves `listener` until `stop` fires, then stops accepting, lets every connection finish the
@@ -360,6 +363,17 @@ impl Handler {
                 Response::Rpc(head(request_id, "sendShuffleData", &app_id, &result)).into()
             }
             Request::Index(r) => {
+                let entry = self.audit(
+                    Command::GetLocalShuffleIndex,
+                    &r.app_id,
+                    r.shuffle_id,
+                    || Args::LocalIndex {
+                        request_id: Some(request_id),
+                        partition_id: r.partition_id,
+                        per_range: r.partition_num_per_range,
+                        partition_num: r.partition_num,
+                    },
+                );
                 let args = ReadArgs {
                     shuffle: r.shuffle_id,
                     partition: r.partition_id,
@@ -375,6 +389,11 @@ impl Handler {
                     fits_i32(read.index.len()).map(|()| read)
                 });
                 let head = head(request_id, "getLocalShuffleIndex", &r.app_id, &result);
+                // Java's Netty handler logs the index bytes sent (its gRPC one the data length).
+                finish(entry, &head, |_| match &result {
+                    Ok(read) => Ret::Len(read.index.len() as u64),
+                    Err(_) => Ret::None,
+                });
                 match result {
                     Ok(read) => Response::Index {
                         head,
@@ -390,8 +409,26 @@ impl Handler {
                 .into()
             }
             Request::Data(r) => {
+                let entry = self.audit(
+                    Command::GetLocalShuffleData,
+                    &r.app_id,
+                    r.shuffle_id,
+                    || Args::LocalData {
+                        request_id: Some(request_id),
+                        partition_id: r.partition_id,
+                        per_range: r.partition_num_per_range,
+                        partition_num: r.partition_num,
+                        offset: r.offset,
+                        length: r.length,
+                        storage_id: r.storage_id,
+                    },
+                );
                 let result = self.read_data(&r).await;
                 let head = head(request_id, "getLocalShuffleData", &r.app_id, &result);
+                finish(entry, &head, |_| match &result {
+                    Ok(read) => Ret::Len(read.len()),
+                    Err(_) => Ret::None,
+                });
                 let body = match result {
                     Ok(DataRead::Files(ranges)) => Body::Files(ranges),
                     Ok(DataRead::Memory(data)) => Body::Slices(vec![data]),
@@ -407,6 +444,17 @@ impl Handler {
                 }
             }
             Request::Memory(r) => {
+                let entry = self.audit(
+                    Command::GetMemoryShuffleData,
+                    &r.app_id,
+                    r.shuffle_id,
+                    || Args::Memory {
+                        request_id: Some(request_id),
+                        partition_id: r.partition_id,
+                        block_id: r.last_block_id,
+                        read_buffer_size: r.read_buffer_size,
+                    },
+                );
                 let result = convert::app_id(&r.app_id).and_then(|app| {
                     let limits = &self.shared.limits;
                     limits.response(PLANE, r.read_buffer_size.max(0) as usize)?;
@@ -427,6 +475,13 @@ impl Handler {
                 });
                 let head = head(request_id, "getMemoryShuffleData", &r.app_id, &result);
                 let (segments, payloads, hold) = result.unwrap_or_default().into_payloads();
+                finish(entry, &head, |ok| match ok {
+                    true => Ret::MemoryNetty {
+                        len: payloads.iter().map(|p| p.len() as u64).sum(),
+                        segments: segments.len(),
+                    },
+                    false => Ret::None,
+                });
                 Reply {
                     response: Response::Memory {
                         head,
@@ -450,6 +505,19 @@ impl Handler {
                 .into()
             }
         }
+    }
+
+    /// Starts the audit entry of a read (`None` when off or excluded); `args` runs only then.
+    fn audit(
+        &self,
+        command: Command,
+        app_id: &str,
+        shuffle_id: i32,
+        args: impl FnOnce() -> Args,
+    ) -> Option<Entry> {
+        let mut entry = self.shared.audit.begin(command, Some(self.peer))?;
+        entry.app(app_id).shuffle(shuffle_id).args(args());
+        Some(entry)
     }
 
     /// Type 3: the same checks and registry call as gRPC's sendShuffleData, with the frame's
@@ -561,6 +629,15 @@ fn head<T>(
                 ret_message: Some(e.to_string()),
             }
         }
+    }
+}
+
+/// Queues `entry` with `head`'s status; `ret` is told whether the request succeeded.
+fn finish(entry: Option<Entry>, head: &ResponseHead, ret: impl FnOnce(bool) -> Ret) {
+    if let Some(mut entry) = entry {
+        let ok = head.status == StatusCode::Success as i32;
+        entry.ret(ret(ok));
+        entry.finish(status_name(head.status));
     }
 }
 

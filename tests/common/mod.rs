@@ -42,6 +42,9 @@ pub fn test_config(disks: &[TempDir]) -> Config {
     // the default 95 % would otherwise refuse every spill and hang the write tests on NO_BUFFER.
     c.localfile_store.disk_high_watermark = 1.0;
     c.localfile_store.disk_low_watermark = 0.99;
+    // The RPC audit log (on by default) would land in the working directory; tests that check
+    // it turn it on with a path of their own.
+    c.audit.rpc_log = false;
     c
 }
 

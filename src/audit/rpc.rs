@@ -1,0 +1,724 @@
+//! The RPC audit log: one line per audited request, in the layout of Uniffle's
+//! `RpcAuditContext` + `ServerRpcAuditContext` behind log4j's `RPCAuditAppender`
+//! (`[%d{yyyy-MM-dd HH:mm:ss.SSS}] %m%n`):
+//!
+//! ```text
+//! [2025-09-01 12:00:00.123] cmd=requireBuffer<TAB>statusCode=SUCCESS<TAB>from=/10.0.0.7:51234<TAB>executionTimeUs=87<TAB>appId=app_1<TAB>shuffleId=0<TAB>args{requireSize=1024, partitionIdsSize=2, partitionIds=[0, 1]}<TAB>return{requireBufferId=5}
+//! ```
+//!
+//! `args{…}` and `return{…}` appear only for the commands Java gives them, with Java's field
+//! names and order (`ShuffleServerGrpcService`, `ShuffleServerNettyHandler`).
+
+use std::io::{self, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Instant, SystemTime};
+
+use super::writer::{write_millis, Record, Sink};
+
+/// The commands Java audits, by the name its line carries and its exclude list matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Command {
+    /// `registerShuffle`
+    RegisterShuffle,
+    /// `unregisterShuffle`
+    UnregisterShuffle,
+    /// `unregisterShuffleByAppId`
+    UnregisterShuffleByAppId,
+    /// `sendShuffleData` (both planes)
+    SendShuffleData,
+    /// `commitShuffleTask`
+    CommitShuffleTask,
+    /// `finishShuffle`
+    FinishShuffle,
+    /// `requireBuffer`
+    RequireBuffer,
+    /// `appHeartbeat`
+    AppHeartbeat,
+    /// `reportShuffleResult`
+    ReportShuffleResult,
+    /// `getShuffleResult`
+    GetShuffleResult,
+    /// `getShuffleResultForMultiPart`
+    GetShuffleResultForMultiPart,
+    /// `getLocalShuffleData` (both planes)
+    GetLocalShuffleData,
+    /// `getLocalShuffleIndex` (both planes)
+    GetLocalShuffleIndex,
+    /// `getMemoryShuffleData` (both planes)
+    GetMemoryShuffleData,
+    /// `startSortMerge`
+    StartSortMerge,
+    /// `getSortedShuffleData` (gRPC only: Java's Netty handler does not audit it)
+    GetSortedShuffleData,
+}
+
+impl Command {
+    /// Every command, for matching exclude-list names.
+    pub const ALL: [Command; 16] = [
+        Command::RegisterShuffle,
+        Command::UnregisterShuffle,
+        Command::UnregisterShuffleByAppId,
+        Command::SendShuffleData,
+        Command::CommitShuffleTask,
+        Command::FinishShuffle,
+        Command::RequireBuffer,
+        Command::AppHeartbeat,
+        Command::ReportShuffleResult,
+        Command::GetShuffleResult,
+        Command::GetShuffleResultForMultiPart,
+        Command::GetLocalShuffleData,
+        Command::GetLocalShuffleIndex,
+        Command::GetMemoryShuffleData,
+        Command::StartSortMerge,
+        Command::GetSortedShuffleData,
+    ];
+
+    /// The name Java logs (`cmd=`) and matches against the exclude list (case-sensitive, as
+    /// Java's `List.contains`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::RegisterShuffle => "registerShuffle",
+            Command::UnregisterShuffle => "unregisterShuffle",
+            Command::UnregisterShuffleByAppId => "unregisterShuffleByAppId",
+            Command::SendShuffleData => "sendShuffleData",
+            Command::CommitShuffleTask => "commitShuffleTask",
+            Command::FinishShuffle => "finishShuffle",
+            Command::RequireBuffer => "requireBuffer",
+            Command::AppHeartbeat => "appHeartbeat",
+            Command::ReportShuffleResult => "reportShuffleResult",
+            Command::GetShuffleResult => "getShuffleResult",
+            Command::GetShuffleResultForMultiPart => "getShuffleResultForMultiPart",
+            Command::GetLocalShuffleData => "getLocalShuffleData",
+            Command::GetLocalShuffleIndex => "getLocalShuffleIndex",
+            Command::GetMemoryShuffleData => "getMemoryShuffleData",
+            Command::StartSortMerge => "startSortMerge",
+            Command::GetSortedShuffleData => "getSortedShuffleData",
+        }
+    }
+
+    fn bit(self) -> u32 {
+        1 << (self as u8)
+    }
+}
+
+/// A block-id layout as Java's `BlockIdLayout.toString` renders it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// Sequence-number bits.
+    pub seq: i32,
+    /// Partition-id bits.
+    pub part: i32,
+    /// Task-attempt-id bits.
+    pub task: i32,
+}
+
+/// The `args{…}` of one command, kept as the request's numbers so that rendering happens on
+/// the writer thread.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Args {
+    /// No `args{}` part.
+    None,
+    /// registerShuffle.
+    Register {
+        /// `remoteStoragePath` (empty when none).
+        remote_storage_path: String,
+        /// `user`.
+        user: String,
+    },
+    /// sendShuffleData over gRPC.
+    Send {
+        /// `requireBufferId`.
+        require_buffer_id: i64,
+        /// `timestamp` (client ms).
+        timestamp: i64,
+        /// `stageAttemptNumber`.
+        stage_attempt_number: i32,
+        /// `shuffleDataSize`: the number of partitions in the request.
+        shuffle_data_size: usize,
+    },
+    /// requireBuffer.
+    RequireBuffer {
+        /// `requireSize`.
+        require_size: i32,
+        /// The partition ids (`partitionIdsSize` and Java's segment rendering).
+        partition_ids: Vec<i32>,
+    },
+    /// reportShuffleResult.
+    Report {
+        /// `taskAttemptId`.
+        task_attempt_id: i64,
+        /// `bitmapNum`.
+        bitmap_num: i32,
+        /// `partitionToBlockIdsSize`: partitions with at least one block id.
+        partitions: usize,
+    },
+    /// getShuffleResult.
+    Result {
+        /// `partitionId`.
+        partition_id: i32,
+        /// `blockIdLayout`.
+        layout: Layout,
+    },
+    /// getShuffleResultForMultiPart.
+    ResultMulti {
+        /// The partitions (`partitionsListSize`, `partitionIds`).
+        partitions: Vec<i32>,
+        /// `blockIdLayout`.
+        layout: Layout,
+    },
+    /// getLocalShuffleData; `request_id` only on the Netty plane.
+    LocalData {
+        /// `requestId` (Netty).
+        request_id: Option<i64>,
+        /// `partitionId`.
+        partition_id: i32,
+        /// `partitionNumPerRange`.
+        per_range: i32,
+        /// `partitionNum`.
+        partition_num: i32,
+        /// `offset`.
+        offset: i64,
+        /// `length`.
+        length: i32,
+        /// `storageId`.
+        storage_id: i32,
+    },
+    /// getLocalShuffleIndex; `request_id` only on the Netty plane.
+    LocalIndex {
+        /// `requestId` (Netty).
+        request_id: Option<i64>,
+        /// `partitionId`.
+        partition_id: i32,
+        /// `partitionNumPerRange`.
+        per_range: i32,
+        /// `partitionNum`.
+        partition_num: i32,
+    },
+    /// getMemoryShuffleData; `request_id` only on the Netty plane.
+    Memory {
+        /// `requestId` (Netty).
+        request_id: Option<i64>,
+        /// `partitionId`.
+        partition_id: i32,
+        /// `blockId`: the last block id the client has.
+        block_id: i64,
+        /// `readBufferSize`.
+        read_buffer_size: i32,
+    },
+    /// startSortMerge.
+    SortMerge {
+        /// `partitionId`.
+        partition_id: i32,
+    },
+    /// getSortedShuffleData.
+    Sorted {
+        /// `partitionId`.
+        partition_id: i32,
+        /// `blockId`.
+        block_id: i64,
+    },
+}
+
+/// The `return{…}` part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ret {
+    /// No `return{}` part.
+    None,
+    /// `commitCount=`
+    CommitCount(i32),
+    /// `requireBufferId=`
+    RequireBufferId(i64),
+    /// `len=`
+    Len(u64),
+    /// gRPC memory read: `len=…, bufferSegmentSize=…`.
+    MemoryGrpc {
+        /// Bytes.
+        len: u64,
+        /// Segments.
+        segments: usize,
+    },
+    /// Netty memory read: `len=…, bufferSegments=…` (Java's Netty handler names it so).
+    MemoryNetty {
+        /// Bytes.
+        len: u64,
+        /// Segments.
+        segments: usize,
+    },
+}
+
+/// One audited request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcRecord {
+    /// When the line is logged (the request's end).
+    pub at: SystemTime,
+    /// `cmd=`
+    pub command: Command,
+    /// `statusCode=`: a Uniffle status name.
+    pub status: &'static str,
+    /// `from=`: the peer, or Java's `null` when unknown.
+    pub from: Option<SocketAddr>,
+    /// `executionTimeUs=`
+    pub micros: u64,
+    /// `appId=`; `None` renders Java's default `N/A`.
+    pub app_id: Option<String>,
+    /// `shuffleId=`; Java's default is -1.
+    pub shuffle_id: i32,
+    /// `args{…}`
+    pub args: Args,
+    /// `return{…}`
+    pub ret: Ret,
+}
+
+impl Record for RpcRecord {
+    fn write_line(&self, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(b"[")?;
+        write_millis(out, self.at)?;
+        write!(
+            out,
+            "] cmd={}\tstatusCode={}\tfrom=",
+            self.command.name(),
+            self.status
+        )?;
+        match self.from {
+            Some(addr) => write_java_socket_addr(out, addr)?,
+            None => out.write_all(b"null")?,
+        }
+        write!(
+            out,
+            "\texecutionTimeUs={}\tappId={}\tshuffleId={}",
+            self.micros,
+            self.app_id.as_deref().unwrap_or("N/A"),
+            self.shuffle_id
+        )?;
+        write_args(out, &self.args)?;
+        write_ret(out, self.ret)
+    }
+}
+
+fn write_layout(out: &mut dyn Write, l: Layout) -> io::Result<()> {
+    write!(
+        out,
+        "blockIdLayout[seq: {} bits, part: {} bits, task: {} bits]",
+        l.seq, l.part, l.task
+    )
+}
+
+fn write_request_id(out: &mut dyn Write, id: Option<i64>) -> io::Result<()> {
+    match id {
+        Some(id) => write!(out, "requestId={id}, "),
+        None => Ok(()),
+    }
+}
+
+fn write_args(out: &mut dyn Write, args: &Args) -> io::Result<()> {
+    match args {
+        Args::None => return Ok(()),
+        Args::Register {
+            remote_storage_path,
+            user,
+        } => write!(
+            out,
+            "\targs{{remoteStoragePath={remote_storage_path}, user={user}"
+        )?,
+        Args::Send {
+            require_buffer_id,
+            timestamp,
+            stage_attempt_number,
+            shuffle_data_size,
+        } => write!(
+            out,
+            "\targs{{requireBufferId={require_buffer_id}, timestamp={timestamp}, \
+             stageAttemptNumber={stage_attempt_number}, shuffleDataSize={shuffle_data_size}"
+        )?,
+        Args::RequireBuffer {
+            require_size,
+            partition_ids,
+        } => {
+            write!(
+                out,
+                "\targs{{requireSize={require_size}, partitionIdsSize={}, partitionIds=",
+                partition_ids.len()
+            )?;
+            write_segments(out, partition_ids, 1, 10)?;
+        }
+        Args::Report {
+            task_attempt_id,
+            bitmap_num,
+            partitions,
+        } => write!(
+            out,
+            "\targs{{taskAttemptId={task_attempt_id}, bitmapNum={bitmap_num}, \
+             partitionToBlockIdsSize={partitions}"
+        )?,
+        Args::Result {
+            partition_id,
+            layout,
+        } => {
+            write!(out, "\targs{{partitionId={partition_id}, blockIdLayout=")?;
+            write_layout(out, *layout)?;
+        }
+        Args::ResultMulti { partitions, layout } => {
+            write!(
+                out,
+                "\targs{{partitionsListSize={}, partitionIds=",
+                partitions.len()
+            )?;
+            write_segments(out, partitions, 1, 10)?;
+            out.write_all(b", blockIdLayout=")?;
+            write_layout(out, *layout)?;
+        }
+        Args::LocalData {
+            request_id,
+            partition_id,
+            per_range,
+            partition_num,
+            offset,
+            length,
+            storage_id,
+        } => {
+            out.write_all(b"\targs{")?;
+            write_request_id(out, *request_id)?;
+            write!(
+                out,
+                "partitionId={partition_id}, partitionNumPerRange={per_range}, \
+                 partitionNum={partition_num}, offset={offset}, length={length}, \
+                 storageId={storage_id}"
+            )?;
+        }
+        Args::LocalIndex {
+            request_id,
+            partition_id,
+            per_range,
+            partition_num,
+        } => {
+            out.write_all(b"\targs{")?;
+            write_request_id(out, *request_id)?;
+            write!(
+                out,
+                "partitionId={partition_id}, partitionNumPerRange={per_range}, \
+                 partitionNum={partition_num}"
+            )?;
+        }
+        Args::Memory {
+            request_id,
+            partition_id,
+            block_id,
+            read_buffer_size,
+        } => {
+            out.write_all(b"\targs{")?;
+            write_request_id(out, *request_id)?;
+            write!(
+                out,
+                "partitionId={partition_id}, blockId={block_id}, \
+                 readBufferSize={read_buffer_size}"
+            )?;
+        }
+        Args::SortMerge { partition_id } => write!(out, "\targs{{partitionId={partition_id}")?,
+        Args::Sorted {
+            partition_id,
+            block_id,
+        } => write!(
+            out,
+            "\targs{{partitionId={partition_id}, blockId={block_id}"
+        )?,
+    }
+    out.write_all(b"}")
+}
+
+fn write_ret(out: &mut dyn Write, ret: Ret) -> io::Result<()> {
+    match ret {
+        Ret::None => Ok(()),
+        Ret::CommitCount(n) => write!(out, "\treturn{{commitCount={n}}}"),
+        Ret::RequireBufferId(id) => write!(out, "\treturn{{requireBufferId={id}}}"),
+        Ret::Len(len) => write!(out, "\treturn{{len={len}}}"),
+        Ret::MemoryGrpc { len, segments } => {
+            write!(out, "\treturn{{len={len}, bufferSegmentSize={segments}}}")
+        }
+        Ret::MemoryNetty { len, segments } => {
+            write!(out, "\treturn{{len={len}, bufferSegments={segments}}}")
+        }
+    }
+}
+
+/// Java's `OutputUtils.listToSegment(numbers, threshold, limit)`: up to `threshold` numbers
+/// as a list (`[1, 2]`), else runs of consecutive numbers (`0, [2~5], 9`), at most `limit`
+/// runs, the rest summarised as `...N more ranges...`.
+pub fn write_segments(
+    out: &mut dyn Write,
+    numbers: &[i32],
+    threshold: usize,
+    limit: u64,
+) -> io::Result<()> {
+    let Some((&first, rest)) = numbers.split_first() else {
+        return out.write_all(b"[]");
+    };
+    if threshold < 1 || numbers.len() <= threshold {
+        out.write_all(b"[")?;
+        for (i, n) in numbers.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b", ")?;
+            }
+            write!(out, "{n}")?;
+        }
+        return out.write_all(b"]");
+    }
+    let mut written = false;
+    let mut range = |out: &mut dyn Write, start: i32, end: i32| -> io::Result<()> {
+        if written {
+            out.write_all(b", ")?;
+        }
+        written = true;
+        match start == end {
+            true => write!(out, "{start}"),
+            false => write!(out, "[{start}~{end}]"),
+        }
+    };
+    let (mut start, mut end, mut prev) = (first, first, first);
+    let mut ranges: u64 = 0;
+    for &n in rest {
+        // Java compares `get(i) == get(i - 1) + 1` in int arithmetic, which wraps.
+        if n == prev.wrapping_add(1) {
+            end = n;
+        } else {
+            if ranges < limit {
+                range(out, start, end)?;
+            }
+            ranges += 1;
+            start = n;
+            end = n;
+        }
+        prev = n;
+    }
+    ranges += 1;
+    if ranges < limit {
+        range(out, start, end)
+    } else {
+        write!(out, "...{} more ranges...", ranges - limit)
+    }
+}
+
+/// `InetSocketAddress.toString()` of an accepted socket: `/` + the literal address + `:port`.
+/// Java prints IPv6 addresses with all eight groups and no `::` compression (`0:0:0:0:0:0:0:1`).
+pub fn write_java_socket_addr(out: &mut dyn Write, addr: SocketAddr) -> io::Result<()> {
+    match addr.ip() {
+        IpAddr::V4(ip) => write!(out, "/{ip}:{}", addr.port()),
+        IpAddr::V6(ip) => {
+            out.write_all(b"/")?;
+            for (i, seg) in ip.segments().iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b":")?;
+                }
+                write!(out, "{seg:x}")?;
+            }
+            write!(out, ":{}", addr.port())
+        }
+    }
+}
+
+/// The RPC audit log as the handlers see it: `None` when `audit.rpc_log` is off.
+#[derive(Clone, Default)]
+pub struct RpcAudit {
+    inner: Option<Inner>,
+}
+
+#[derive(Clone)]
+struct Inner {
+    excluded: u32,
+    sink: Sink<RpcRecord>,
+}
+
+impl RpcAudit {
+    /// A log that records nothing.
+    pub fn off() -> Self {
+        RpcAudit { inner: None }
+    }
+
+    /// A log writing to `sink`, skipping the commands named in `exclude` (names that are no
+    /// command never match, as in Java).
+    pub fn new(sink: Sink<RpcRecord>, exclude: &[String]) -> Self {
+        let excluded = Command::ALL
+            .iter()
+            .filter(|c| exclude.iter().any(|e| e == c.name()))
+            .fold(0, |bits, c| bits | c.bit());
+        RpcAudit {
+            inner: Some(Inner { excluded, sink }),
+        }
+    }
+
+    /// Starts auditing one request, or `None` when the log is off or `command` is excluded;
+    /// nothing is allocated before that check (Java creates a logger-less context then).
+    pub fn begin(&self, command: Command, from: Option<SocketAddr>) -> Option<Entry> {
+        let inner = self.inner.as_ref()?;
+        if inner.excluded & command.bit() != 0 {
+            return None;
+        }
+        Some(Entry {
+            sink: inner.sink.clone(),
+            started: Instant::now(),
+            command,
+            from,
+            app_id: None,
+            shuffle_id: -1,
+            args: Args::None,
+            ret: Ret::None,
+        })
+    }
+
+    /// Flushes and stops the writer (shutdown).
+    pub async fn close(&self) {
+        if let Some(inner) = &self.inner {
+            inner.sink.close().await;
+        }
+    }
+}
+
+/// One request being audited (Java's `ServerRpcAuditContext`); [`Entry::finish`] queues it.
+pub struct Entry {
+    sink: Sink<RpcRecord>,
+    started: Instant,
+    command: Command,
+    from: Option<SocketAddr>,
+    app_id: Option<String>,
+    shuffle_id: i32,
+    args: Args,
+    ret: Ret,
+}
+
+impl Entry {
+    /// `appId=`
+    pub fn app(&mut self, app_id: &str) -> &mut Self {
+        self.app_id = Some(app_id.to_owned());
+        self
+    }
+
+    /// `shuffleId=`
+    pub fn shuffle(&mut self, shuffle_id: i32) -> &mut Self {
+        self.shuffle_id = shuffle_id;
+        self
+    }
+
+    /// `args{…}`
+    pub fn args(&mut self, args: Args) -> &mut Self {
+        self.args = args;
+        self
+    }
+
+    /// `return{…}`
+    pub fn ret(&mut self, ret: Ret) -> &mut Self {
+        self.ret = ret;
+        self
+    }
+
+    /// Queues the line with the answer's `status`; the execution time ends here.
+    pub fn finish(self, status: &'static str) {
+        let record = RpcRecord {
+            at: SystemTime::now(),
+            command: self.command,
+            status,
+            from: self.from,
+            micros: self.started.elapsed().as_micros() as u64,
+            app_id: self.app_id,
+            shuffle_id: self.shuffle_id,
+            args: self.args,
+            ret: self.ret,
+        };
+        self.sink.send(record);
+    }
+}
+
+/// The status name of a response's `status` field (`UNKNOWN` for a value outside the enum, as
+/// Java renders a null status).
+pub fn status_name(status: i32) -> &'static str {
+    crate::proto::StatusCode::try_from(status).map_or("UNKNOWN", |s| s.as_str_name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segments(numbers: &[i32]) -> String {
+        let mut out = Vec::new();
+        write_segments(&mut out, numbers, 1, 10).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn segments_follow_java_list_to_segment() {
+        assert_eq!(segments(&[]), "[]");
+        assert_eq!(segments(&[7]), "[7]");
+        assert_eq!(segments(&[0, 1, 2, 5, 7, 8]), "[0~2], 5, [7~8]");
+        assert_eq!(segments(&[3, 1]), "3, 1");
+        // Eleven runs: ten written, the rest summarised right after them (no separator).
+        let sparse: Vec<i32> = (0..11).map(|i| i * 2).collect();
+        assert_eq!(
+            segments(&sparse),
+            "0, 2, 4, 6, 8, 10, 12, 14, 16, 18...1 more ranges..."
+        );
+        let nine: Vec<i32> = (0..9).map(|i| i * 2).collect();
+        assert_eq!(segments(&nine), "0, 2, 4, 6, 8, 10, 12, 14, 16");
+    }
+
+    #[test]
+    fn socket_addresses_print_as_java_inet_socket_address() {
+        let mut out = Vec::new();
+        write_java_socket_addr(&mut out, "10.1.2.3:4567".parse().unwrap()).unwrap();
+        out.push(b' ');
+        write_java_socket_addr(&mut out, "[::1]:80".parse().unwrap()).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "/10.1.2.3:4567 /0:0:0:0:0:0:0:1:80"
+        );
+    }
+
+    #[test]
+    fn a_record_renders_javas_fields_in_order() {
+        let record = RpcRecord {
+            at: SystemTime::now(),
+            command: Command::GetMemoryShuffleData,
+            status: "SUCCESS",
+            from: None,
+            micros: 87,
+            app_id: None,
+            shuffle_id: -1,
+            args: Args::Memory {
+                request_id: Some(9),
+                partition_id: 2,
+                block_id: -1,
+                read_buffer_size: 1024,
+            },
+            ret: Ret::MemoryNetty {
+                len: 10,
+                segments: 1,
+            },
+        };
+        let mut out = Vec::new();
+        record.write_line(&mut out).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        let (stamp, rest) = line.split_once("] ").unwrap();
+        assert_eq!(stamp.len(), "[2025-09-01 12:00:00.123".len());
+        assert_eq!(
+            rest,
+            "cmd=getMemoryShuffleData\tstatusCode=SUCCESS\tfrom=null\texecutionTimeUs=87\t\
+             appId=N/A\tshuffleId=-1\targs{requestId=9, partitionId=2, blockId=-1, \
+             readBufferSize=1024}\treturn{len=10, bufferSegments=1}"
+        );
+    }
+
+    #[test]
+    fn excluded_commands_are_not_started() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let sink = Sink::open(
+            &dir.path().join("a.log"),
+            "audit-test",
+            prometheus::IntCounter::new("d", "d").unwrap(),
+        )
+        .unwrap();
+        let audit = RpcAudit::new(sink, &["appHeartbeat".into(), "noSuchCommand".into()]);
+        assert!(audit.begin(Command::AppHeartbeat, None).is_none());
+        assert!(audit.begin(Command::RequireBuffer, None).is_some());
+        assert!(RpcAudit::off()
+            .begin(Command::RequireBuffer, None)
+            .is_none());
+    }
+}
