@@ -78,6 +78,12 @@ fn writable(config: &Config) -> Vec<String> {
             paths.push(dir.display().to_string());
         }
     }
+    if config.audit.rpc_log {
+        let dir = config.audit.rpc_log_path.parent().unwrap();
+        if !paths.iter().any(|p| dir.starts_with(p)) {
+            paths.push(dir.display().to_string());
+        }
+    }
     paths
 }
 
@@ -108,6 +114,9 @@ spill_timeout = "2m"
 [limits]
 max_connections = 50000
 receive_budget = "128M"
+
+[audit]
+rpc_log_path = "/var/log/spillway/shuffle_server_rpc_audit.log"
 {extra}"#
         ),
     )

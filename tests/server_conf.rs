@@ -557,8 +557,6 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
     let child = spillway()
         .arg("--config")
         .arg(&conf_path)
-        // The RPC audit log (on by default) goes to `logs/` under the working directory.
-        .current_dir(dir.path())
         .env("RUST_LOG", "info")
         .env("WORKER_IP", "127.0.0.1")
         .stdout(Stdio::piped())

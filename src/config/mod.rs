@@ -623,8 +623,11 @@ pub struct AuditConfig {
     /// whole cost from the request path. Default: true (as Java).
     pub rpc_log: bool,
     /// The RPC audit file, appended to; its directory is created. Java's default is
-    /// `${RSS_LOG_DIR}/shuffle_server_rpc_audit.log` with `RSS_LOG_DIR` = `${RSS_HOME}/logs`,
-    /// hence `logs/` under the working directory. Default: `"logs/shuffle_server_rpc_audit.log"`.
+    /// `${RSS_HOME}/logs/shuffle_server_rpc_audit.log`; a single binary has no install
+    /// directory, and its working directory is `/` under the rendered container and systemd
+    /// unit (read-only there), so the default sits beside the default data path instead.
+    /// A path that cannot be opened stops start-up, naming this key.
+    /// Default: `"/tmp/spillway/logs/shuffle_server_rpc_audit.log"`.
     pub rpc_log_path: PathBuf,
     /// Commands not logged, by the name the line carries (`rss.server.rpc.audit.log.excludeList`).
     /// Default: `["appHeartbeat"]` (as Java).
@@ -635,7 +638,7 @@ impl Default for AuditConfig {
     fn default() -> Self {
         AuditConfig {
             rpc_log: true,
-            rpc_log_path: PathBuf::from("logs/shuffle_server_rpc_audit.log"),
+            rpc_log_path: PathBuf::from("/tmp/spillway/logs/shuffle_server_rpc_audit.log"),
             rpc_exclude: vec!["appHeartbeat".into()],
         }
     }

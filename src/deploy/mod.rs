@@ -38,6 +38,7 @@ const MEMORY_HEADROOM_PERCENT: u64 = 25;
 /// Per data path; no config key says how large the disks are.
 const DATA_CLAIM_SIZE: &str = "100Gi";
 const META_CLAIM_SIZE: &str = "1Gi";
+const AUDIT_CLAIM_SIZE: &str = "10Gi";
 
 /// Which deployment file to print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -234,6 +235,20 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
                 path: plain_path("recovery.dir", dir)?,
                 storage: META_CLAIM_SIZE,
             });
+        }
+    }
+    // The RPC audit log's directory: the rendered unit and container leave nothing else
+    // writable, and an audit file that cannot be opened stops start-up.
+    if config.audit.rpc_log {
+        if let Some(dir) = config.audit.rpc_log_path.parent() {
+            let covered = writable.iter().any(|m| dir.starts_with(&m.path));
+            if !covered {
+                writable.push(Mount {
+                    name: "audit-log".to_owned(),
+                    path: plain_path("audit.rpc_log_path", dir)?,
+                    storage: AUDIT_CLAIM_SIZE,
+                });
+            }
         }
     }
     let writable_joined = writable
