@@ -261,6 +261,10 @@ pub async fn start(config: Config) -> Result<Running> {
         single_buffer_limit: hybrid.memory_single_buffer_max_spill_size.as_u64(),
         max_backoff: hybrid.spill_retry_max_backoff,
         append_timeout: crate::store::spill::APPEND_TIMEOUT,
+        hdfs_concurrency: config
+            .store_type
+            .uses_hdfs()
+            .then_some(config.hdfs_store.max_concurrency),
     };
     // Server-side file reads (getLocalShuffleIndex/Data) come from local disks only; clients
     // read HDFS directly.

@@ -324,6 +324,7 @@ impl AppRegistry {
         let Some(a) = self.apps.read().get(app).cloned() else {
             return Ok(());
         };
+        let started = std::time::Instant::now();
         // Held until the purge is done, so no registration of this app lands in between.
         let _gate = a.shuffle_gate().write().await;
         a.remove_shuffle(shuffle);
@@ -338,6 +339,10 @@ impl AppRegistry {
         });
         let freed = self.store.purge(&scope).await?;
         self.stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
+        self.stats
+            .removals
+            .shuffle
+            .observe(started.elapsed().as_secs_f64());
         tracing::info!(app_id = %app, shuffle_id = shuffle, freed, "unregistered shuffle");
         Ok(())
     }
@@ -361,6 +366,7 @@ impl AppRegistry {
         only_if_expired: bool,
         reason: &'static str,
     ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let started = std::time::Instant::now();
         {
             let mut apps = self.apps.write();
             let stale = apps
@@ -378,6 +384,12 @@ impl AppRegistry {
         self.tickets.purge_app(app);
         let scope = PurgeScope::App(app.clone());
         let in_memory = self.store.memory().purge(&scope);
+        // Java moves the app's flushed-file count to `total_delete_file_num` when it removes
+        // the app's storage info.
+        let written = self.store.spiller().stats().forget_app(app);
+        self.stats
+            .deleted_files
+            .fetch_add(written.events, Ordering::Relaxed);
         let store = Arc::clone(&self.store);
         let app = app.clone();
         let purging = Arc::clone(&self.purging);
@@ -386,6 +398,7 @@ impl AppRegistry {
             match store.purge_files(&scope).await {
                 Ok(freed) => {
                     stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
+                    stats.removals.app.observe(started.elapsed().as_secs_f64());
                     tracing::info!(app_id = %app, in_memory, freed, reason, "purged app")
                 }
                 Err(e) => {

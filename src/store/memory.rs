@@ -95,6 +95,11 @@ impl SpillBatch {
                 for b in batch.blocks() {
                     inner.positions.remove(&b.block_id);
                 }
+                // Counted here, once the tier acknowledged the batch: Java adds a flushed
+                // event's block ids to its committed set only after the write succeeded.
+                self.buffer
+                    .committed_blocks
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
         }
         drop(self.charge);
@@ -132,6 +137,13 @@ pub struct PartitionBuffer {
     total_bytes: AtomicU64,
     /// Set when the partition is purged; in-flight spills of it are then dropped.
     purged: AtomicBool,
+    /// Blocks of this range written durably to a file tier (`committed_block_count`). Ids
+    /// are unique per range (resent duplicates are dropped on insert) and a batch is counted
+    /// once, when its append succeeded, so this is the number of distinct committed ids.
+    committed_blocks: AtomicU64,
+    /// Set the first time the range passed the huge-partition threshold, so the lifetime
+    /// counters (`total_huge_partition_num`) count each range once.
+    huge: AtomicBool,
 }
 
 impl PartitionBuffer {
@@ -164,6 +176,29 @@ impl PartitionBuffer {
     /// Charged bytes staged and not yet handed to the spiller.
     pub fn staged_bytes(&self) -> u64 {
         self.inner.lock().staged_bytes
+    }
+
+    /// Blocks in memory: `(staged, being spilled)`, Java's `block_count_in_buffer_pool` and
+    /// `in_flush_block_count_in_buffer_pool` for this range.
+    pub fn block_counts(&self) -> (u64, u64) {
+        let inner = self.inner.lock();
+        let flushing = inner.in_flight.values().map(|(_, b)| b.len() as u64).sum();
+        (inner.staging.len() as u64, flushing)
+    }
+
+    /// Blocks of this range durably written to a file tier.
+    pub fn committed_blocks(&self) -> u64 {
+        self.committed_blocks.load(Ordering::Relaxed)
+    }
+
+    /// Marks the range huge; true only for the call that marked it.
+    pub fn mark_huge(&self) -> bool {
+        !self.huge.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether the range was marked huge.
+    pub fn is_huge(&self) -> bool {
+        self.huge.load(Ordering::Acquire)
     }
 
     /// Number of batches being spilled.
@@ -413,6 +448,8 @@ impl MemoryTier {
                 inner: Mutex::new(BufferInner::default()),
                 total_bytes: AtomicU64::new(0),
                 purged: AtomicBool::new(false),
+                committed_blocks: AtomicU64::new(0),
+                huge: AtomicBool::new(false),
             })
         }))
     }
