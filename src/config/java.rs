@@ -80,6 +80,8 @@
 //! | `rss.metrics.prometheus.pushgateway.jobname` | `metrics.push_gateway_job` | required with the reporter | |
 //! | `rss.metrics.prometheus.pushgateway.groupingkey` | `metrics.push_gateway_grouping_key` | `k1=v1;k2=v2` | empty |
 //! | `rss.metrics.prometheus.pushgateway.report.interval.seconds` | `metrics.push_interval` | seconds > 0 | 10 s |
+//! | `rss.server.topN.appShuffleDataSize.number` | `metrics.top_n_apps` | ≥ 0 | 10 |
+//! | `rss.server.topN.appShuffleDataSize.refreshIntervalMs` | (behaviour) | warned: Spillway computes the top-N families at each scrape, never older than Java's 1 s refresh | |
 //! | `rss.security.hadoop.kerberos.enable` | (gates the next two) | with `false` the principal and keytab are warned | false |
 //! | `rss.security.hadoop.kerberos.principal` | `hdfs_store.kerberos_principal` | required when enabled | |
 //! | `rss.security.hadoop.kerberos.keytab.file` | `hdfs_store.kerberos_keytab` | required when enabled | |
@@ -780,6 +782,7 @@ impl Mapper {
         self.map_spilling()?;
         self.map_disks()?;
         self.map_push_gateway()?;
+        self.map_top_n()?;
         self.map_kerberos()?;
         self.fixed_behaviour(
             "rss.server.decommission.shutdown",
@@ -1103,6 +1106,21 @@ impl Mapper {
             self.config.metrics.push_interval = interval;
             self.set_origin("metrics.push_interval", &e);
         }
+        Ok(())
+    }
+
+    fn map_top_n(&mut self) -> Result<(), ConfigError> {
+        if let Some((e, n)) = self.int(
+            "rss.server.topN.appShuffleDataSize.number",
+            0..=i64::from(i32::MAX),
+        )? {
+            self.config.metrics.top_n_apps = n as usize;
+            self.set_origin("metrics.top_n_apps", &e);
+        }
+        self.ignore_key(
+            "rss.server.topN.appShuffleDataSize.refreshIntervalMs",
+            "Spillway computes the top-N families at each scrape",
+        );
         Ok(())
     }
 

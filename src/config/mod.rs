@@ -432,6 +432,9 @@ pub struct MetricsConfig {
     /// endpoint. Default: none.
     #[serde(skip_serializing)]
     pub admin_token: Option<Secret>,
+    /// Apps listed in each `topN_of_*_data_size_for_app` family (Java
+    /// `rss.server.topN.appShuffleDataSize.number`). Default: 10 (Java's).
+    pub top_n_apps: usize,
 }
 
 impl Default for MetricsConfig {
@@ -445,6 +448,7 @@ impl Default for MetricsConfig {
             push_timeout: Duration::from_secs(5),
             console_port: 6669,
             admin_token: None,
+            top_n_apps: 10,
         }
     }
 }

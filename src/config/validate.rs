@@ -401,6 +401,8 @@ impl MetricsConfig {
             push_timeout,
             console_port: _,
             admin_token,
+            // Any count is valid; 0 leaves the top-N families without samples.
+            top_n_apps: _,
         } = self;
         if admin_token
             .as_ref()

@@ -9,12 +9,29 @@ use serde_json::{json, Value};
 /// Content type of the text format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Prometheus text format of `families`.
+/// Prometheus text format of `families`. A family without samples is written as its HELP
+/// and TYPE lines only, as simpleclient writes a labelled family with no children (the
+/// `prometheus` encoder refuses such a family, so those two lines are written here).
 pub fn text(families: &[MetricFamily]) -> String {
     let mut out = Vec::new();
-    // Encoding into a Vec only fails on a family without metrics, which gather never returns.
-    if let Err(e) = TextEncoder::new().encode(families, &mut out) {
-        tracing::warn!(error = %e, "metrics text encoding failed");
+    let encoder = TextEncoder::new();
+    for f in families {
+        if f.get_metric().is_empty() {
+            let ty = match f.get_field_type() {
+                MetricType::COUNTER => "counter",
+                MetricType::GAUGE => "gauge",
+                MetricType::SUMMARY => "summary",
+                MetricType::HISTOGRAM => "histogram",
+                MetricType::UNTYPED => "untyped",
+            };
+            let help = f.help().replace('\\', "\\\\").replace('\n', "\\n");
+            out.extend_from_slice(
+                format!("# HELP {} {help}\n# TYPE {} {ty}\n", f.name(), f.name()).as_bytes(),
+            );
+        } else if let Err(e) = encoder.encode(std::slice::from_ref(f), &mut out) {
+            // Encoding into a Vec fails only on a family without metrics, handled above.
+            tracing::warn!(family = f.name(), error = %e, "metrics text encoding failed");
+        }
     }
     String::from_utf8_lossy(&out).into_owned()
 }
