@@ -338,7 +338,11 @@ pub async fn start(config: Config) -> Result<Running> {
             &tracker,
         );
     }
-    metrics.attach_server(Arc::clone(&registry), local.clone(), config.metrics.top_n_apps)?;
+    metrics.attach_server(
+        Arc::clone(&registry),
+        local.clone(),
+        config.metrics.top_n_apps,
+    )?;
     registry.spawn_expiry(
         config.app.expiry_check_interval,
         tasks_stop.clone(),

@@ -36,7 +36,12 @@ fn fixture() -> Vec<Family> {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
             let mut parts = l.split_whitespace();
-            let mut next = || parts.next().expect("fixture line has six columns").to_owned();
+            let mut next = || {
+                parts
+                    .next()
+                    .expect("fixture line has six columns")
+                    .to_owned()
+            };
             let (registry, name, ty, _labels, _v092) = (next(), next(), next(), next(), next());
             let status = parts.collect::<Vec<_>>().join(" ");
             assert!(!status.is_empty(), "fixture line without status: {l}");
@@ -243,7 +248,12 @@ async fn every_java_family_is_exported_or_documented_absent() {
             wrong.push(format!("{}: unknown status {:?}", f.name, f.status));
         }
     }
-    assert!(wrong.is_empty(), "{} differences:\n{}", wrong.len(), wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{} differences:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 
     // Values this traffic determines.
     let server = &pages["server"];
@@ -309,7 +319,12 @@ async fn every_java_family_is_exported_or_documented_absent() {
     )
     .unwrap();
     let samples = json["metrics"].as_array().unwrap();
-    let of = |n: &str| samples.iter().find(|m| m["name"] == n).map(|m| m["value"].clone());
+    let of = |n: &str| {
+        samples
+            .iter()
+            .find(|m| m["name"] == n)
+            .map(|m| m["value"].clone())
+    };
     assert_eq!(of("reported_block_count"), Some(serde_json::json!(BLOCKS)));
     assert_eq!(of("Grpc_ThreadMaxCount"), Some(serde_json::json!(2.0)));
 
@@ -328,7 +343,11 @@ async fn every_java_family_is_exported_or_documented_absent() {
     assert_eq!(value(&server, "reported_block_count", &[tags]), Some(0.0));
     assert_eq!(value(&server, "committed_block_count", &[tags]), Some(0.0));
     assert_eq!(
-        value(&server, "total_remove_resource_by_shuffle_ids_time_count", &[]),
+        value(
+            &server,
+            "total_remove_resource_by_shuffle_ids_time_count",
+            &[]
+        ),
         Some(1.0)
     );
     // The app's flushed files count until the app goes, then move to the deleted total.
@@ -346,12 +365,21 @@ async fn every_java_family_is_exported_or_documented_absent() {
         if value(&text, "total_remove_resource_time_count", &[]) == Some(1.0) {
             break text;
         }
-        assert!(tokio::time::Instant::now() < deadline, "app purge never timed");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "app purge never timed"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(value(&server, "flush_file_num", &[tags]), Some(0.0));
-    assert_eq!(value(&server, "total_delete_file_num", &[tags]), Some(events));
-    assert_eq!(value(&server, "total_flush_file_num", &[tags]), Some(events));
+    assert_eq!(
+        value(&server, "total_delete_file_num", &[tags]),
+        Some(events)
+    );
+    assert_eq!(
+        value(&server, "total_flush_file_num", &[tags]),
+        Some(events)
+    );
     // No app left: the top-N families are still there, without samples.
     assert!(server.contains("# TYPE topN_of_total_data_size_for_app gauge"));
     assert_eq!(value(&server, "topN_of_total_data_size_for_app", &[]), None);

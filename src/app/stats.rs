@@ -72,9 +72,8 @@ pub struct Removals {
 impl Default for Removals {
     fn default() -> Self {
         // Java registers both without labels (`MetricsManager.addSummary`), so no `tags`.
-        let summary = |name: &str| {
-            Arc::new(Summary::new(name, &[]).expect("a constant, valid metric name"))
-        };
+        let summary =
+            |name: &str| Arc::new(Summary::new(name, &[]).expect("a constant, valid metric name"));
         Removals {
             app: summary("total_remove_resource_time"),
             shuffle: summary("total_remove_resource_by_shuffle_ids_time"),

@@ -1648,6 +1648,7 @@ rss.security.hadoop.kerberos.proxy.user.enable true
             ("rss.server.flush.localfile.threadPool.size 0", "rss.server.flush.localfile.threadPool.size", "out of range"),
             ("rss.server.huge-partition.size.hard.limit -1", "rss.server.huge-partition.size.hard.limit", "above 0"),
             ("rss.storage.basePath /a,/a", "rss.storage.basePath", "listed twice"),
+            ("rss.server.topN.appShuffleDataSize.number -1", "rss.server.topN.appShuffleDataSize.number", "out of range"),
             ("rss.coordinator.quorum http://c:1", "rss.coordinator.quorum", "host"),
             ("rss.server.low.watermark.write 96", "rss.server.low.watermark.write", "below"),
             ("rss.rpc.server.port 19998\nrss.jetty.http.port 19998", "rss.jetty.http.port", "different ports"),
@@ -1683,6 +1684,23 @@ rss.security.hadoop.kerberos.proxy.user.enable true
             c.metrics.push_gateway_endpoint.as_deref(),
             Some("https://gw.example.com:9091")
         );
+    }
+
+    #[test]
+    fn top_n_apps_maps_and_its_refresh_interval_is_listed_as_unused() {
+        let loaded = load(
+            "rss.server.topN.appShuffleDataSize.number 3\n\
+             rss.server.topN.appShuffleDataSize.refreshIntervalMs 5000\n",
+        );
+        assert_eq!(loaded.config.metrics.top_n_apps, 3);
+        assert_eq!(
+            loaded.ignored,
+            vec![
+                "rss.server.topN.appShuffleDataSize.refreshIntervalMs (Spillway computes the \
+                 top-N families at each scrape)"
+            ]
+        );
+        assert_eq!(load("").config.metrics.top_n_apps, 10, "Java's default");
     }
 
     #[test]

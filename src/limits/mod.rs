@@ -114,7 +114,9 @@ impl LimitMetrics {
             .flat_map(|f| f.get_metric())
             .filter(|m| {
                 let has = |k: &str, v: &str| {
-                    m.get_label().iter().any(|l| l.name() == k && l.value() == v)
+                    m.get_label()
+                        .iter()
+                        .any(|l| l.name() == k && l.value() == v)
                 };
                 has("plane", plane) && has("action", "refused")
             })

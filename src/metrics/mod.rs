@@ -232,7 +232,10 @@ impl Metrics {
     /// filter). Summaries are matched by their base name, as Java's filter does.
     pub fn gather(&self, kind: Kind, names: &[String]) -> Vec<MetricFamily> {
         if matches!(kind, Kind::Grpc | Kind::All) {
-            let queued = self.runtime.as_ref().map_or(0, |r| r.metrics().global_queue_depth());
+            let queued = self
+                .runtime
+                .as_ref()
+                .map_or(0, |r| r.metrics().global_queue_depth());
             self.grpc_metrics.refresh_executor(queued);
         }
         let mut families = Vec::new();

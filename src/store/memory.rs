@@ -569,9 +569,15 @@ mod tests {
             vec![1, 2, 3]
         );
         assert_eq!(read.segments[2].offset, 20);
+        // Two blocks in flight, one staged, none committed yet.
+        assert_eq!(buf.block_counts(), (1, 2));
+        assert_eq!(buf.committed_blocks(), 0);
         spill.complete();
         assert_eq!(budget.snapshot().used, 42);
         assert_eq!(buf.read(&all).segments.len(), 1);
+        assert_eq!(buf.block_counts(), (1, 0));
+        assert_eq!(buf.committed_blocks(), 2);
+        assert!(buf.mark_huge() && !buf.mark_huge() && buf.is_huge());
     }
 
     #[test]

@@ -170,7 +170,10 @@ mod tests {
         let local = SpillPools::new(8, true, None);
         assert_eq!(
             names(&local),
-            ["LocalFileFlushEventThreadPool", "FallBackFlushEventThreadPool"]
+            [
+                "LocalFileFlushEventThreadPool",
+                "FallBackFlushEventThreadPool"
+            ]
         );
         let both = SpillPools::new(8, true, Some(60));
         assert_eq!(names(&both).len(), 3);
