@@ -338,6 +338,16 @@ pub async fn start(config: Config) -> Result<Running> {
             &tracker,
         );
     }
+    if config.metrics.block_size_statistics {
+        registry.enable_block_sizes(
+            config
+                .metrics
+                .block_size_buckets
+                .iter()
+                .map(|b| b.as_u64())
+                .collect(),
+        );
+    }
     metrics.attach_server(
         Arc::clone(&registry),
         local.clone(),

@@ -141,7 +141,11 @@ fn spillway_now_ms() -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_java_family_is_exported_or_documented_absent() {
-    let mut s = start(1, |c| c.tags = vec!["fam".into()]).await;
+    let mut s = start(1, |c| {
+        c.tags = vec!["fam".into()];
+        c.metrics.block_size_statistics = true;
+    })
+    .await;
     let base = format!("http://{}", s.running.http_addr);
     let tags = r#"tags="ss_v5,ss_v4,GRPC,GRPC_NETTY,fam""#;
 
@@ -288,6 +292,17 @@ async fn every_java_family_is_exported_or_documented_absent() {
     );
     assert_eq!(v("topN_of_in_memory_data_size_for_app", &[&app]), Some(0.0));
     assert_eq!(v("topN_of_on_hadoop_data_size_for_app", &[&app]), Some(0.0));
+    // Every block was 1000 bytes: all in the first bucket (32 KiB).
+    let app_label = format!(r#"appId="{APP}""#);
+    assert_eq!(
+        v("write_block_size_bucket", &[&app_label, r#"le="32768""#]),
+        Some(BLOCKS)
+    );
+    assert_eq!(v("write_block_size_count", &[&app_label]), Some(BLOCKS));
+    assert_eq!(
+        v("write_block_size_sum", &[&app_label]),
+        Some(BLOCKS * 1000.0)
+    );
     // Reads are over: their memory is back.
     for name in [
         "read_local_data_file_buffer_size",
@@ -380,7 +395,9 @@ async fn every_java_family_is_exported_or_documented_absent() {
         value(&server, "total_flush_file_num", &[tags]),
         Some(events)
     );
-    // No app left: the top-N families are still there, without samples.
+    // No app left: the top-N families and the histogram are still there, without samples.
+    assert!(server.contains("# TYPE write_block_size histogram"));
+    assert_eq!(value(&server, "write_block_size_count", &[]), None);
     assert!(server.contains("# TYPE topN_of_total_data_size_for_app gauge"));
     assert_eq!(value(&server, "topN_of_total_data_size_for_app", &[]), None);
 

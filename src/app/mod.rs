@@ -8,6 +8,7 @@
 //! - `read.rs`: block-id reports and queries, memory/index/data reads
 
 pub mod block_ids;
+pub mod block_sizes;
 mod read;
 mod state;
 mod stats;
@@ -121,6 +122,15 @@ impl AppRegistry {
     /// Connects the journal (once, at start-up, after the registry was restored).
     pub fn set_journal(&self, journal: Arc<Journal>) {
         let _ = self.journal.set(journal);
+    }
+
+    /// Switches the `write_block_size` histogram on with these bucket bounds (bytes); once, at
+    /// start-up. Empty bounds leave it off.
+    pub fn enable_block_sizes(&self, bounds: Vec<u64>) {
+        let _ = self
+            .stats
+            .block_sizes
+            .set(block_sizes::BlockSizes::new(bounds));
     }
 
     /// Writes `rec` and waits for it; without a journal, nothing to do.
@@ -387,6 +397,9 @@ impl AppRegistry {
         // Java moves the app's flushed-file count to `total_delete_file_num` when it removes
         // the app's storage info.
         let written = self.store.spiller().stats().forget_app(app);
+        if let Some(sizes) = self.stats.block_sizes.get() {
+            sizes.forget(app);
+        }
         self.stats
             .deleted_files
             .fetch_add(written.events, Ordering::Relaxed);

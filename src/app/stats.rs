@@ -57,6 +57,10 @@ pub struct RegistryStats {
     /// How long removals took (`total_remove_resource_time`,
     /// `total_remove_resource_by_shuffle_ids_time`).
     pub removals: Removals,
+    /// `write_block_size`, when switched on ([`AppRegistry::enable_block_sizes`]).
+    ///
+    /// [`AppRegistry::enable_block_sizes`]: crate::app::AppRegistry::enable_block_sizes
+    pub block_sizes: std::sync::OnceLock<crate::app::block_sizes::BlockSizes>,
 }
 
 /// Durations of resource removals, in seconds, as Java's two summaries: an app's (expiry or

@@ -228,6 +228,9 @@ impl AppRegistry {
                     });
                 }
             }
+            if let Some(sizes) = self.stats().block_sizes.get() {
+                sizes.observe(app_id, blocks.iter().map(|b| b.data.len() as u64));
+            }
             let huge = (buffer.total_bytes() > self.opts.huge_partition_threshold)
                 .then_some(self.opts.huge_partition_memory_limit / 2);
             let inserted =

@@ -81,6 +81,8 @@
 //! | `rss.metrics.prometheus.pushgateway.groupingkey` | `metrics.push_gateway_grouping_key` | `k1=v1;k2=v2` | empty |
 //! | `rss.metrics.prometheus.pushgateway.report.interval.seconds` | `metrics.push_interval` | seconds > 0 | 10 s |
 //! | `rss.server.topN.appShuffleDataSize.number` | `metrics.top_n_apps` | ≥ 0 | 10 |
+//! | `rss.server.metrics.blockSizeStatisticsEnabled` | `metrics.block_size_statistics` | true / false | false |
+//! | `rss.server.metrics.blockSizeStatistics.buckets` | `metrics.block_size_buckets` | comma-separated sizes | 32kb … 16mb (Java's ten) |
 //! | `rss.server.topN.appShuffleDataSize.refreshIntervalMs` | (behaviour) | warned: Spillway computes the top-N families at each scrape, never older than Java's 1 s refresh | |
 //! | `rss.security.hadoop.kerberos.enable` | (gates the next two) | with `false` the principal and keytab are warned | false |
 //! | `rss.security.hadoop.kerberos.principal` | `hdfs_store.kerberos_principal` | required when enabled | |
@@ -1121,6 +1123,25 @@ impl Mapper {
             "rss.server.topN.appShuffleDataSize.refreshIntervalMs",
             "Spillway computes the top-N families at each scrape",
         );
+        if let Some((e, on)) = self.boolean("rss.server.metrics.blockSizeStatisticsEnabled")? {
+            self.config.metrics.block_size_statistics = on;
+            self.set_origin("metrics.block_size_statistics", &e);
+        }
+        if let Some(e) = self.string("rss.server.metrics.blockSizeStatistics.buckets") {
+            let bounds = e
+                .value
+                .split(',')
+                .map(str::trim)
+                .filter(|b| !b.is_empty())
+                .map(|b| match java_size(b) {
+                    Ok(n) if n > 0 => Ok(ByteSize(n as u64)),
+                    Ok(n) => Err(e.error(format!("bound {n} is not above 0"))),
+                    Err(reason) => Err(e.error(reason)),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.config.metrics.block_size_buckets = bounds;
+            self.set_origin("metrics.block_size_buckets", &e);
+        }
         Ok(())
     }
 
@@ -1649,6 +1670,7 @@ rss.security.hadoop.kerberos.proxy.user.enable true
             ("rss.server.huge-partition.size.hard.limit -1", "rss.server.huge-partition.size.hard.limit", "above 0"),
             ("rss.storage.basePath /a,/a", "rss.storage.basePath", "listed twice"),
             ("rss.server.topN.appShuffleDataSize.number -1", "rss.server.topN.appShuffleDataSize.number", "out of range"),
+            ("rss.server.metrics.blockSizeStatistics.buckets 1k,0", "rss.server.metrics.blockSizeStatistics.buckets", "above 0"),
             ("rss.coordinator.quorum http://c:1", "rss.coordinator.quorum", "host"),
             ("rss.server.low.watermark.write 96", "rss.server.low.watermark.write", "below"),
             ("rss.rpc.server.port 19998\nrss.jetty.http.port 19998", "rss.jetty.http.port", "different ports"),
@@ -1701,6 +1723,16 @@ rss.security.hadoop.kerberos.proxy.user.enable true
             ]
         );
         assert_eq!(load("").config.metrics.top_n_apps, 10, "Java's default");
+        let c = load(
+            "rss.server.metrics.blockSizeStatisticsEnabled true\n\
+             rss.server.metrics.blockSizeStatistics.buckets 1k, 2mb\n",
+        )
+        .config;
+        assert!(c.metrics.block_size_statistics);
+        assert_eq!(
+            c.metrics.block_size_buckets,
+            vec![ByteSize(1024), ByteSize(2 << 20)]
+        );
     }
 
     #[test]

@@ -115,6 +115,19 @@ pub fn json(families: &[MetricFamily], now_ms: i64) -> Value {
                             b.cumulative_count() as f64,
                         ));
                     }
+                    // simpleclient always ends with the `+Inf` bucket (the text encoder adds
+                    // it too when the family's buckets stop short of it).
+                    if h.get_bucket()
+                        .last()
+                        .is_none_or(|b| b.upper_bound().is_finite())
+                    {
+                        samples.push(sample(
+                            &format!("{name}_bucket"),
+                            m,
+                            Some(("le", "+Inf".to_owned())),
+                            h.get_sample_count() as f64,
+                        ));
+                    }
                     samples.push(sample(
                         &format!("{name}_count"),
                         m,

@@ -5,10 +5,15 @@
 //!
 //! ```text
 //!  server  ← ServerCollector: scrape-time reads of budget, registry stats, spiller, disks, status
+//!            pools: Java's thread-pool gauges from the gRPC layer, the runtime and the spiller
 //!  grpc    ← GrpcMetrics: tower layer on the gRPC server (+ handler_start for transport latency)
 //!  netty   ← NettyMetrics: the Netty handler's per-request guard
 //!  jvm     ← ProcessCollector (prometheus `process`), RuntimeCollector (tokio, jemalloc)
 //! ```
+//! The families are Java's (`tests/fixtures/java_metric_families.txt` lists them with their
+//! sources); the README's metrics section says what each is computed from here, and which
+//! JVM-only families are absent and why. A family with no samples yet is still exported, as
+//! HELP and TYPE only, because simpleclient exports a labelled family before its first child.
 //! Every sample carries `tags` = the server's tags joined with `,` (as Java). Latencies are
 //! summaries in seconds with quantiles 0.5/0.75/0.9/0.95/0.99, as simpleclient's.
 

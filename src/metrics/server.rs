@@ -226,7 +226,13 @@ impl Collector for ServerCollector {
         };
         f.gauge("localfile_flush_thread_pool_queue_size", local_q);
         f.gauge("hadoop_flush_thread_pool_queue_size", hdfs_q);
-        f.gauge("fallback_flush_thread_pool_queue_size", 0.0);
+        // Java counts a pended event here from its dispatch to the fallback pool until it is
+        // handled: the retries waiting or being written.
+        let fallback = spiller.pools().fallback().snapshot();
+        f.gauge(
+            "fallback_flush_thread_pool_queue_size",
+            (fallback.queued + fallback.active) as f64,
+        );
 
         // Inverted like Java: 0 healthy, 1 unhealthy.
         let unhealthy = reg.status().get() == WireStatus::Unhealthy;
@@ -503,18 +509,51 @@ impl Collector for ServerCollector {
             );
         }
 
-        // Java's block-size histogram exists (labelled `appId`) but is filled only with
-        // `rss.server.metrics.blockSizeStatisticsEnabled`, false by default; see the README.
-        f.push_with(
-            "write_block_size",
-            MetricType::HISTOGRAM,
-            "Histogram write_block_size",
-            false,
-            Vec::new(),
-        );
+        // Registered (labelled `appId`) even when off, as Java's; filled only with
+        // `[metrics] block_size_statistics`.
+        f.out.push(block_size_histogram(stats.block_sizes.get()));
 
         f.out.extend(stats.removals.app.collect());
         f.out.extend(stats.removals.shuffle.collect());
         f.out
     }
+}
+
+/// `write_block_size{appId}`: one histogram per app, Java's bucket bounds in bytes.
+fn block_size_histogram(sizes: Option<&crate::app::block_sizes::BlockSizes>) -> MetricFamily {
+    let metrics = sizes
+        .map(|s| {
+            s.snapshot()
+                .into_iter()
+                .map(|(app, h)| {
+                    let mut m = proto::Metric::from_label(vec![label("appId", app.to_string())]);
+                    let mut hist = proto::Histogram::default();
+                    let mut cumulative = 0;
+                    let buckets = s
+                        .bounds()
+                        .iter()
+                        .zip(&h.buckets)
+                        .map(|(bound, n)| {
+                            cumulative += n;
+                            let mut b = proto::Bucket::default();
+                            b.set_upper_bound(*bound as f64);
+                            b.set_cumulative_count(cumulative);
+                            b
+                        })
+                        .collect();
+                    hist.set_bucket(buckets);
+                    hist.set_sample_count(h.count());
+                    hist.set_sample_sum(h.sum);
+                    m.set_histogram(hist);
+                    m
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut f = MetricFamily::default();
+    f.set_name("write_block_size".to_owned());
+    f.set_help("Histogram write_block_size".to_owned());
+    f.set_field_type(MetricType::HISTOGRAM);
+    f.set_metric(metrics);
+    f
 }
