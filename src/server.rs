@@ -268,6 +268,10 @@ pub async fn start(config: Config) -> Result<Running> {
         single_buffer_limit: hybrid.memory_single_buffer_max_spill_size.as_u64(),
         max_backoff: hybrid.spill_retry_max_backoff,
         append_timeout: crate::store::spill::APPEND_TIMEOUT,
+        hdfs_concurrency: config
+            .store_type
+            .uses_hdfs()
+            .then_some(config.hdfs_store.max_concurrency),
     };
     // Server-side file reads (getLocalShuffleIndex/Data) come from local disks only; clients
     // read HDFS directly.
@@ -343,7 +347,21 @@ pub async fn start(config: Config) -> Result<Running> {
             &tracker,
         );
     }
-    metrics.attach_server(Arc::clone(&registry), local.clone())?;
+    if config.metrics.block_size_statistics {
+        registry.enable_block_sizes(
+            config
+                .metrics
+                .block_size_buckets
+                .iter()
+                .map(|b| b.as_u64())
+                .collect(),
+        );
+    }
+    metrics.attach_server(
+        Arc::clone(&registry),
+        local.clone(),
+        config.metrics.top_n_apps,
+    )?;
     registry.spawn_expiry(
         config.app.expiry_check_interval,
         tasks_stop.clone(),

@@ -8,6 +8,7 @@
 //! - `read.rs`: block-id reports and queries, memory/index/data reads
 
 pub mod block_ids;
+pub mod block_sizes;
 mod read;
 mod state;
 mod stats;
@@ -128,6 +129,15 @@ impl AppRegistry {
     /// Connects the journal (once, at start-up, after the registry was restored).
     pub fn set_journal(&self, journal: Arc<Journal>) {
         let _ = self.journal.set(journal);
+    }
+
+    /// Switches the `write_block_size` histogram on with these bucket bounds (bytes); once, at
+    /// start-up. Empty bounds leave it off.
+    pub fn enable_block_sizes(&self, bounds: Vec<u64>) {
+        let _ = self
+            .stats
+            .block_sizes
+            .set(block_sizes::BlockSizes::new(bounds));
     }
 
     /// Writes `rec` and waits for it; without a journal, nothing to do.
@@ -331,6 +341,7 @@ impl AppRegistry {
         let Some(a) = self.apps.read().get(app).cloned() else {
             return Ok(());
         };
+        let started = std::time::Instant::now();
         // Held until the purge is done, so no registration of this app lands in between.
         let _gate = a.shuffle_gate().write().await;
         a.remove_shuffle(shuffle);
@@ -345,6 +356,10 @@ impl AppRegistry {
         });
         let freed = self.store.purge(&scope).await?;
         self.stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
+        self.stats
+            .removals
+            .shuffle
+            .observe(started.elapsed().as_secs_f64());
         tracing::info!(app_id = %app, shuffle_id = shuffle, freed, "unregistered shuffle");
         Ok(())
     }
@@ -368,6 +383,7 @@ impl AppRegistry {
         only_if_expired: bool,
         reason: &'static str,
     ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+        let started = std::time::Instant::now();
         {
             let mut apps = self.apps.write();
             let stale = apps
@@ -385,6 +401,15 @@ impl AppRegistry {
         self.tickets.purge_app(app);
         let scope = PurgeScope::App(app.clone());
         let in_memory = self.store.memory().purge(&scope);
+        // Java moves the app's flushed-file count to `total_delete_file_num` when it removes
+        // the app's storage info.
+        let written = self.store.spiller().stats().forget_app(app);
+        if let Some(sizes) = self.stats.block_sizes.get() {
+            sizes.forget(app);
+        }
+        self.stats
+            .deleted_files
+            .fetch_add(written.events, Ordering::Relaxed);
         let store = Arc::clone(&self.store);
         let app = app.clone();
         let purging = Arc::clone(&self.purging);
@@ -393,6 +418,7 @@ impl AppRegistry {
             match store.purge_files(&scope).await {
                 Ok(freed) => {
                     stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
+                    stats.removals.app.observe(started.elapsed().as_secs_f64());
                     tracing::info!(app_id = %app, in_memory, freed, reason, "purged app")
                 }
                 Err(e) => {

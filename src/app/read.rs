@@ -10,7 +10,7 @@ use crate::app::AppRegistry;
 use crate::codec::bitmap;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, BlockIdLayout, PartitionKey, PartitionRange};
-use crate::memory::ReadPermit;
+use crate::memory::{ReadPermit, ReadUse};
 use crate::store::memory::{MemoryRead, MemoryReadRequest, Segment};
 use crate::store::{DataRead, IndexRead};
 
@@ -123,7 +123,8 @@ impl AppRegistry {
                 self.stats()
                     .read_memory_refused
                     .fetch_add(1, Ordering::Relaxed);
-            })?;
+            })?
+            .tagged(ReadUse::Memory);
         let Some(key) = app
             .shuffle(args.shuffle)
             .and_then(|s| s.key_of(app_id, args.partition))
@@ -151,7 +152,10 @@ impl AppRegistry {
     /// `getLocalShuffleIndex`.
     pub async fn read_index(&self, app_id: &AppId, args: ReadArgs) -> Result<IndexRead> {
         let key = self.read_key(app_id, args)?;
-        let permit = self.read_budget().try_acquire(self.opts.index_read_hint)?;
+        let permit = self
+            .read_budget()
+            .try_acquire(self.opts.index_read_hint)?
+            .tagged(ReadUse::IndexFile);
         let guard = self.stats().begin_read(ReadKind::IndexFile);
         let mut read = self.store().read_index(&key).await?;
         guard.served(read.index.len() as u64);
@@ -168,7 +172,10 @@ impl AppRegistry {
         length: i32,
     ) -> Result<Bytes> {
         let key = self.data_key(app_id, args, offset, length)?;
-        let permit = self.read_budget().try_acquire(length as u64)?;
+        let permit = self
+            .read_budget()
+            .try_acquire(length as u64)?
+            .tagged(ReadUse::DataFile);
         let guard = self.stats().begin_read(ReadKind::DataFile);
         let data = self
             .store()
@@ -198,7 +205,10 @@ impl AppRegistry {
         guard.served(read.len());
         match read {
             DataRead::Memory(data) => {
-                let permit = self.read_budget().try_acquire(data.len() as u64)?;
+                let permit = self
+                    .read_budget()
+                    .try_acquire(data.len() as u64)?
+                    .tagged(ReadUse::DataFile);
                 Ok(DataRead::Memory(permit.attach(data)))
             }
             files => Ok(files),

@@ -3,7 +3,7 @@
 //! seen (for expiry).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -28,6 +28,12 @@ pub struct App {
     /// leaving registered ranges that answer every send with `NO_REGISTER` (Java takes its
     /// app lock in both places for the same reason).
     shuffle_gate: tokio::sync::RwLock<()>,
+    /// Charged bytes accepted for this app since it was registered (Java's
+    /// `ShuffleTaskInfo.totalDataSize`, the `topN_of_total_data_size_for_app` value). Kept
+    /// for the app's life, not per shuffle: Java does not lower it on `unregisterShuffle`.
+    data_bytes: AtomicU64,
+    /// Set when the first of its partitions became huge (`total_app_with_huge_partition_num`).
+    has_huge: AtomicBool,
 }
 
 impl App {
@@ -40,7 +46,24 @@ impl App {
             properties: Mutex::new(HashMap::new()),
             shuffles: RwLock::new(HashMap::new()),
             shuffle_gate: tokio::sync::RwLock::new(()),
+            data_bytes: AtomicU64::new(0),
+            has_huge: AtomicBool::new(false),
         }
+    }
+
+    /// Counts charged bytes accepted for the app.
+    pub(crate) fn add_data(&self, bytes: u64) {
+        self.data_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Charged bytes accepted since the app was registered.
+    pub fn data_bytes(&self) -> u64 {
+        self.data_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Marks that the app has a huge partition; true only for the call that marked it.
+    pub(crate) fn mark_huge(&self) -> bool {
+        !self.has_huge.swap(true, Ordering::AcqRel)
     }
 
     /// See the field: registrations read-lock it, `unregisterShuffle` write-locks it.

@@ -3,12 +3,14 @@
 //! both planes (gRPC, Netty) go through; `/metrics` reads them at scrape time.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::metrics::summary::Summary;
 
 /// Lifetime counters and in-progress gauges of the registry.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RegistryStats {
     /// Charged bytes of every accepted send (`total_received_data`).
     pub received_bytes: AtomicU64,
@@ -46,6 +48,41 @@ pub struct RegistryStats {
     pub reading_index_files: AtomicI64,
     /// Memory reads in progress.
     pub reading_memory: AtomicI64,
+    /// Partition ranges found huge since start (`total_huge_partition_num`).
+    pub huge_partitions: AtomicU64,
+    /// Apps that had a huge partition since start (`total_app_with_huge_partition_num`).
+    pub apps_with_huge: AtomicU64,
+    /// Spill events of purged apps (`total_delete_file_num`, see [`crate::store::flush_stats`]).
+    pub deleted_files: AtomicU64,
+    /// How long removals took (`total_remove_resource_time`,
+    /// `total_remove_resource_by_shuffle_ids_time`).
+    pub removals: Removals,
+    /// `write_block_size`, when switched on ([`AppRegistry::enable_block_sizes`]).
+    ///
+    /// [`AppRegistry::enable_block_sizes`]: crate::app::AppRegistry::enable_block_sizes
+    pub block_sizes: std::sync::OnceLock<crate::app::block_sizes::BlockSizes>,
+}
+
+/// Durations of resource removals, in seconds, as Java's two summaries: an app's (expiry or
+/// `unregisterShuffleByAppId`) from taking it out of memory until its files are deleted, and
+/// a shuffle's (`unregisterShuffle`). Removals are rare, so a summary's short lock is no cost.
+pub struct Removals {
+    /// `total_remove_resource_time`.
+    pub app: Arc<Summary>,
+    /// `total_remove_resource_by_shuffle_ids_time`.
+    pub shuffle: Arc<Summary>,
+}
+
+impl Default for Removals {
+    fn default() -> Self {
+        // Java registers both without labels (`MetricsManager.addSummary`), so no `tags`.
+        let summary =
+            |name: &str| Arc::new(Summary::new(name, &[]).expect("a constant, valid metric name"));
+        Removals {
+            app: summary("total_remove_resource_time"),
+            shuffle: summary("total_remove_resource_by_shuffle_ids_time"),
+        }
+    }
 }
 
 /// Which kind of read a [`ReadGuard`] counts.

@@ -59,6 +59,7 @@ impl Fixture {
                 single_buffer_limit: 1 << 30,
                 max_backoff: Duration::from_millis(100),
                 append_timeout: Duration::from_secs(60),
+                hdfs_concurrency: None,
             },
             stop.clone(),
             stop.clone(),

@@ -7,6 +7,7 @@ use crate::ids::{AppId, PartitionKey};
 use crate::store::memory::PartitionBuffer;
 use crate::store::{Block, Payloads, PurgeScope};
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A successful `requireBuffer`.
@@ -261,11 +262,24 @@ impl AppRegistry {
                     });
                 }
             }
+            if let Some(sizes) = self.stats().block_sizes.get() {
+                sizes.observe(app_id, blocks.iter().map(|b| b.data.len() as u64));
+            }
             let huge = (buffer.total_bytes() > self.opts.huge_partition_threshold)
                 .then_some(self.opts.huge_partition_memory_limit / 2);
             let inserted =
                 self.store()
                     .insert(&buffer, blocks, payloads, &mut reservation, huge)?;
+            app.add_data(inserted.bytes);
+            // As Java's `markHugePartition` after each cached send: the lifetime counters
+            // count a range once and an app once, the first time either is found huge.
+            if buffer.total_bytes() > self.opts.huge_partition_threshold && buffer.mark_huge() {
+                let stats = self.stats();
+                stats.huge_partitions.fetch_add(1, Ordering::Relaxed);
+                if app.mark_huge() {
+                    stats.apps_with_huge.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             if inserted.duplicates > 0 {
                 tracing::debug!(partition = %key, duplicates = inserted.duplicates, "dropped resent blocks");
             }

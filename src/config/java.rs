@@ -85,6 +85,10 @@
 //! | `rss.metrics.prometheus.pushgateway.jobname` | `metrics.push_gateway_job` | required with the reporter | |
 //! | `rss.metrics.prometheus.pushgateway.groupingkey` | `metrics.push_gateway_grouping_key` | `k1=v1;k2=v2` | empty |
 //! | `rss.metrics.prometheus.pushgateway.report.interval.seconds` | `metrics.push_interval` | seconds > 0 | 10 s |
+//! | `rss.server.topN.appShuffleDataSize.number` | `metrics.top_n_apps` | ≥ 0 | 10 |
+//! | `rss.server.metrics.blockSizeStatisticsEnabled` | `metrics.block_size_statistics` | true / false | false |
+//! | `rss.server.metrics.blockSizeStatistics.buckets` | `metrics.block_size_buckets` | comma-separated sizes | 32kb … 16mb (Java's ten) |
+//! | `rss.server.topN.appShuffleDataSize.refreshIntervalMs` | (behaviour) | warned: Spillway computes the top-N families at each scrape, never older than Java's 1 s refresh | |
 //! | `rss.security.hadoop.kerberos.enable` | (gates the next two) | with `false` the principal and keytab are warned | false |
 //! | `rss.security.hadoop.kerberos.principal` | `hdfs_store.kerberos_principal` | required when enabled | |
 //! | `rss.security.hadoop.kerberos.keytab.file` | `hdfs_store.kerberos_keytab` | required when enabled | |
@@ -789,6 +793,7 @@ impl Mapper {
         self.map_spilling()?;
         self.map_disks()?;
         self.map_push_gateway()?;
+        self.map_top_n()?;
         self.map_kerberos()?;
         self.fixed_behaviour(
             "rss.server.decommission.shutdown",
@@ -1134,6 +1139,40 @@ impl Mapper {
         if let Some((e, interval)) = self.positive_duration(INTERVAL, 1000)? {
             self.config.metrics.push_interval = interval;
             self.set_origin("metrics.push_interval", &e);
+        }
+        Ok(())
+    }
+
+    fn map_top_n(&mut self) -> Result<(), ConfigError> {
+        if let Some((e, n)) = self.int(
+            "rss.server.topN.appShuffleDataSize.number",
+            0..=i64::from(i32::MAX),
+        )? {
+            self.config.metrics.top_n_apps = n as usize;
+            self.set_origin("metrics.top_n_apps", &e);
+        }
+        self.ignore_key(
+            "rss.server.topN.appShuffleDataSize.refreshIntervalMs",
+            "Spillway computes the top-N families at each scrape",
+        );
+        if let Some((e, on)) = self.boolean("rss.server.metrics.blockSizeStatisticsEnabled")? {
+            self.config.metrics.block_size_statistics = on;
+            self.set_origin("metrics.block_size_statistics", &e);
+        }
+        if let Some(e) = self.string("rss.server.metrics.blockSizeStatistics.buckets") {
+            let bounds = e
+                .value
+                .split(',')
+                .map(str::trim)
+                .filter(|b| !b.is_empty())
+                .map(|b| match java_size(b) {
+                    Ok(n) if n > 0 => Ok(ByteSize(n as u64)),
+                    Ok(n) => Err(e.error(format!("bound {n} is not above 0"))),
+                    Err(reason) => Err(e.error(reason)),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.config.metrics.block_size_buckets = bounds;
+            self.set_origin("metrics.block_size_buckets", &e);
         }
         Ok(())
     }
@@ -1687,6 +1726,8 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
             ("rss.server.flush.localfile.threadPool.size 0", "rss.server.flush.localfile.threadPool.size", "out of range"),
             ("rss.server.huge-partition.size.hard.limit -1", "rss.server.huge-partition.size.hard.limit", "above 0"),
             ("rss.storage.basePath /a,/a", "rss.storage.basePath", "listed twice"),
+            ("rss.server.topN.appShuffleDataSize.number -1", "rss.server.topN.appShuffleDataSize.number", "out of range"),
+            ("rss.server.metrics.blockSizeStatistics.buckets 1k,0", "rss.server.metrics.blockSizeStatistics.buckets", "above 0"),
             ("rss.coordinator.quorum http://c:1", "rss.coordinator.quorum", "host"),
             ("rss.server.low.watermark.write 96", "rss.server.low.watermark.write", "below"),
             ("rss.rpc.server.port 19998\nrss.jetty.http.port 19998", "rss.jetty.http.port", "different ports"),
@@ -1739,6 +1780,33 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
         assert_eq!(
             load("").config.hybrid_store.huge_partition_split_limit,
             None
+        );
+    }
+
+    #[test]
+    fn top_n_apps_maps_and_its_refresh_interval_is_listed_as_unused() {
+        let loaded = load(
+            "rss.server.topN.appShuffleDataSize.number 3\n\
+             rss.server.topN.appShuffleDataSize.refreshIntervalMs 5000\n",
+        );
+        assert_eq!(loaded.config.metrics.top_n_apps, 3);
+        assert_eq!(
+            loaded.ignored,
+            vec![
+                "rss.server.topN.appShuffleDataSize.refreshIntervalMs (Spillway computes the \
+                 top-N families at each scrape)"
+            ]
+        );
+        assert_eq!(load("").config.metrics.top_n_apps, 10, "Java's default");
+        let c = load(
+            "rss.server.metrics.blockSizeStatisticsEnabled true\n\
+             rss.server.metrics.blockSizeStatistics.buckets 1k, 2mb\n",
+        )
+        .config;
+        assert!(c.metrics.block_size_statistics);
+        assert_eq!(
+            c.metrics.block_size_buckets,
+            vec![ByteSize(1024), ByteSize(2 << 20)]
         );
     }
 

@@ -507,6 +507,16 @@ pub struct MetricsConfig {
     /// none.
     #[serde(skip_serializing)]
     pub basic_credentials: Option<Secret>,
+    /// Apps listed in each `topN_of_*_data_size_for_app` family (Java
+    /// `rss.server.topN.appShuffleDataSize.number`). Default: 10 (Java's).
+    pub top_n_apps: usize,
+    /// Fill the `write_block_size{appId}` histogram with every received block's payload
+    /// length (Java `rss.server.metrics.blockSizeStatisticsEnabled`): one short lock per send
+    /// and a series per app and bucket, so off unless asked for. Default: false (Java's).
+    pub block_size_statistics: bool,
+    /// Its bucket bounds (Java `rss.server.metrics.blockSizeStatistics.buckets`); at least
+    /// one when the histogram is on. Default: 32 KiB, 64 KiB, … 16 MiB (Java's).
+    pub block_size_buckets: Vec<ByteSize>,
 }
 
 impl Default for MetricsConfig {
@@ -521,6 +531,12 @@ impl Default for MetricsConfig {
             console_port: 6669,
             admin_token: None,
             basic_credentials: None,
+            top_n_apps: 10,
+            block_size_statistics: false,
+            block_size_buckets: [32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+                .into_iter()
+                .map(|k| ByteSize(k * ByteSize::KIB))
+                .collect(),
         }
     }
 }

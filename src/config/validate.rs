@@ -426,7 +426,17 @@ impl MetricsConfig {
             console_port: _,
             admin_token,
             basic_credentials,
+            // Any count is valid; 0 leaves the top-N families without samples.
+            top_n_apps: _,
+            block_size_statistics,
+            block_size_buckets,
         } = self;
+        if *block_size_statistics && block_size_buckets.is_empty() {
+            return Err(ConfigError::new(
+                "metrics.block_size_buckets",
+                "needs at least one bound when block_size_statistics is on",
+            ));
+        }
         if admin_token
             .as_ref()
             .is_some_and(|t| t.len() < 16 || t.contains(char::is_whitespace))

@@ -104,6 +104,26 @@ impl LimitMetrics {
         self.hits.with_label_values(&[plane, limit, action]).inc();
     }
 
+    /// Requests refused on `plane` by any limit (`action="refused"`), for the `Grpc_RejectCount`
+    /// pool gauge.
+    pub fn refused(&self, plane: &str) -> u64 {
+        use prometheus::core::Collector;
+        self.hits
+            .collect()
+            .iter()
+            .flat_map(|f| f.get_metric())
+            .filter(|m| {
+                let has = |k: &str, v: &str| {
+                    m.get_label()
+                        .iter()
+                        .any(|l| l.name() == k && l.value() == v)
+                };
+                has("plane", plane) && has("action", "refused")
+            })
+            .map(|m| m.get_counter().get_value() as u64)
+            .sum()
+    }
+
     /// The current count (tests).
     pub fn get(&self, plane: &str, limit: &str, action: &str) -> u64 {
         self.hits.with_label_values(&[plane, limit, action]).get()

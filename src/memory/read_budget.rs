@@ -17,6 +17,20 @@ pub struct ReadBudget {
 struct Inner {
     capacity: u64,
     used: AtomicU64,
+    /// `used`, split by what the memory is held for (permits tagged with [`ReadUse`]).
+    by_use: [AtomicU64; 3],
+}
+
+/// What read memory is held for: Java's `read_local_data_file_buffer_size`,
+/// `read_local_index_file_buffer_size` and `read_memory_data_buffer_size` gauges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadUse {
+    /// A `getLocalShuffleData` response.
+    DataFile = 0,
+    /// A `getLocalShuffleIndex` response.
+    IndexFile = 1,
+    /// A `getMemoryShuffleData` response.
+    Memory = 2,
 }
 
 impl ReadBudget {
@@ -26,6 +40,7 @@ impl ReadBudget {
             inner: Arc::new(Inner {
                 capacity,
                 used: AtomicU64::new(0),
+                by_use: Default::default(),
             }),
         }
     }
@@ -46,7 +61,13 @@ impl ReadBudget {
         Ok(ReadPermit {
             budget: self.clone(),
             bytes: len,
+            used_for: None,
         })
+    }
+
+    /// Bytes currently held by permits tagged `use_`.
+    pub fn used_for(&self, use_: ReadUse) -> u64 {
+        self.inner.by_use[use_ as usize].load(Ordering::Acquire)
     }
 
     /// Bytes currently held by reads.
@@ -65,6 +86,7 @@ impl ReadBudget {
 pub struct ReadPermit {
     budget: ReadBudget,
     bytes: u64,
+    used_for: Option<ReadUse>,
 }
 
 impl std::fmt::Debug for ReadPermit {
@@ -76,6 +98,15 @@ impl std::fmt::Debug for ReadPermit {
 }
 
 impl ReadPermit {
+    /// Counts the permit's bytes under `use_` too, until it is released.
+    pub fn tagged(mut self, use_: ReadUse) -> Self {
+        if let Some(old) = self.used_for.replace(use_) {
+            self.budget.inner.by_use[old as usize].fetch_sub(self.bytes, Ordering::AcqRel);
+        }
+        self.budget.inner.by_use[use_ as usize].fetch_add(self.bytes, Ordering::AcqRel);
+        self
+    }
+
     /// Ties the permit to the response payload: the read memory stays held until the last
     /// clone of the returned `Bytes` is dropped (after the transport encoded the response),
     /// not merely until the handler returns.
@@ -108,6 +139,9 @@ impl Drop for ReadPermit {
             .inner
             .used
             .fetch_sub(self.bytes, Ordering::AcqRel);
+        if let Some(use_) = self.used_for {
+            self.budget.inner.by_use[use_ as usize].fetch_sub(self.bytes, Ordering::AcqRel);
+        }
     }
 }
 
@@ -145,6 +179,25 @@ mod tests {
         assert_eq!(b.used(), 60);
         assert_eq!(&clone[..], b"bc");
         drop(clone);
+        assert_eq!(b.used(), 0);
+    }
+
+    #[test]
+    fn tagged_permits_count_under_their_use_until_released() {
+        let b = ReadBudget::new(100);
+        let index = b.try_acquire(10).unwrap().tagged(ReadUse::IndexFile);
+        let data = b
+            .try_acquire(30)
+            .unwrap()
+            .tagged(ReadUse::DataFile)
+            .attach(Bytes::from_static(b"x"));
+        assert_eq!(b.used_for(ReadUse::IndexFile), 10);
+        assert_eq!(b.used_for(ReadUse::DataFile), 30);
+        assert_eq!(b.used_for(ReadUse::Memory), 0);
+        drop(index);
+        drop(data);
+        assert_eq!(b.used_for(ReadUse::IndexFile), 0);
+        assert_eq!(b.used_for(ReadUse::DataFile), 0);
         assert_eq!(b.used(), 0);
     }
 }

@@ -9,12 +9,29 @@ use serde_json::{json, Value};
 /// Content type of the text format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Prometheus text format of `families`.
+/// Prometheus text format of `families`. A family without samples is written as its HELP
+/// and TYPE lines only, as simpleclient writes a labelled family with no children (the
+/// `prometheus` encoder refuses such a family, so those two lines are written here).
 pub fn text(families: &[MetricFamily]) -> String {
     let mut out = Vec::new();
-    // Encoding into a Vec only fails on a family without metrics, which gather never returns.
-    if let Err(e) = TextEncoder::new().encode(families, &mut out) {
-        tracing::warn!(error = %e, "metrics text encoding failed");
+    let encoder = TextEncoder::new();
+    for f in families {
+        if f.get_metric().is_empty() {
+            let ty = match f.get_field_type() {
+                MetricType::COUNTER => "counter",
+                MetricType::GAUGE => "gauge",
+                MetricType::SUMMARY => "summary",
+                MetricType::HISTOGRAM => "histogram",
+                MetricType::UNTYPED => "untyped",
+            };
+            let help = f.help().replace('\\', "\\\\").replace('\n', "\\n");
+            out.extend_from_slice(
+                format!("# HELP {} {help}\n# TYPE {} {ty}\n", f.name(), f.name()).as_bytes(),
+            );
+        } else if let Err(e) = encoder.encode(std::slice::from_ref(f), &mut out) {
+            // Encoding into a Vec fails only on a family without metrics, handled above.
+            tracing::warn!(family = f.name(), error = %e, "metrics text encoding failed");
+        }
     }
     String::from_utf8_lossy(&out).into_owned()
 }
@@ -96,6 +113,19 @@ pub fn json(families: &[MetricFamily], now_ms: i64) -> Value {
                             m,
                             Some(("le", b.upper_bound().to_string())),
                             b.cumulative_count() as f64,
+                        ));
+                    }
+                    // simpleclient always ends with the `+Inf` bucket (the text encoder adds
+                    // it too when the family's buckets stop short of it).
+                    if h.get_bucket()
+                        .last()
+                        .is_none_or(|b| b.upper_bound().is_finite())
+                    {
+                        samples.push(sample(
+                            &format!("{name}_bucket"),
+                            m,
+                            Some(("le", "+Inf".to_owned())),
+                            h.get_sample_count() as f64,
                         ));
                     }
                     samples.push(sample(

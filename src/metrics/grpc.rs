@@ -117,6 +117,10 @@ pub struct GrpcMetrics {
     open: IntGauge,
     connections: IntGauge,
     total: IntCounter,
+    /// `grpc_server_executor_active_threads` and `grpc_server_executor_blocking_queue_size`,
+    /// set at scrape time by [`GrpcMetrics::refresh_executor`].
+    executor_active: IntGauge,
+    executor_queue: IntGauge,
     methods: HashMap<&'static str, Method>,
 }
 
@@ -126,14 +130,11 @@ impl GrpcMetrics {
         let open = gauge(registry, "grpc_open", tags)?;
         let total = counter(registry, "grpc_total", tags)?;
         let connections = gauge(registry, "grpc_server_connection_number", tags)?;
-        // Java's executor gauges; tonic has no executor queue, so they stay 0 here (the `jvm`
-        // registry has the tokio runtime's numbers).
-        for name in [
-            "grpc_server_executor_active_threads",
-            "grpc_server_executor_blocking_queue_size",
-        ] {
-            gauge(registry, name, tags)?;
-        }
+        // Java's executor gauges. Tonic runs each call as a task on the tokio runtime, so the
+        // executor's active threads are the calls being handled, and its queue is the
+        // runtime's queue of tasks waiting for a worker (see `refresh_executor`).
+        let executor_active = gauge(registry, "grpc_server_executor_active_threads", tags)?;
+        let executor_queue = gauge(registry, "grpc_server_executor_blocking_queue_size", tags)?;
         let mut methods = HashMap::new();
         for s in METHODS {
             let summary = |suffix: &str| -> prometheus::Result<Arc<Summary>> {
@@ -163,8 +164,22 @@ impl GrpcMetrics {
             open,
             connections,
             total,
+            executor_active,
+            executor_queue,
             methods,
         })
+    }
+
+    /// `(calls being handled, calls received since start)`.
+    pub fn calls(&self) -> (u64, u64) {
+        (self.open.get().max(0) as u64, self.total.get())
+    }
+
+    /// Sets the executor gauges before a scrape: active = calls being handled, queue =
+    /// `queued` (the runtime's tasks waiting for a worker thread).
+    pub fn refresh_executor(&self, queued: usize) {
+        self.executor_active.set(self.open.get().max(0));
+        self.executor_queue.set(queued as i64);
     }
 
     /// Wraps an accepted gRPC connection so it counts in `grpc_server_connection_number` until

@@ -5,16 +5,22 @@
 //!
 //! ```text
 //!  server  ← ServerCollector: scrape-time reads of budget, registry stats, spiller, disks, status
+//!            pools: Java's thread-pool gauges from the gRPC layer, the runtime and the spiller
 //!  grpc    ← GrpcMetrics: tower layer on the gRPC server (+ handler_start for transport latency)
 //!  netty   ← NettyMetrics: the Netty handler's per-request guard
 //!  jvm     ← ProcessCollector (prometheus `process`), RuntimeCollector (tokio, jemalloc)
 //! ```
+//! The families are Java's (`tests/fixtures/java_metric_families.txt` lists them with their
+//! sources); the README's metrics section says what each is computed from here, and which
+//! JVM-only families are absent and why. A family with no samples yet is still exported, as
+//! HELP and TYPE only, because simpleclient exports a labelled family before its first child.
 //! Every sample carries `tags` = the server's tags joined with `,` (as Java). Latencies are
 //! summaries in seconds with quantiles 0.5/0.75/0.9/0.95/0.99, as simpleclient's.
 
 pub mod format;
 pub mod grpc;
 pub mod netty;
+pub mod pools;
 pub mod process;
 pub mod server;
 pub mod summary;
@@ -73,6 +79,12 @@ pub const ADMIN_DENIED: &str = "total_admin_requests_denied";
 pub struct Metrics {
     tags: String,
     server: Registry,
+    /// The scrape-time families of the `server` registry. Kept beside the registry rather
+    /// than registered in it because `Registry::gather` drops families without samples, and
+    /// Java exports those (a labelled family with no children yet) as HELP and TYPE lines.
+    server_collector: std::sync::OnceLock<server::ServerCollector>,
+    /// The runtime whose workers run the gRPC handlers (the `Grpc_*` pool gauges).
+    runtime: Option<tokio::runtime::Handle>,
     /// [`ADMIN_DENIED`]: kept here rather than in `ServerCollector` because it counts events the
     /// HTTP layer sees, not state read at scrape time.
     admin_denied: IntCounterVec,
@@ -150,6 +162,8 @@ impl Metrics {
         Ok(Arc::new(Metrics {
             tags,
             server,
+            server_collector: std::sync::OnceLock::new(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
             admin_denied,
             grpc,
             netty,
@@ -160,17 +174,38 @@ impl Metrics {
         }))
     }
 
-    /// Registers the scrape-time collector of the `server` registry.
+    /// Attaches the scrape-time collector of the `server` registry (once; a second call is
+    /// refused). `top_n` is how many apps each top-N family lists.
     pub fn attach_server(
         &self,
         registry: Arc<AppRegistry>,
         local: Option<Arc<LocalFileTier>>,
+        top_n: usize,
     ) -> Result<()> {
-        let collector =
-            server::ServerCollector::new(registry, local, &self.tags).map_err(registration)?;
-        self.server
-            .register(Box::new(collector))
-            .map_err(registration)
+        let collector = server::ServerCollector::new(registry, local, top_n, &self.tags)
+            .map_err(registration)?;
+        self.server_collector
+            .set(collector)
+            .map_err(|_| Error::Startup("metrics: the server collector is attached twice".into()))
+    }
+
+    /// The `server` registry's families: the registered ones, the collector's (empty ones
+    /// included) and the thread-pool gauges, sorted by name as `Registry::gather` sorts.
+    fn gather_server(&self) -> Vec<MetricFamily> {
+        let mut out = self.server.gather();
+        if let Some(c) = self.server_collector.get() {
+            use prometheus::core::Collector;
+            out.extend(c.collect());
+            out.extend(pools::families(
+                &self.tags,
+                c.pools(),
+                &self.grpc_metrics,
+                &self.limit_metrics,
+                self.runtime.as_ref(),
+            ));
+        }
+        out.sort_by(|a, b| a.name().cmp(b.name()));
+        out
     }
 
     /// Registers `collector` on the `server` registry (families owned elsewhere, such as the
@@ -207,16 +242,27 @@ impl Metrics {
     /// Every family of `kind`; with `names` non-empty, only those families (the `name[]=`
     /// filter). Summaries are matched by their base name, as Java's filter does.
     pub fn gather(&self, kind: Kind, names: &[String]) -> Vec<MetricFamily> {
-        let registries: &[&Registry] = match kind {
-            Kind::Server => &[&self.server],
+        if matches!(kind, Kind::Grpc | Kind::All) {
+            let queued = self
+                .runtime
+                .as_ref()
+                .map_or(0, |r| r.metrics().global_queue_depth());
+            self.grpc_metrics.refresh_executor(queued);
+        }
+        let mut families = Vec::new();
+        if matches!(kind, Kind::Server | Kind::All) {
+            families.extend(self.gather_server());
+        }
+        let others: &[&Registry] = match kind {
+            Kind::Server => &[],
             Kind::Grpc => &[&self.grpc],
             Kind::Netty => &[&self.netty],
             Kind::Jvm => &[&self.jvm],
-            Kind::All => &[&self.server, &self.grpc, &self.netty, &self.jvm],
+            Kind::All => &[&self.grpc, &self.netty, &self.jvm],
         };
-        registries
-            .iter()
-            .flat_map(|r| r.gather())
+        families.extend(others.iter().flat_map(|r| r.gather()));
+        families
+            .into_iter()
             .filter(|f| names.is_empty() || names.iter().any(|n| n == f.name()))
             .collect()
     }

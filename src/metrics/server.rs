@@ -13,10 +13,33 @@ use crate::proto::ServerStatus as WireStatus;
 use crate::store::localfile::{DiskStatus, LocalFileTier};
 use crate::store::TierKind;
 
+/// Java's top-N families with their HELP texts, in the order of the sizes the collector
+/// computes (total, in memory, local files, HDFS).
+const TOP_N: [(&str, &str); 4] = [
+    (
+        "topN_of_total_data_size_for_app",
+        "top N of total shuffle data size for app level",
+    ),
+    (
+        "topN_of_in_memory_data_size_for_app",
+        "top N of in memory shuffle data size for app level",
+    ),
+    (
+        "topN_of_on_localfile_data_size_for_app",
+        "top N of on disk shuffle data size for app level",
+    ),
+    (
+        "topN_of_on_hadoop_data_size_for_app",
+        "top N of on hadoop shuffle data size for app level",
+    ),
+];
+
 /// Scrape-time collector of the `server` registry.
 pub struct ServerCollector {
     registry: Arc<AppRegistry>,
     local: Option<Arc<LocalFileTier>>,
+    /// Apps listed in each top-N family (Java `rss.server.topN.appShuffleDataSize.number`).
+    top_n: usize,
     tags: String,
     /// Collectors must describe themselves; the families here are dynamic (per disk), so one
     /// umbrella description is registered and `collect` returns the real families.
@@ -28,11 +51,13 @@ impl ServerCollector {
     pub fn new(
         registry: Arc<AppRegistry>,
         local: Option<Arc<LocalFileTier>>,
+        top_n: usize,
         tags: &str,
     ) -> prometheus::Result<Self> {
         Ok(ServerCollector {
             registry,
             local,
+            top_n,
             tags: tags.to_owned(),
             desc: Desc::new(
                 "spillway_server_collector".into(),
@@ -41,6 +66,13 @@ impl ServerCollector {
                 Default::default(),
             )?,
         })
+    }
+}
+
+impl ServerCollector {
+    /// The spill writers seen as Java's flush thread pools.
+    pub fn pools(&self) -> &crate::store::spill_pools::SpillPools {
+        self.registry.store().spiller().pools()
     }
 }
 
@@ -57,10 +89,28 @@ impl Families<'_> {
             MetricType::COUNTER => "Counter",
             _ => "Gauge",
         };
+        self.push_with(name, ty, &format!("{help} {name}"), true, samples);
+    }
+
+    /// Like [`Families::push`] with Java's own HELP text, and without the `tags` label where
+    /// Java registers the family without it. A family may have no samples: it is then
+    /// exported as HELP and TYPE only, as simpleclient does with a labelled family that has
+    /// no children yet.
+    fn push_with(
+        &mut self,
+        name: &str,
+        ty: MetricType,
+        help: &str,
+        with_tags: bool,
+        samples: Vec<(Vec<(&str, String)>, f64)>,
+    ) {
         let metrics = samples
             .into_iter()
             .map(|(labels, value)| {
-                let mut pairs = vec![label("tags", self.tags.to_owned())];
+                let mut pairs = Vec::with_capacity(labels.len() + 1);
+                if with_tags {
+                    pairs.push(label("tags", self.tags.to_owned()));
+                }
                 pairs.extend(labels.into_iter().map(|(k, v)| label(k, v)));
                 let mut m = proto::Metric::from_label(pairs);
                 if ty == MetricType::COUNTER {
@@ -77,7 +127,7 @@ impl Families<'_> {
             .collect();
         let mut f = MetricFamily::default();
         f.set_name(name.to_owned());
-        f.set_help(format!("{help} {name}"));
+        f.set_help(help.to_owned());
         f.set_field_type(ty);
         f.set_metric(metrics);
         self.out.push(f);
@@ -133,6 +183,30 @@ impl Collector for ServerCollector {
             .map(|b| (&b.key().app, b.key().shuffle))
             .collect();
         f.gauge("shuffle_count_in_buffer_pool", shuffles.len() as f64);
+        // Java refreshes these three every 2 minutes (their sums walk every buffer); here they
+        // are summed at scrape time from counters each buffer keeps, which is as cheap as the
+        // buffer count above and never stale.
+        let (mut staged, mut flushing, mut committed) = (0u64, 0u64, 0u64);
+        for b in &buffers {
+            let (s, f) = b.block_counts();
+            staged += s;
+            flushing += f;
+            committed += b.committed_blocks();
+        }
+        f.gauge("block_count_in_buffer_pool", staged as f64);
+        f.gauge("in_flush_block_count_in_buffer_pool", flushing as f64);
+        f.gauge("committed_block_count", committed as f64);
+        let apps = reg.apps();
+        let reported: u64 = apps
+            .iter()
+            .flat_map(|a| a.shuffle_ids().into_iter().filter_map(|id| a.shuffle(id)))
+            .map(|s| s.block_ids.total())
+            .sum();
+        f.gauge("reported_block_count", reported as f64);
+        // Java fills its cached block ids only when the storage type has no memory tier
+        // (`ShuffleTaskManager.updateCachedBlockIds`); every type Spillway runs (MEMORY_*)
+        // has one, so Java exports 0 here too.
+        f.gauge("cached_block_count", 0.0);
         let threshold = reg.huge_partition_threshold();
         let huge: Vec<_> = buffers
             .iter()
@@ -152,11 +226,36 @@ impl Collector for ServerCollector {
         };
         f.gauge("localfile_flush_thread_pool_queue_size", local_q);
         f.gauge("hadoop_flush_thread_pool_queue_size", hdfs_q);
-        f.gauge("fallback_flush_thread_pool_queue_size", 0.0);
+        // Java counts a pended event here from its dispatch to the fallback pool until it is
+        // handled: the retries waiting or being written.
+        let fallback = spiller.pools().fallback().snapshot();
+        f.gauge(
+            "fallback_flush_thread_pool_queue_size",
+            (fallback.queued + fallback.active) as f64,
+        );
 
         // Inverted like Java: 0 healthy, 1 unhealthy.
         let unhealthy = reg.status().get() == WireStatus::Unhealthy;
         f.gauge("is_healthy", if unhealthy { 1.0 } else { 0.0 });
+
+        // Read memory held by responses of each kind (tagged read permits). Netty data reads
+        // sent from the file (sendfile) hold no memory and are not counted.
+        {
+            use crate::memory::ReadUse;
+            let reads = reg.read_budget();
+            f.gauge(
+                "read_local_data_file_buffer_size",
+                reads.used_for(ReadUse::DataFile) as f64,
+            );
+            f.gauge(
+                "read_local_index_file_buffer_size",
+                reads.used_for(ReadUse::IndexFile) as f64,
+            );
+            f.gauge(
+                "read_memory_data_buffer_size",
+                reads.used_for(ReadUse::Memory) as f64,
+            );
+        }
 
         // Reads in progress.
         f.gauge(
@@ -320,10 +419,29 @@ impl Collector for ServerCollector {
             MetricType::COUNTER,
             located(TierKind::LocalFile, "local_disk_path"),
         );
+        // Java adds every HDFS write to its host and to `storage_host="ALL"`.
+        let with_all_hosts = |mut samples: Vec<(Vec<(&'static str, String)>, f64)>| {
+            if !samples.is_empty() {
+                let all: f64 = samples.iter().map(|(_, v)| v).sum();
+                samples.push((vec![("storage_host", "ALL".to_owned())], all));
+            }
+            samples
+        };
         f.push(
             "total_hadoop_write_data",
             MetricType::COUNTER,
-            located(TierKind::Hdfs, "storage_host"),
+            with_all_hosts(located(TierKind::Hdfs, "storage_host")),
+        );
+        f.push(
+            "total_hadoop_write_data_for_huge_partition",
+            MetricType::COUNTER,
+            with_all_hosts(
+                flush
+                    .huge_by_location()
+                    .into_iter()
+                    .map(|(l, b)| (vec![("storage_host", l)], b as f64))
+                    .collect(),
+            ),
         );
         for (kind, suffix, events) in [
             (TierKind::LocalFile, "local", "local_file_event_flush_num"),
@@ -339,6 +457,103 @@ impl Collector for ServerCollector {
             );
             f.counter(events, load(&k.successes));
         }
+
+        // Files: Java counts a "file" per flush event written (see `AppWritten`), and moves
+        // an app's count to the deleted total when the app is removed.
+        let written = flush.per_app();
+        f.counter("total_flush_file_num", load(&flush.flush_files));
+        f.gauge(
+            "flush_file_num",
+            written.iter().map(|(_, w)| w.events).sum::<u64>() as f64,
+        );
+        f.counter("total_delete_file_num", load(&stats.deleted_files));
+        f.counter(
+            "total_local_rename_and_deletion_failed",
+            self.local.as_ref().map_or(0, |l| l.deletion_failures()),
+        );
+        f.counter("total_huge_partition_num", load(&stats.huge_partitions));
+        f.counter(
+            "total_app_with_huge_partition_num",
+            load(&stats.apps_with_huge),
+        );
+
+        // Top-N apps, as Java's TopNShuffleDataSizeOfAppCalcTask: label `app_id` only, the N
+        // largest by each measure, in memory = received − written to files.
+        let mut sizes: std::collections::HashMap<&crate::ids::AppId, [u64; 4]> = apps
+            .iter()
+            .map(|a| (a.id(), [a.data_bytes(), 0, 0, 0]))
+            .collect();
+        for (app, w) in &written {
+            if let Some(s) = sizes.get_mut(app) {
+                s[2] = w.local_bytes;
+                s[3] = w.hdfs_bytes;
+            }
+        }
+        for s in sizes.values_mut() {
+            s[1] = s[0].saturating_sub(s[2] + s[3]);
+        }
+        for (i, (name, help)) in TOP_N.iter().enumerate() {
+            let mut ranked: Vec<(&crate::ids::AppId, u64)> =
+                sizes.iter().map(|(a, s)| (*a, s[i])).collect();
+            ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+            ranked.truncate(self.top_n);
+            f.push_with(
+                name,
+                MetricType::GAUGE,
+                help,
+                false,
+                ranked
+                    .into_iter()
+                    .map(|(a, v)| (vec![("app_id", a.to_string())], v as f64))
+                    .collect(),
+            );
+        }
+
+        // Registered (labelled `appId`) even when off, as Java's; filled only with
+        // `[metrics] block_size_statistics`.
+        f.out.push(block_size_histogram(stats.block_sizes.get()));
+
+        f.out.extend(stats.removals.app.collect());
+        f.out.extend(stats.removals.shuffle.collect());
         f.out
     }
+}
+
+/// `write_block_size{appId}`: one histogram per app, Java's bucket bounds in bytes.
+fn block_size_histogram(sizes: Option<&crate::app::block_sizes::BlockSizes>) -> MetricFamily {
+    let metrics = sizes
+        .map(|s| {
+            s.snapshot()
+                .into_iter()
+                .map(|(app, h)| {
+                    let mut m = proto::Metric::from_label(vec![label("appId", app.to_string())]);
+                    let mut hist = proto::Histogram::default();
+                    let mut cumulative = 0;
+                    let buckets = s
+                        .bounds()
+                        .iter()
+                        .zip(&h.buckets)
+                        .map(|(bound, n)| {
+                            cumulative += n;
+                            let mut b = proto::Bucket::default();
+                            b.set_upper_bound(*bound as f64);
+                            b.set_cumulative_count(cumulative);
+                            b
+                        })
+                        .collect();
+                    hist.set_bucket(buckets);
+                    hist.set_sample_count(h.count());
+                    hist.set_sample_sum(h.sum);
+                    m.set_histogram(hist);
+                    m
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut f = MetricFamily::default();
+    f.set_name("write_block_size".to_owned());
+    f.set_help("Histogram write_block_size".to_owned());
+    f.set_field_type(MetricType::HISTOGRAM);
+    f.set_metric(metrics);
+    f
 }

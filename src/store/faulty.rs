@@ -182,6 +182,10 @@ impl Tier for FaultyTier {
         self.inner.location(part)
     }
 
+    fn route(&self, part: &PartitionKey, batch: &BlockBatch) -> TierKind {
+        self.inner.route(part, batch)
+    }
+
     fn health(&self) -> Health {
         if self.unhealthy.load(Ordering::Acquire) {
             return Health {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use crate::ids::AppId;
 use crate::store::TierKind;
 
 /// A spill slower than this counts in `total_write_slow` (Java `rss.server.write.slow.threshold`).
@@ -57,6 +58,29 @@ pub struct FlushStats {
     pub failed_events: AtomicU64,
     /// Events by size bucket (see [`SIZE_LEVELS`]).
     pub size_levels: [AtomicU64; 4],
+    /// Payload bytes of huge partitions written to HDFS, per host
+    /// (`total_hadoop_write_data_for_huge_partition`).
+    huge_by_location: Mutex<HashMap<String, u64>>,
+    /// What each live app has written (top-N gauges, `flush_file_num`); an app leaves the
+    /// map when it is purged ([`FlushStats::forget_app`]).
+    per_app: Mutex<HashMap<AppId, AppWritten>>,
+    /// Spill events written since start (`total_flush_file_num`).
+    pub flush_files: AtomicU64,
+}
+
+/// What one app has had written to file tiers since it was registered.
+///
+/// `events` is Java's per-app "file number": Java bumps it once per flush event written to a
+/// storage that already holds a write handler for the app, which it always does by then, so
+/// in Java as here it counts written spill events, not distinct files.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AppWritten {
+    /// Spill events written.
+    pub events: u64,
+    /// Charged bytes written to local files (`ShuffleTaskInfo.onLocalFileDataSize`).
+    pub local_bytes: u64,
+    /// Charged bytes written to HDFS (`ShuffleTaskInfo.onHadoopDataSize`).
+    pub hdfs_bytes: u64,
 }
 
 fn slot(kind: TierKind) -> usize {
@@ -114,6 +138,61 @@ impl FlushStats {
         }
     }
 
+    /// The event just [`succeeded`](Self::succeeded) belonged to `app`, weighed `charged`
+    /// bytes of write memory and, when it went to HDFS for a huge partition, counts in
+    /// `total_hadoop_write_data_for_huge_partition` under `location`.
+    pub fn app_written(
+        &self,
+        app: &AppId,
+        kind: TierKind,
+        charged: u64,
+        huge_hdfs: Option<(&str, u64)>,
+    ) {
+        self.flush_files.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut apps = self.per_app.lock();
+            let w = match apps.get_mut(app) {
+                Some(w) => w,
+                None => apps.entry(app.clone()).or_default(),
+            };
+            w.events += 1;
+            match kind {
+                TierKind::Hdfs => w.hdfs_bytes += charged,
+                _ => w.local_bytes += charged,
+            }
+        }
+        if let Some((location, bytes)) = huge_hdfs {
+            *self
+                .huge_by_location
+                .lock()
+                .entry(location.to_owned())
+                .or_default() += bytes;
+        }
+    }
+
+    /// Takes a purged app out of the per-app statistics and returns what it had written.
+    pub fn forget_app(&self, app: &AppId) -> AppWritten {
+        self.per_app.lock().remove(app).unwrap_or_default()
+    }
+
+    /// What every live app has written.
+    pub fn per_app(&self) -> Vec<(AppId, AppWritten)> {
+        self.per_app
+            .lock()
+            .iter()
+            .map(|(a, w)| (a.clone(), *w))
+            .collect()
+    }
+
+    /// HDFS bytes of huge partitions per host.
+    pub fn huge_by_location(&self) -> Vec<(String, u64)> {
+        self.huge_by_location
+            .lock()
+            .iter()
+            .map(|(l, b)| (l.clone(), *b))
+            .collect()
+    }
+
     /// An event was given up after failures.
     pub fn gave_up(&self, kind: TierKind) {
         self.kind(kind).failures.fetch_add(1, Ordering::Relaxed);
@@ -160,5 +239,25 @@ mod tests {
             vec![(TierKind::LocalFile, "/d1".to_owned(), 300 << 10)]
         );
         assert_eq!(s.kind(TierKind::Hdfs).successes.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn per_app_statistics_add_up_and_leave_with_the_app() {
+        let s = FlushStats::default();
+        let a = AppId::parse("app_1").unwrap();
+        s.app_written(&a, TierKind::LocalFile, 100, None);
+        s.app_written(&a, TierKind::Hdfs, 40, Some(("nn:8020", 30)));
+        assert_eq!(s.flush_files.load(Ordering::Relaxed), 2);
+        assert_eq!(s.huge_by_location(), vec![("nn:8020".to_owned(), 30)]);
+        let w = AppWritten {
+            events: 2,
+            local_bytes: 100,
+            hdfs_bytes: 40,
+        };
+        assert_eq!(s.per_app(), vec![(a.clone(), w)]);
+        assert_eq!(s.forget_app(&a), w);
+        assert!(s.per_app().is_empty());
+        // Forgetting twice (a purge racing an expiry) finds nothing the second time.
+        assert_eq!(s.forget_app(&a), AppWritten::default());
     }
 }

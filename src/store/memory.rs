@@ -95,6 +95,11 @@ impl SpillBatch {
                 for b in batch.blocks() {
                     inner.positions.remove(&b.block_id);
                 }
+                // Counted here, once the tier acknowledged the batch: Java adds a flushed
+                // event's block ids to its committed set only after the write succeeded.
+                self.buffer
+                    .committed_blocks
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
         }
         drop(self.charge);
@@ -136,6 +141,13 @@ pub struct PartitionBuffer {
     encoded_bytes: AtomicU64,
     /// Set when the partition is purged; in-flight spills of it are then dropped.
     purged: AtomicBool,
+    /// Blocks of this range written durably to a file tier (`committed_block_count`). Ids
+    /// are unique per range (resent duplicates are dropped on insert) and a batch is counted
+    /// once, when its append succeeded, so this is the number of distinct committed ids.
+    committed_blocks: AtomicU64,
+    /// Set the first time the range passed the huge-partition threshold, so the lifetime
+    /// counters (`total_huge_partition_num`) count each range once.
+    huge: AtomicBool,
 }
 
 impl PartitionBuffer {
@@ -173,6 +185,29 @@ impl PartitionBuffer {
     /// Charged bytes staged and not yet handed to the spiller.
     pub fn staged_bytes(&self) -> u64 {
         self.inner.lock().staged_bytes
+    }
+
+    /// Blocks in memory: `(staged, being spilled)`, Java's `block_count_in_buffer_pool` and
+    /// `in_flush_block_count_in_buffer_pool` for this range.
+    pub fn block_counts(&self) -> (u64, u64) {
+        let inner = self.inner.lock();
+        let flushing = inner.in_flight.values().map(|(_, b)| b.len() as u64).sum();
+        (inner.staging.len() as u64, flushing)
+    }
+
+    /// Blocks of this range durably written to a file tier.
+    pub fn committed_blocks(&self) -> u64 {
+        self.committed_blocks.load(Ordering::Relaxed)
+    }
+
+    /// Marks the range huge; true only for the call that marked it.
+    pub fn mark_huge(&self) -> bool {
+        !self.huge.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether the range was marked huge.
+    pub fn is_huge(&self) -> bool {
+        self.huge.load(Ordering::Acquire)
     }
 
     /// Number of batches being spilled.
@@ -424,6 +459,8 @@ impl MemoryTier {
                 total_bytes: AtomicU64::new(0),
                 encoded_bytes: AtomicU64::new(0),
                 purged: AtomicBool::new(false),
+                committed_blocks: AtomicU64::new(0),
+                huge: AtomicBool::new(false),
             })
         }))
     }
@@ -543,9 +580,15 @@ mod tests {
             vec![1, 2, 3]
         );
         assert_eq!(read.segments[2].offset, 20);
+        // Two blocks in flight, one staged, none committed yet.
+        assert_eq!(buf.block_counts(), (1, 2));
+        assert_eq!(buf.committed_blocks(), 0);
         spill.complete();
         assert_eq!(budget.snapshot().used, 42);
         assert_eq!(buf.read(&all).segments.len(), 1);
+        assert_eq!(buf.block_counts(), (1, 0));
+        assert_eq!(buf.committed_blocks(), 2);
+        assert!(buf.mark_huge() && !buf.mark_huge() && buf.is_huge());
     }
 
     #[test]

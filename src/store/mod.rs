@@ -21,6 +21,7 @@ pub mod localfile;
 pub mod memory;
 pub mod router;
 pub mod spill;
+pub mod spill_pools;
 pub mod tiered;
 
 #[cfg(any(test, feature = "test-util"))]
@@ -231,6 +232,14 @@ pub trait Tier: Send + Sync + 'static {
     /// metrics (`local_disk_path`, `storage_host` labels). Default: not tracked.
     fn location(&self, _part: &PartitionKey) -> Option<String> {
         None
+    }
+
+    /// The kind of tier an append of `batch` would go to first, asked before the write
+    /// starts so the spill metrics can count a batch in its pool while it waits (Java picks
+    /// the storage, and so the flush thread pool, before queueing an event). Default: this
+    /// tier; a router answers with its preferred tier.
+    fn route(&self, _part: &PartitionKey, _batch: &BlockBatch) -> TierKind {
+        self.kind()
     }
 
     /// Appends like [`Tier::append`] and says where the batch landed. Only a tier that routes

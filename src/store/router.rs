@@ -120,6 +120,13 @@ impl Tier for TierRouter {
         }
     }
 
+    /// The first choice of [`TierRouter::order`] (the fallback on failure is not foreseen).
+    fn route(&self, part: &PartitionKey, batch: &BlockBatch) -> TierKind {
+        self.order(part, batch)
+            .first()
+            .map_or_else(|| self.kind(), |t| t.kind())
+    }
+
     /// Tries the usable tiers in preference order and returns at the first success. When no
     /// tier is usable the preferred one is tried anyway (its error is the real reason, and the
     /// spiller's retry needs an attempt to find out it recovered). With no tier for the app

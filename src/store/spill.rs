@@ -22,7 +22,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::store::flush_stats::FlushStats;
 use crate::store::memory::{MemoryTier, PartitionBuffer, SpillBatch};
-use crate::store::Tier;
+use crate::store::spill_pools::SpillPools;
+use crate::store::{Tier, TierKind};
 
 /// How long one append may take before the spiller gives up on it and retries: far above a
 /// healthy write of a 256 MiB batch, short enough that a hung disk does not pin spill permits.
@@ -39,6 +40,9 @@ pub struct SpillOptions {
     pub max_backoff: Duration,
     /// An append taking longer is abandoned and retried.
     pub append_timeout: Duration,
+    /// The HDFS tier's own append limit when the store type has HDFS (sizes the Hadoop
+    /// pool of [`SpillPools`]).
+    pub hdfs_concurrency: Option<usize>,
 }
 
 struct Shared {
@@ -52,6 +56,8 @@ struct Shared {
     failures: AtomicU64,
     /// Per-tier write statistics, read by `/metrics`.
     stats: FlushStats,
+    /// The writers as Java's flush thread pools, read by `/metrics`.
+    pools: SpillPools,
     tracker: TaskTracker,
     cancel: CancellationToken,
 }
@@ -74,6 +80,11 @@ impl Spiller {
         tracker: TaskTracker,
     ) -> Self {
         let permits = Semaphore::new(opts.concurrency.max(1));
+        let pools = SpillPools::new(
+            opts.concurrency,
+            target.kind() != TierKind::Hdfs,
+            opts.hdfs_concurrency,
+        );
         Spiller {
             shared: Arc::new(Shared {
                 memory,
@@ -84,6 +95,7 @@ impl Spiller {
                 pending: AtomicUsize::new(0),
                 failures: AtomicU64::new(0),
                 stats: FlushStats::default(),
+                pools,
                 tracker,
                 cancel,
             }),
@@ -176,8 +188,17 @@ impl Spiller {
             // holding permits forever (the tier finishes or rolls back an abandoned append
             // before the partition is written again).
             let started;
+            let pools = &self.shared.pools;
+            let pool = if attempt == 0 {
+                pools.first(self.shared.target.route(&key, &batch.batch))
+            } else {
+                pools.fallback()
+            };
             let result = {
+                let waiting = pool.wait();
                 let _permit = self.shared.permits.acquire().await;
+                drop(waiting);
+                let _working = pool.work();
                 stats.attempt(kind, attempt > 0);
                 started = std::time::Instant::now();
                 match tokio::time::timeout(
@@ -198,10 +219,23 @@ impl Spiller {
             };
             match result {
                 Ok(placed) => {
+                    let data = batch.batch.data_bytes();
+                    let huge_hdfs = match (&placed.location, placed.kind) {
+                        (Some(host), TierKind::Hdfs) if batch.buffer.is_huge() => {
+                            Some((host.as_str(), data))
+                        }
+                        _ => None,
+                    };
+                    stats.app_written(
+                        &key.app,
+                        placed.kind,
+                        batch.batch.charged_bytes(),
+                        huge_hdfs,
+                    );
                     stats.succeeded(
                         placed.kind,
                         placed.location,
-                        batch.batch.data_bytes(),
+                        data,
                         batch.batch.len() as u64,
                         started.elapsed(),
                     );
@@ -229,6 +263,9 @@ impl Spiller {
                         tracing::warn!(partition = %key, attempt, blocks = batch.batch.len(),
                             error = %e, "spill failed; blocks stay in memory, retrying");
                     }
+                    // A failed batch waits for its retry in the fallback pool, as a pended
+                    // event waits in Java's flush queue.
+                    let _waiting = self.shared.pools.fallback().wait();
                     tokio::select! {
                         _ = self.shared.cancel.cancelled() => {
                             stats.gave_up(kind);
@@ -265,6 +302,11 @@ impl Spiller {
     /// Write statistics since start, per target tier (read by `/metrics`).
     pub fn stats(&self) -> &FlushStats {
         &self.shared.stats
+    }
+
+    /// The writers seen as Java's flush thread pools (read by `/metrics`).
+    pub fn pools(&self) -> &SpillPools {
+        &self.shared.pools
     }
 
     /// The tier spills go to.

@@ -75,6 +75,10 @@ pub struct LocalFileTier {
     partitions: parking_lot::Mutex<HashMap<PartitionKey, Arc<PartitionFile>>>,
     /// Per-app gates (see the module doc); removed when the app is purged.
     gates: parking_lot::Mutex<HashMap<AppId, Arc<AppGate>>>,
+    /// Directories a purge failed to delete (`total_local_rename_and_deletion_failed`: Java
+    /// counts its rename-then-delete failures of local shuffle directories; Spillway deletes
+    /// directly, so a failed delete is the same event).
+    deletion_failures: std::sync::atomic::AtomicU64,
     /// Fault for the next append, tests only.
     #[cfg(test)]
     next_fault: parking_lot::Mutex<Option<files::Fault>>,
@@ -192,6 +196,7 @@ impl LocalFileTier {
             write_timeout: opts.write_timeout,
             partitions: parking_lot::Mutex::new(HashMap::new()),
             gates: parking_lot::Mutex::new(HashMap::new()),
+            deletion_failures: std::sync::atomic::AtomicU64::new(0),
             #[cfg(test)]
             next_fault: parking_lot::Mutex::new(None),
         }))
@@ -243,6 +248,12 @@ impl LocalFileTier {
             let tier = Arc::clone(&tier);
             async move { tier.check_disks().await }
         });
+    }
+
+    /// Directories purges failed to delete since start.
+    pub fn deletion_failures(&self) -> u64 {
+        self.deletion_failures
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// One report per data path, in `data_paths` order, for heartbeats and metrics.
@@ -566,11 +577,13 @@ impl Tier for LocalFileTier {
         let prune_parents = matches!(scope, PurgeScope::Partition(_));
         // The guard travels with the deletion so an abandoned purge still excludes appends
         // until its directories are gone.
-        let (mut guard, deleted) = tokio::task::spawn_blocking(move || {
+        let (mut guard, deleted, failures) = tokio::task::spawn_blocking(move || {
             let mut first_err: Option<(PathBuf, io::Error)> = None;
+            let mut failures = 0u64;
             for dir in dirs {
                 if let Err(e) = files::remove_tree(&dir) {
                     tracing::warn!(path = %dir.display(), error = %e, "purge could not delete a directory");
+                    failures += 1;
                     first_err.get_or_insert((dir, e));
                 } else if prune_parents {
                     // Drop the shuffle and app directories too if this left them empty
@@ -584,12 +597,14 @@ impl Tier for LocalFileTier {
                     }
                 }
             }
-            (guard, first_err)
+            (guard, first_err, failures)
         })
         .await
         .map_err(|e| Error::Internal {
             reason: format!("purge task for app {app} failed: {e}"),
         })?;
+        self.deletion_failures
+            .fetch_add(failures, std::sync::atomic::Ordering::Relaxed);
         if matches!(scope, PurgeScope::App(_)) {
             guard.retired = true;
             let mut gates = self.gates.lock();
