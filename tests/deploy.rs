@@ -322,7 +322,8 @@ fn kubernetes_from_the_example() {
 #[test]
 fn kubernetes_from_custom_configs() {
     let dir = tempfile::tempdir().unwrap();
-    // Netty on, recovery journal on a path of its own (a claim of its own).
+    // Netty on, recovery journal on a path of its own (a claim of its own), and the audit log's
+    // directory (another).
     let path = custom_config(
         dir.path(),
         "a.toml",
@@ -344,7 +345,7 @@ fn kubernetes_from_custom_configs() {
             .as_array()
             .unwrap()
             .len(),
-        4
+        5
     );
     assert_eq!(sts["spec"]["replicas"], 3);
 
