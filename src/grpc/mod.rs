@@ -692,15 +692,7 @@ impl ShuffleServer for ShuffleService {
         request: Request<proto::RequireBufferRequest>,
     ) -> Rpc<proto::RequireBufferResponse> {
         let mut entry = self.audit(Command::RequireBuffer, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id)
-                .shuffle(req.shuffle_id)
-                .args(Args::RequireBuffer {
-                    require_size: req.require_size,
-                    partition_ids: req.partition_ids.clone(),
-                });
-        }
+        let mut req = request.into_inner();
         // An empty app id is a legacy (0.6) client: reserve without checks, as Java does.
         let app = match req.app_id.is_empty() {
             true => Ok(None),
@@ -729,6 +721,16 @@ impl ShuffleServer for ShuffleService {
             }
             Err(e) => Err(e),
         };
+        // The partition ids are moved into the audit entry once the registry is done with
+        // them: requireBuffer is the busiest call, and a copy per request is not needed.
+        if let Some(e) = &mut entry {
+            e.app(&req.app_id)
+                .shuffle(req.shuffle_id)
+                .args(Args::RequireBuffer {
+                    require_size: req.require_size,
+                    partition_ids: std::mem::take(&mut req.partition_ids),
+                });
+        }
         let failed_id = match &result {
             // Java leaves the id unset when verifyRequest fails and puts -1 otherwise.
             Err(Error::AppNotFound { .. }) => 0,
