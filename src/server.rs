@@ -266,6 +266,7 @@ pub async fn start(config: Config) -> Result<Running> {
     let spill = SpillOptions {
         concurrency: hybrid.spill_concurrency,
         single_buffer_limit: hybrid.memory_single_buffer_max_spill_size.as_u64(),
+        single_buffer_spill: hybrid.memory_single_buffer_spill,
         max_backoff: hybrid.spill_retry_max_backoff,
         append_timeout: crate::store::spill::APPEND_TIMEOUT,
         hdfs_concurrency: config
@@ -381,7 +382,10 @@ pub async fn start(config: Config) -> Result<Running> {
             .app
             .expiry_check_interval
             .min(lf.disk_health_check_interval),
-        self_stop.clone(),
+        config
+            .shutdown
+            .after_decommission
+            .then(|| self_stop.clone()),
         tasks_stop.clone(),
         &tracker,
     );
@@ -745,7 +749,8 @@ async fn timed<F: std::future::Future>(step: &str, budget: Duration, fut: F) -> 
 fn spawn_status_watcher(
     registry: Arc<AppRegistry>,
     interval: Duration,
-    self_stop: CancellationToken,
+    // None: stay up once decommissioned (`shutdown.after_decommission = false`).
+    self_stop: Option<CancellationToken>,
     cancel: CancellationToken,
     tracker: &TaskTracker,
 ) {
@@ -769,8 +774,16 @@ fn spawn_status_watcher(
                 && registry.app_count() == 0
                 && registry.status().finish_decommission()
             {
-                tracing::info!("decommissioned: no apps left");
-                self_stop.cancel();
+                match &self_stop {
+                    Some(stop) => {
+                        tracing::info!("decommissioned: no apps left");
+                        stop.cancel();
+                    }
+                    None => tracing::info!(
+                        "decommissioned: no apps left; staying up (shutdown.after_decommission \
+                         = false) until cancel_decommission or a stop"
+                    ),
+                }
             }
         }
     });

@@ -34,6 +34,15 @@ struct Fixture {
 
 impl Fixture {
     fn new(capacity: u64, opts: RegistryOptions) -> Self {
+        Self::with_single_buffer(capacity, opts, 1 << 30, true)
+    }
+
+    fn with_single_buffer(
+        capacity: u64,
+        opts: RegistryOptions,
+        single_buffer_limit: u64,
+        single_buffer_spill: bool,
+    ) -> Self {
         let dir = TempDir::new().unwrap();
         let local = LocalFileTier::new(LocalFileOptions {
             data_paths: vec![dir.path().to_path_buf()],
@@ -56,7 +65,8 @@ impl Fixture {
             warm,
             SpillOptions {
                 concurrency: 2,
-                single_buffer_limit: 1 << 30,
+                single_buffer_limit,
+                single_buffer_spill,
                 max_backoff: Duration::from_millis(100),
                 append_timeout: Duration::from_secs(60),
                 hdfs_concurrency: None,
@@ -355,6 +365,39 @@ async fn huge_partition_gets_its_own_no_buffer() {
     f.registry.finish_shuffle(&a, 0).await.unwrap();
     f.write(&a, 0, 99, 600).unwrap();
     f.stop().await;
+}
+
+/// Java's `rss.server.single.buffer.flush.enabled = false`: a buffer over the single-buffer
+/// threshold stays in memory (the watermarks still apply), unless its partition is huge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_buffer_spill_off_keeps_big_buffers_unless_huge() {
+    for spill in [true, false] {
+        let f = Fixture::with_single_buffer(
+            1 << 20,
+            RegistryOptions {
+                huge_partition_threshold: 5000,
+                huge_partition_memory_limit: 1 << 20,
+                ..opts()
+            },
+            1000,
+            spill,
+        );
+        let a = app("app_a");
+        f.register(&a, 1).await;
+        f.faulty.stall_appends(); // a started spill stays visible as "in flight"
+        f.write(&a, 0, 1, 1500).unwrap();
+        let in_flight = f.registry.store().memory().budget().snapshot().in_flush;
+        assert_eq!(in_flight > 0, spill, "spill enabled: {spill}");
+        if !spill {
+            // Past the huge threshold, the partition spills at the single-buffer size anyway.
+            for id in 2..6 {
+                f.write(&a, 0, id, 1500).unwrap();
+            }
+            assert!(f.registry.store().memory().budget().snapshot().in_flush > 0);
+        }
+        f.faulty.release_appends();
+        f.stop().await;
+    }
 }
 
 /// requireBuffer with 0.10's per-partition sizes, for `partitions` with `sizes`.

@@ -395,6 +395,10 @@ pub struct HybridStoreConfig {
     /// watermarks. Must be > 0. Default: `"128M"` (Uniffle's
     /// `rss.server.single.buffer.flush.threshold`).
     pub memory_single_buffer_max_spill_size: ByteSize,
+    /// Whether `memory_single_buffer_max_spill_size` applies to every buffer. With false only a
+    /// huge partition's buffer is spilled on its own, the rest wait for the watermarks (fewer,
+    /// larger files). Default: true (Java's `rss.server.single.buffer.flush.enabled`).
+    pub memory_single_buffer_spill: bool,
     /// Spills running at once. At least 1. Default: 8.
     pub spill_concurrency: usize,
     /// A partition holding more than this (memory plus spilled) is "huge" and gets a tighter
@@ -427,6 +431,7 @@ impl Default for HybridStoreConfig {
             memory_spill_high_watermark: 0.8,
             memory_spill_low_watermark: 0.2,
             memory_single_buffer_max_spill_size: ByteSize(128 * ByteSize::MIB),
+            memory_single_buffer_spill: true,
             spill_concurrency: 8,
             huge_partition_size_threshold: ByteSize(20 * ByteSize::GIB),
             huge_partition_memory_limit_ratio: 0.2,
@@ -584,6 +589,11 @@ pub struct ShutdownConfig {
     /// How long the final spill of memory to disk may take. Default: `60s`.
     #[serde(with = "humantime_serde")]
     pub spill_timeout: Duration,
+    /// Whether the server stops by itself once decommissioned (its last app gone). With false it
+    /// stays up as DECOMMISSIONED, assigned nothing, until `cancel_decommission` makes it ACTIVE
+    /// again or it is stopped: for operators who recycle servers without restarting them.
+    /// Default: true (Java's `rss.server.decommission.shutdown`).
+    pub after_decommission: bool,
 }
 
 impl Default for ShutdownConfig {
@@ -591,6 +601,7 @@ impl Default for ShutdownConfig {
         ShutdownConfig {
             drain_timeout: Duration::from_secs(30),
             spill_timeout: Duration::from_secs(60),
+            after_decommission: true,
         }
     }
 }

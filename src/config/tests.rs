@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use super::*;
 
-const EXAMPLE: &str = include_str!("../../config.toml.example");
+pub(super) const EXAMPLE: &str = include_str!("../../config.toml.example");
 
 const OPERATOR_SAMPLE: &str = r#"
 store_type = "MEMORY_LOCALFILE"
@@ -69,7 +69,7 @@ fn example_parses_validates_and_shows_the_defaults() {
 }
 
 /// `(section, key)` pairs of every line `key = …` or `# key = …` in a TOML text.
-fn documented_keys(text: &str) -> BTreeSet<(String, String)> {
+pub(super) fn documented_keys(text: &str) -> BTreeSet<(String, String)> {
     let mut section = String::new();
     let mut keys = BTreeSet::new();
     for line in text.lines() {

@@ -357,6 +357,7 @@ impl HybridStoreConfig {
             memory_spill_high_watermark,
             memory_spill_low_watermark,
             memory_single_buffer_max_spill_size,
+            memory_single_buffer_spill: _,
             spill_concurrency,
             huge_partition_size_threshold,
             huge_partition_memory_limit_ratio,
@@ -496,6 +497,7 @@ impl ShutdownConfig {
         let ShutdownConfig {
             drain_timeout: _,
             spill_timeout: _,
+            after_decommission: _,
         } = self;
         Ok(())
     }

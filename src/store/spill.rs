@@ -36,6 +36,9 @@ pub struct SpillOptions {
     pub concurrency: usize,
     /// A single buffer staged over this is spilled on its own.
     pub single_buffer_limit: u64,
+    /// Whether that applies to every buffer (Java's `rss.server.single.buffer.flush.enabled`);
+    /// when false only huge partitions' buffers are spilled on their own.
+    pub single_buffer_spill: bool,
     /// Longest pause between retries of a failing spill.
     pub max_backoff: Duration,
     /// An append taking longer is abandoned and retried.
@@ -149,6 +152,7 @@ impl Spiller {
     ) {
         let limit = match huge_limit {
             Some(h) => h.min(self.shared.opts.single_buffer_limit),
+            None if !self.shared.opts.single_buffer_spill => return,
             None => self.shared.opts.single_buffer_limit,
         };
         if staged > limit {
