@@ -583,6 +583,11 @@ impl Running {
         self.self_stop.cancelled()
     }
 
+    /// Whether the server has decided to stop by itself.
+    pub fn has_stopped_by_itself(&self) -> bool {
+        self.self_stop.is_cancelled()
+    }
+
     /// Runs until `signal` resolves or the server stops by itself, then shuts down.
     pub async fn run_until(self, signal: impl std::future::Future<Output = ()>) -> ShutdownReport {
         tokio::select! {

@@ -152,6 +152,56 @@ async fn decommission_finishes_live_apps_then_stops_the_server() {
     assert_eq!(report.bytes_left_in_memory, 0);
 }
 
+/// Java's `rss.server.decommission.shutdown = false`: decommissioned, the server stays up and
+/// serving, and cancelling makes it ACTIVE again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decommissioned_server_stays_up_when_told_to() {
+    let mut s = start(1, |c| {
+        c.app.expiry_check_interval = Duration::from_millis(50);
+        c.shutdown.after_decommission = false;
+    })
+    .await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut internal = ShuffleServerInternalClient::new(channel);
+    internal
+        .decommission(proto::DecommissionRequest {})
+        .await
+        .unwrap();
+    let registry = s.running.registry().clone();
+    eventually("decommissioned with no apps", || {
+        registry.status().get() == proto::ServerStatus::Decommissioned
+    })
+    .await;
+    // Still up: it answers, and refuses new apps as a decommissioned server does.
+    let r = s
+        .client
+        .register_shuffle(proto::ShuffleRegisterRequest {
+            app_id: "newcomer".into(),
+            partition_ranges: vec![proto::ShufflePartitionRange { start: 0, end: 0 }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::InvalidRequest);
+    // Several watcher rounds later it has still not stopped itself.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!s.running.has_stopped_by_itself());
+    internal
+        .cancel_decommission(proto::CancelDecommissionRequest {})
+        .await
+        .unwrap();
+    assert_eq!(registry.status().get(), proto::ServerStatus::Active);
+    register(&mut s.client, "after", 0, 0..1, false).await;
+    let expected = write_shuffle(&mut s.client, "after", 0, 1, 1, 2, 100).await;
+    verify_shuffle(&mut s.client, "after", 0, &expected).await;
+    s.running.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_healthy_disks_make_the_server_unhealthy_and_new_partitions_avoid_the_bad_disk() {
     let mut s = start(2, |c| {
