@@ -53,8 +53,8 @@ struct Args {
     /// to stop, and serve once it has saved everything (`recovery.takeover`).
     #[arg(long)]
     takeover: bool,
-    /// Print the effective config (file, env and defaults) as TOML and exit, e.g. to see what a
-    /// Java `server.conf` became.
+    /// Print the effective config (file, env and defaults) as TOML, each key followed by the
+    /// Java keys that set it, and exit, e.g. to see what a Java `server.conf` became.
     #[arg(long)]
     print_config: bool,
     /// Without a subcommand the server runs.
@@ -87,7 +87,8 @@ fn main() -> anyhow::Result<()> {
         for warning in spillway::config::java::take_warnings() {
             eprintln!("warning: {warning}");
         }
-        print!("{}", toml::to_string(&config)?);
+        let toml = toml::to_string(&config)?;
+        print!("{}", spillway::config::java::keys::with_java_names(&toml));
         return Ok(());
     }
 

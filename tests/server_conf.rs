@@ -503,6 +503,21 @@ fn printed_config_reads_back_as_the_same_toml() {
         &[],
     );
     let toml = String::from_utf8(first.stdout.clone()).unwrap();
+    // Both namings: each key that Java keys set names them.
+    for (line_start, java) in [
+        ("grpc_port = ", "  # rss.rpc.server.port"),
+        ("capacity = ", "  # rss.server.buffer.capacity, rss.server.buffer.capacity.ratio"),
+        (
+            "after_decommission = ",
+            "  # rss.server.decommission.shutdown",
+        ),
+    ] {
+        assert!(
+            toml.lines()
+                .any(|l| l.starts_with(line_start) && l.ends_with(java)),
+            "no `{line_start}…{java}` line in\n{toml}"
+        );
+    }
     let second = print_config(dir.path(), "printed.toml", &toml, &[]);
     assert!(second.status.success());
     assert_eq!(String::from_utf8_lossy(&second.stdout), toml);

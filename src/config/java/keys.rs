@@ -96,6 +96,42 @@ pub fn java_names_of(spillway: &str) -> impl Iterator<Item = &'static str> + '_ 
     })
 }
 
+/// `toml` (Spillway's config as `--print-config` prints it) with each key that Java keys set
+/// followed by a comment naming them, so the effective config reads in both namings.
+pub fn with_java_names(toml: &str) -> String {
+    let mut out = String::with_capacity(toml.len() * 2);
+    let mut section = String::new();
+    for line in toml.lines() {
+        out.push_str(line);
+        let trimmed = line.trim();
+        if let Some(name) = trimmed.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+            section = name.trim().to_owned();
+        } else if let Some((key, _)) = trimmed.split_once('=') {
+            let key = key.trim().trim_matches('"');
+            let dotted = if section.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{section}.{key}")
+            };
+            // A member of a family (`[hdfs_store.hadoop_conf]` items) is named by its family.
+            let names: Vec<String> = java_names_of(&dotted)
+                .map(str::to_owned)
+                .chain(
+                    java_names_of(&section)
+                        .filter_map(|family| family.strip_suffix('*'))
+                        .map(|prefix| format!("{prefix}{key}")),
+                )
+                .collect();
+            if !names.is_empty() {
+                out.push_str("  # ");
+                out.push_str(&names.join(", "));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// How many keys of `releases`' servers are mapped, not applicable and refused, in that order.
 pub fn counts(release_092: bool) -> (usize, usize, usize) {
     let mut out = (0, 0, 0);
@@ -192,7 +228,8 @@ const fn na(
     }
 }
 
-use Releases::Both;
+
+use Releases::{Both, Only010};
 
 /// Every key, sorted by name.
 pub static KEYS: &[JavaKey] = &[
@@ -207,15 +244,15 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.coordinator.quorum",
         Both,
-        "",
+        "(none)",
         &["coordinator_quorum"],
         "comma-separated host:port",
         "none (standalone)",
     ),
     mapped(
         "rss.http.basic.authorizationCredentials",
-        Both,
-        "",
+        Only010,
+        "(none)",
         &["metrics.basic_credentials"],
         "as written (base64 of user:password), compared as-is with the Authorization: Basic value",
         "none",
@@ -223,7 +260,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.jetty.http.port",
         Both,
-        "",
+        "19998",
         &["metrics.http_port"],
         "0..=65535",
         "19998",
@@ -231,7 +268,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.metrics.prometheus.pushgateway.addr",
         Both,
-        "",
+        "(none)",
         &["metrics.push_gateway_endpoint"],
         "host:port gets http://; required with the reporter",
         "none",
@@ -247,7 +284,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.metrics.prometheus.pushgateway.jobname",
         Both,
-        "",
+        "(none)",
         &["metrics.push_gateway_job"],
         "required with the reporter",
         "none",
@@ -255,7 +292,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.metrics.prometheus.pushgateway.report.interval.seconds",
         Both,
-        "",
+        "10",
         &["metrics.push_interval"],
         "seconds > 0",
         "10 s",
@@ -263,7 +300,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.metrics.reporter.class",
         Both,
-        "",
+        "(none)",
         &["metrics.push_gateway_endpoint"],
         "must be the PrometheusPushGatewayMetricReporter; it turns pushing on; another class is warned",
         "no pushing",
@@ -271,7 +308,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.rpc.server.port",
         Both,
-        "",
+        "19999",
         &["grpc_port"],
         "0..=65535; 0 = any free port",
         "19999",
@@ -279,7 +316,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.rpc.server.type",
         Both,
-        "",
+        "GRPC_NETTY [0.9.2: GRPC]",
         &["netty_port"],
         "only when no Netty port is set: GRPC turns the Netty plane off, GRPC_NETTY puts it on 17000",
         "17000 (0.10's default GRPC_NETTY; a 0.9 server without either key served gRPC only)",
@@ -287,7 +324,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.security.hadoop.kerberos.enable",
         Both,
-        "",
+        "false",
         &["hdfs_store.kerberos_principal", "hdfs_store.kerberos_keytab"],
         "gates the principal and keytab; with false they are warned",
         "false",
@@ -295,7 +332,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.security.hadoop.kerberos.keytab.file",
         Both,
-        "",
+        "(none)",
         &["hdfs_store.kerberos_keytab"],
         "required when Kerberos is enabled",
         "none",
@@ -303,13 +340,13 @@ pub static KEYS: &[JavaKey] = &[
     na(
         "rss.security.hadoop.kerberos.krb5-conf.file",
         Both,
-        "",
+        "(none)",
         "Spillway's Kerberos library reads KRB5_CONFIG from the environment: set KRB5_CONFIG to this file",
     ),
     mapped(
         "rss.security.hadoop.kerberos.principal",
         Both,
-        "",
+        "(none)",
         &["hdfs_store.kerberos_principal"],
         "required when Kerberos is enabled",
         "none",
@@ -317,7 +354,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.security.hadoop.kerberos.proxy.user.enable",
         Both,
-        "",
+        "true",
         &["hdfs_store.write_as"],
         "true: \"auto\" (a proxy of the app's user under Kerberos, the server's own identity under simple authentication); false: \"server\"",
         "true",
@@ -325,13 +362,13 @@ pub static KEYS: &[JavaKey] = &[
     na(
         "rss.security.hadoop.kerberos.relogin.interval.sec",
         Both,
-        "",
+        "60",
         "Spillway renews its ticket from the keytab before it expires, with no fixed interval",
     ),
     mapped(
         "rss.server.app.expired.withoutHeartbeat",
         Both,
-        "",
+        "60000",
         &["app.app_heartbeat_timeout", "app.expiry_check_interval"],
         "ms; the check interval is half of it (Java's sweep period)",
         "60 s / 10 s",
@@ -339,7 +376,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.buffer.capacity",
         Both,
-        "",
+        "-1",
         &["memory_store.capacity"],
         "size; negative = use the ratio",
         "the ratio",
@@ -347,7 +384,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.buffer.capacity.ratio",
         Both,
-        "",
+        "0.6",
         &["memory_store.capacity"],
         "x the memory the process may use (physical memory, or the cgroup limit when lower) instead of Java's max heap, rounded down to whole MiB; in (0, 1]",
         "0.6",
@@ -355,7 +392,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.commit.timeout",
         Both,
-        "",
+        "600000",
         &["app.commit_timeout"],
         "ms > 0; how long a commit and finishShuffle wait for the spill",
         "600 s",
@@ -363,15 +400,15 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.decommission.shutdown",
         Both,
-        "",
-        &[],
-        "true is what Spillway always does; false is warned",
+        "true",
+        &["shutdown.after_decommission"],
+        "boolean; false: stay up as DECOMMISSIONED until cancelled",
         "true",
     ),
     mapped(
         "rss.server.flush.cold.storage.threshold.size",
         Both,
-        "",
+        "67108864",
         &["hdfs_store.cold_storage_threshold_size"],
         "size > 0",
         "64 MiB",
@@ -379,7 +416,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.flush.hadoop.threadPool.size",
         Both,
-        "",
+        "60",
         &["hdfs_store.max_concurrency"],
         ">= 1",
         "10 (Java: 60 threads)",
@@ -387,7 +424,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.flush.localfile.threadPool.size",
         Both,
-        "",
+        "10",
         &["hybrid_store.spill_concurrency"],
         ">= 1",
         "8 (Java: 10 threads)",
@@ -395,7 +432,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.hadoop.*",
         Both,
-        "",
+        "(none)",
         &["hdfs_store.hadoop_conf"],
         "rss.server.hadoop.<item> = hdfs_store.hadoop_conf[<item>], on top of HADOOP_CONF_DIR, under each app's remote-storage conf items",
         "none",
@@ -403,7 +440,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.health.check.enable",
         Both,
-        "",
+        "false",
         &["localfile_store.healthy_check_min_disks"],
         "true enables the minimum of healthy disks below",
         "off",
@@ -411,7 +448,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.health.check.interval.ms",
         Both,
-        "",
+        "5000",
         &["localfile_store.disk_health_check_interval"],
         "ms",
         "10 s",
@@ -419,7 +456,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.health.min.storage.percentage",
         Both,
-        "",
+        "80.0",
         &["localfile_store.healthy_check_min_disks"],
         "when health checks are on: ceil(percentage x disks / 100)",
         "80 %",
@@ -427,7 +464,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.heartbeat.interval",
         Both,
-        "",
+        "10000",
         &["heartbeat_interval"],
         "ms",
         "10 s",
@@ -435,7 +472,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.high.watermark.write",
         Both,
-        "",
+        "95.0",
         &["localfile_store.disk_high_watermark"],
         "percent / 100",
         "95 %",
@@ -443,15 +480,15 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.huge-partition.memory.limit.ratio",
         Both,
-        "",
+        "0.2",
         &["hybrid_store.huge_partition_memory_limit_ratio"],
         "in (0, 1]",
         "0.2",
     ),
     mapped(
         "rss.server.huge-partition.size.hard.limit",
-        Both,
-        "",
+        Only010,
+        "9223372036854775807",
         &["hybrid_store.huge_partition_hard_limit"],
         "size > 0; 9223372036854775807 = no limit",
         "no limit",
@@ -459,15 +496,15 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.huge-partition.size.threshold",
         Both,
-        "",
+        "21474836480",
         &["hybrid_store.huge_partition_size_threshold"],
         "size > 0",
         "20 GiB",
     ),
     mapped(
         "rss.server.huge-partition.split.limit",
-        Both,
-        "",
+        Only010,
+        "9223372036854775807",
         &["hybrid_store.huge_partition_split_limit"],
         "size; 9223372036854775807 = never split; negative (Java: split every partition) = 0",
         "never split",
@@ -475,7 +512,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.low.watermark.write",
         Both,
-        "",
+        "85.0",
         &["localfile_store.disk_low_watermark"],
         "percent / 100",
         "85 %",
@@ -483,7 +520,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.max.concurrency.of.per-partition.write",
         Both,
-        "",
+        "30",
         &["hdfs_store.partition_write_max_concurrency"],
         ">= 1",
         "20 (Java: 30)",
@@ -491,7 +528,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.max.concurrency.of.single.partition.writer",
         Both,
-        "",
+        "30",
         &["hdfs_store.partition_write_max_concurrency"],
         "old name, read only when the new one is absent",
         "20 (Java: 30)",
@@ -499,7 +536,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.memory.shuffle.highWaterMark.percentage",
         Both,
-        "",
+        "75.0",
         &["hybrid_store.memory_spill_high_watermark"],
         "percent / 100",
         "75 % (Java's)",
@@ -507,23 +544,23 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.memory.shuffle.lowWaterMark.percentage",
         Both,
-        "",
+        "25.0",
         &["hybrid_store.memory_spill_low_watermark"],
         "percent / 100",
         "25 % (Java's)",
     ),
     mapped(
         "rss.server.metrics.blockSizeStatistics.buckets",
-        Both,
-        "",
+        Only010,
+        "32kb,64kb,128kb,256kb,512kb,1mb,2mb,4mb,8mb,16mb",
         &["metrics.block_size_buckets"],
         "comma-separated sizes",
         "32kb ... 16mb (Java's ten)",
     ),
     mapped(
         "rss.server.metrics.blockSizeStatisticsEnabled",
-        Both,
-        "",
+        Only010,
+        "false",
         &["metrics.block_size_statistics"],
         "true / false",
         "false",
@@ -531,7 +568,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.netty.port",
         Both,
-        "",
+        "17000 [0.9.2: -1]",
         &["netty_port"],
         "a negative port turns the Netty plane off (0.9); 0 = any free port",
         "see rss.rpc.server.type",
@@ -539,7 +576,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.preAllocation.expired",
         Both,
-        "",
+        "20000",
         &["memory_store.buffer_ticket_timeout", "memory_store.buffer_ticket_check_interval"],
         "ms; the check interval is half of it (Java's sweep period)",
         "20 s / 10 s",
@@ -547,7 +584,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.read.buffer.capacity",
         Both,
-        "",
+        "-1",
         &["memory_store.read_capacity"],
         "size; negative = use the ratio",
         "the ratio",
@@ -555,23 +592,23 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.read.buffer.capacity.ratio",
         Both,
-        "",
+        "0.2",
         &["memory_store.read_capacity"],
         "as the write ratio",
         "0.2",
     ),
     mapped(
         "rss.server.rpc.audit.log.enabled",
-        Both,
-        "",
+        Only010,
+        "true",
         &["audit.rpc_log"],
         "boolean",
         "true",
     ),
     mapped(
         "rss.server.rpc.audit.log.excludeList",
-        Both,
-        "",
+        Only010,
+        "appHeartbeat",
         &["audit.rpc_exclude"],
         "comma list of command names",
         "appHeartbeat",
@@ -579,23 +616,23 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.single.buffer.flush.enabled",
         Both,
-        "",
-        &[],
-        "true is what Spillway always does; false is warned",
+        "true",
+        &["hybrid_store.memory_single_buffer_spill"],
+        "boolean; false: only huge partitions' buffers spill on their own",
         "true",
     ),
     mapped(
         "rss.server.single.buffer.flush.threshold",
         Both,
-        "",
+        "134217728",
         &["hybrid_store.memory_single_buffer_max_spill_size"],
         "size",
         "128 MiB",
     ),
     mapped(
         "rss.server.storage.flushOperationTimeoutSec",
-        Both,
-        "",
+        Only010,
+        "-1",
         &["localfile_store.write_timeout", "hdfs_store.write_timeout"],
         "seconds; <= 0 (Java: no timeout) keeps Spillway's hung-write timeouts",
         "60 s / 30 s",
@@ -603,7 +640,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.tags",
         Both,
-        "",
+        "(none)",
         &["tags"],
         "comma-separated",
         "none",
@@ -611,7 +648,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.server.topN.appShuffleDataSize.number",
         Both,
-        "",
+        "10",
         &["metrics.top_n_apps"],
         ">= 0",
         "10",
@@ -619,13 +656,13 @@ pub static KEYS: &[JavaKey] = &[
     na(
         "rss.server.topN.appShuffleDataSize.refreshIntervalMs",
         Both,
-        "",
+        "1000",
         "Spillway computes the top-N families at each scrape, never older than Java's refresh",
     ),
     mapped(
         "rss.storage.basePath",
         Both,
-        "",
+        "(none)",
         &["localfile_store.data_paths"],
         "comma-separated",
         "/tmp/spillway/data (Java has no default)",
@@ -633,7 +670,7 @@ pub static KEYS: &[JavaKey] = &[
     mapped(
         "rss.storage.type",
         Both,
-        "",
+        "(none)",
         &["store_type"],
         "MEMORY_LOCALFILE, MEMORY_HDFS, MEMORY_LOCALFILE_HDFS, LOCALFILE, HDFS, LOCALFILE_HDFS (without MEMORY a commit waits for the shuffle's spill, as Java's); MEMORY alone is refused (no tier to spill to)",
         "MEMORY_LOCALFILE (Java has no default)",
@@ -736,10 +773,7 @@ mod tests {
         const END: &str = "<!-- java-keys:end -->";
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
         let readme = std::fs::read_to_string(path).unwrap();
-        let start = readme
-            .find(BEGIN)
-            .expect("README has the key table's begin marker")
-            + BEGIN.len();
+        let start = readme.find(BEGIN).expect("README has the key table's begin marker") + BEGIN.len();
         let end = readme[start..].find(END).expect("and its end marker") + start;
         let table = markdown_table();
         if readme[start..end] != table {
