@@ -430,7 +430,7 @@ pub async fn start(config: Config) -> Result<Running> {
             .add_service(
                 ShuffleService::new(Arc::clone(&registry), request_limits.clone())
                     .with_audit(audit.rpc.clone())
-                    .into_server(grpc_budget),
+                    .into_server(grpc_budget.min(limits.max_request_size.as_u64() as usize)),
             )
             .add_service(InternalService::new(Arc::clone(&registry)).into_server())
             .add_optional_service(

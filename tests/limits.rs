@@ -509,6 +509,40 @@ async fn malformed_data_requests_get_an_error_status() {
     s.running.shutdown().await;
 }
 
+/// `limits.max_request_size` (Java's `rss.rpc.message.max.size`): a gRPC message over it is
+/// refused as gRPC refuses an oversized message, before it is read; smaller ones pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_messages_over_max_request_size_are_refused() {
+    let mut s = start(1, |c| c.limits.max_request_size = ByteSize(64 << 10)).await;
+    register(&mut s.client, "app-big", 0, 0..1, false).await;
+    let send = |len: usize| proto::SendShuffleDataRequest {
+        app_id: "app-big".into(),
+        shuffle_id: 0,
+        require_buffer_id: 0,
+        shuffle_data: vec![proto::ShuffleData {
+            partition_id: 0,
+            block: vec![make_block(0, 0, 1, len)],
+        }],
+        ..Default::default()
+    };
+    let err = s
+        .client
+        .send_shuffle_data(send(100 << 10))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::OutOfRange, "{err:?}");
+    assert!(err.message().contains("too large"), "{}", err.message());
+    // The server is unharmed and a message under the limit goes through.
+    common::send(
+        &mut s.client,
+        "app-big",
+        0,
+        vec![(0, vec![make_block(1, 0, 1, 16 << 10)])],
+    )
+    .await;
+    s.running.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_request_caps_answer_invalid_request_on_both_planes() {
     let mut s = start(1, |c| {

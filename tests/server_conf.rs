@@ -230,14 +230,15 @@ fn java_0100_shipped_server_conf() {
     for key in [
         "rss.rpc.executor.size",
         "rss.server.flush.thread.alive",
-        "rss.rpc.message.max.size",
         "rss.server.disk.capacity",
     ] {
         assert_eq!(warned[0].matches(key).count(), 1, "{key}: {}", warned[0]);
     }
     assert!(!warned[0].contains("rss.server.commit.timeout"), "mapped");
+    assert!(!warned[0].contains("rss.rpc.message.max.size"), "mapped");
+    assert_eq!(c.limits.max_request_size, ByteSize(GIB));
     assert!(
-        warned[0].contains(" 4 Java server setting(s)"),
+        warned[0].contains(" 3 Java server setting(s)"),
         "{}",
         warned[0]
     );
@@ -506,7 +507,10 @@ fn printed_config_reads_back_as_the_same_toml() {
     // Both namings: each key that Java keys set names them.
     for (line_start, java) in [
         ("grpc_port = ", "  # rss.rpc.server.port"),
-        ("capacity = ", "  # rss.server.buffer.capacity, rss.server.buffer.capacity.ratio"),
+        (
+            "capacity = ",
+            "  # rss.server.buffer.capacity, rss.server.buffer.capacity.ratio",
+        ),
         (
             "after_decommission = ",
             "  # rss.server.decommission.shutdown",

@@ -715,6 +715,11 @@ pub struct LimitsConfig {
     /// Bytes of one response's payload (a read's data, index or block-id bitmap); larger
     /// answers fail with a status instead of being built. Default: `1G`.
     pub max_response_size: ByteSize,
+    /// Bytes of one gRPC request message; a larger one is refused before it is read (Java's
+    /// `rss.rpc.message.max.size`, the gRPC server's inbound message limit). The Netty plane
+    /// frames by `receive_budget`, as Java's Netty server ignores this key. Default: `1G`
+    /// (Java's).
+    pub max_request_size: ByteSize,
 }
 
 impl Default for LimitsConfig {
@@ -730,6 +735,7 @@ impl Default for LimitsConfig {
             max_block_ids_per_request: 16_000_000,
             max_string_length: ByteSize(16 << 10),
             max_response_size: ByteSize(ByteSize::GIB),
+            max_request_size: ByteSize(ByteSize::GIB),
         }
     }
 }

@@ -126,6 +126,7 @@ impl LimitsConfig {
             max_block_ids_per_request,
             max_string_length,
             max_response_size,
+            max_request_size,
         } = self;
         let positive = [
             ("limits.max_connections", *max_connections as u64),
@@ -167,6 +168,13 @@ impl LimitsConfig {
             return Err(ConfigError::new(
                 "limits.max_response_size",
                 format!("{max_response_size}: must be between 1 and 2G - 1 (a Netty frame's int32 length)"),
+            ));
+        }
+        let request = max_request_size.as_u64();
+        if request == 0 || request > i32::MAX as u64 {
+            return Err(ConfigError::new(
+                "limits.max_request_size",
+                format!("{max_request_size}: must be between 1 and 2G - 1 (gRPC's int32 message length)"),
             ));
         }
         Ok(())

@@ -68,11 +68,10 @@ impl ShuffleService {
         self.audit.begin(command, request.remote_addr())
     }
 
-    /// The service's routes with Uniffle's message-size limits; a request must also fit the
-    /// plane's receive budget (`max_request`).
+    /// The service's routes with the message-size limits: `max_request` is the smaller of
+    /// `limits.max_request_size` and the plane's receive budget.
     pub fn into_server(self, max_request: usize) -> ShuffleRoutes {
         let max_response = self.limits.response.min(MAX_RESPONSE_SIZE);
-        let max_request = MAX_REQUEST_SIZE.min(max_request);
         let tonic = proto::shuffle_server_server::ShuffleServerServer::new(self.clone())
             .max_decoding_message_size(max_request)
             .max_encoding_message_size(max_response);

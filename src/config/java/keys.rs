@@ -228,15 +228,46 @@ const fn na(
     }
 }
 
+const fn refused(
+    key: &'static str,
+    releases: Releases,
+    java_default: &'static str,
+    why: &'static str,
+) -> JavaKey {
+    JavaKey {
+        key,
+        releases,
+        java_default,
+        treatment: Treatment::Refused(why),
+    }
+}
 
-use Releases::{Both, Only010};
+use Releases::{Both, Only010, Only092};
 
 /// Every key, sorted by name.
 pub static KEYS: &[JavaKey] = &[
+    na(
+        "jvm.pause.info-threshold.ms",
+        Both,
+        "1000",
+        "a JVM GC-pause monitor threshold: Spillway has no JVM and no garbage collector",
+    ),
+    na(
+        "jvm.pause.warn-threshold.ms",
+        Both,
+        "10000",
+        "a JVM GC-pause monitor threshold: Spillway has no JVM and no garbage collector",
+    ),
+    na(
+        "reconfigurable.file.name",
+        Only092,
+        "",
+        "set by the 0.9 Java server itself to the file it watches; Spillway knows its --config path",
+    ),
     mapped(
         "rss.client.netty.client.connection.timeout.ms",
         Both,
-        "",
+        "600000",
         &["limits.idle_timeout"],
         "ms (the Java server closes idle Netty connections after it)",
         "600 s",
@@ -249,6 +280,12 @@ pub static KEYS: &[JavaKey] = &[
         "comma-separated host:port",
         "none (standalone)",
     ),
+    na(
+        "rss.coordinator.rpc.client.type",
+        Only010,
+        "GRPC",
+        "picks the Java server's coordinator client; Spillway's heartbeats always use gRPC, as the coordinators serve it",
+    ),
     mapped(
         "rss.http.basic.authorizationCredentials",
         Only010,
@@ -257,6 +294,24 @@ pub static KEYS: &[JavaKey] = &[
         "as written (base64 of user:password), compared as-is with the Authorization: Basic value",
         "none",
     ),
+    na(
+        "rss.io.serializations",
+        Only010,
+        "org.apache.uniffle.common.serializer.writable.WritableSerializer,org.apache.uniffle.common.serializer.kryo.KryoSerializer",
+        "serializer settings of remote merge, which Spillway does not serve",
+    ),
+    na(
+        "rss.jetty.corePool.size",
+        Both,
+        "256",
+        "sizes a Java thread pool (Jetty); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.jetty.http.idle.timeout",
+        Both,
+        "30000",
+        "Jetty's idle timeout; Spillway's HTTP server closes idle keep-alive connections by itself",
+    ),
     mapped(
         "rss.jetty.http.port",
         Both,
@@ -264,6 +319,84 @@ pub static KEYS: &[JavaKey] = &[
         &["metrics.http_port"],
         "0..=65535",
         "19998",
+    ),
+    na(
+        "rss.jetty.https.port",
+        Both,
+        "(none)",
+        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+    ),
+    na(
+        "rss.jetty.maxPool.size",
+        Both,
+        "256",
+        "sizes a Java thread pool (Jetty); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.jetty.ssl.enable",
+        Both,
+        "false",
+        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+    ),
+    na(
+        "rss.jetty.ssl.keymanager.password",
+        Both,
+        "(none)",
+        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+    ),
+    na(
+        "rss.jetty.ssl.keystore.password",
+        Both,
+        "(none)",
+        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+    ),
+    na(
+        "rss.jetty.ssl.keystore.path",
+        Both,
+        "(none)",
+        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+    ),
+    na(
+        "rss.jetty.ssl.truststore.password",
+        Both,
+        "(none)",
+        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+    ),
+    na(
+        "rss.jetty.stop.timeout",
+        Both,
+        "30000",
+        "Jetty's stop timeout; Spillway's HTTP port stops within shutdown.drain_timeout",
+    ),
+    na(
+        "rss.jvm.metrics.verbose.enable",
+        Both,
+        "true",
+        "selects the JVM metric set; Spillway exports no jvm_* families (see the metrics section)",
+    ),
+    na(
+        "rss.kryo.referenceTracking",
+        Only010,
+        "true",
+        "serializer settings of remote merge, which Spillway does not serve",
+    ),
+    na(
+        "rss.kryo.registrationClasses",
+        Only010,
+        "",
+        "serializer settings of remote merge, which Spillway does not serve",
+    ),
+    na(
+        "rss.kryo.registrationRequired",
+        Only010,
+        "false",
+        "serializer settings of remote merge, which Spillway does not serve",
+    ),
+    na(
+        "rss.kryo.scalaRegistrationRequired",
+        Only010,
+        "false",
+        "serializer settings of remote merge, which Spillway does not serve",
     ),
     mapped(
         "rss.metrics.prometheus.pushgateway.addr",
@@ -304,6 +437,92 @@ pub static KEYS: &[JavaKey] = &[
         &["metrics.push_gateway_endpoint"],
         "must be the PrometheusPushGatewayMetricReporter; it turns pushing on; another class is warned",
         "no pushing",
+    ),
+    na(
+        "rss.port.max.retry",
+        Both,
+        "16",
+        "Java retries binding random ports; Spillway binds the configured port, or any free one for 0, once",
+    ),
+    na(
+        "rss.random.port.max",
+        Both,
+        "65535",
+        "Java picks port 0 from this range; Spillway lets the OS pick any free port",
+    ),
+    na(
+        "rss.random.port.min",
+        Both,
+        "40000",
+        "Java picks port 0 from this range; Spillway lets the OS pick any free port",
+    ),
+    na(
+        "rss.reconfigure.interval.sec",
+        Both,
+        "5",
+        "not honoured yet: runtime reconfiguration is being built (issue 21)",
+    ),
+    na(
+        "rss.rpc.client.type",
+        Only092,
+        "GRPC",
+        "picks the Java server's coordinator client; Spillway's heartbeats always use gRPC, as the coordinators serve it",
+    ),
+    na(
+        "rss.rpc.client.type.grpc.timeout",
+        Only092,
+        "60000",
+        "Spillway's heartbeat RPC times out after the heartbeat interval, so a hung coordinator never delays the next beat",
+    ),
+    na(
+        "rss.rpc.executor.queue.size",
+        Only010,
+        "2147483647",
+        "sizes a Java thread pool; Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.rpc.executor.size",
+        Both,
+        "1000",
+        "sizes a Java thread pool; Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    mapped(
+        "rss.rpc.message.max.size",
+        Both,
+        "1073741824",
+        &["limits.max_request_size"],
+        "size > 0, at most 2G - 1; gRPC's inbound message limit (Java's Netty server ignores it, and so does Spillway's)",
+        "1G (Java's)",
+    ),
+    na(
+        "rss.rpc.metrics.enabled",
+        Both,
+        "true",
+        "Spillway's gRPC metrics are always on (they cost a few atomic adds per call)",
+    ),
+    na(
+        "rss.rpc.netty.maxOrder",
+        Only010,
+        "3",
+        "tunes Java Netty's allocator or event loops; Spillway's Netty plane is tokio, with its own buffers",
+    ),
+    na(
+        "rss.rpc.netty.pageSize",
+        Only010,
+        "4096",
+        "tunes Java Netty's allocator or event loops; Spillway's Netty plane is tokio, with its own buffers",
+    ),
+    na(
+        "rss.rpc.netty.smallCacheEnabled",
+        Only010,
+        "true",
+        "tunes Java Netty's allocator or event loops; Spillway's Netty plane is tokio, with its own buffers",
+    ),
+    na(
+        "rss.rpc.netty.smallCacheSize",
+        Only010,
+        "1024",
+        "tunes Java Netty's allocator or event loops; Spillway's Netty plane is tokio, with its own buffers",
     ),
     mapped(
         "rss.rpc.server.port",
@@ -373,6 +592,12 @@ pub static KEYS: &[JavaKey] = &[
         "ms; the check interval is half of it (Java's sweep period)",
         "60 s / 10 s",
     ),
+    na(
+        "rss.server.blockIdManagerClass",
+        Only010,
+        "org.apache.uniffle.server.block.DefaultShuffleBlockIdManager",
+        "a Java class; Spillway keeps each partition's reported block ids in a roaring bitmap of its own, with the same wire results",
+    ),
     mapped(
         "rss.server.buffer.capacity",
         Both,
@@ -389,6 +614,54 @@ pub static KEYS: &[JavaKey] = &[
         "x the memory the process may use (physical memory, or the cgroup limit when lower) instead of Java's max heap, rounded down to whole MiB; in (0, 1]",
         "0.6",
     ),
+    na(
+        "rss.server.buffer.flush.triggeredWhenCachingData",
+        Only010,
+        "true",
+        "Spillway checks the memory watermarks on every cached block, as Java's default true does",
+    ),
+    na(
+        "rss.server.buffer.lab.chunkPoolCapacityRatio",
+        Only010,
+        "0.1",
+        "tunes Java's local allocation buffers (see rss.server.buffer.lab.enabled)",
+    ),
+    na(
+        "rss.server.buffer.lab.chunkSize",
+        Only010,
+        "102400",
+        "tunes Java's local allocation buffers (see rss.server.buffer.lab.enabled)",
+    ),
+    na(
+        "rss.server.buffer.lab.enabled",
+        Only010,
+        "false",
+        "Java's local allocation buffers cut GC churn from small blocks; Spillway keeps blocks as slices of the request's buffer, with no GC to relieve",
+    ),
+    na(
+        "rss.server.buffer.lab.maxAllocRatio",
+        Only010,
+        "0.2",
+        "tunes Java's local allocation buffers (see rss.server.buffer.lab.enabled)",
+    ),
+    na(
+        "rss.server.buffer.maxFlushEventCountPerBuffer",
+        Only010,
+        "5",
+        "caps Java's in-flight flush events per buffer; Spillway spills a buffer with one spill at a time",
+    ),
+    na(
+        "rss.server.cleanup.threshold",
+        Both,
+        "10.0",
+        "Java's disk-cleanup trigger; Spillway deletes an app's files when the app is removed or expires",
+    ),
+    na(
+        "rss.server.commit.check.interval.max.ms",
+        Both,
+        "10000",
+        "Java polls commits at up to this interval; Spillway's commit wakes when the spill completes",
+    ),
     mapped(
         "rss.server.commit.timeout",
         Both,
@@ -397,6 +670,12 @@ pub static KEYS: &[JavaKey] = &[
         "ms > 0; how long a commit and finishShuffle wait for the spill",
         "600 s",
     ),
+    na(
+        "rss.server.decommission.check.interval",
+        Both,
+        "60000",
+        "Spillway checks for the last app at every app removal and every app.expiry_check_interval, never later than Java's interval",
+    ),
     mapped(
         "rss.server.decommission.shutdown",
         Both,
@@ -404,6 +683,48 @@ pub static KEYS: &[JavaKey] = &[
         &["shutdown.after_decommission"],
         "boolean; false: stay up as DECOMMISSIONED until cancelled",
         "true",
+    ),
+    na(
+        "rss.server.disk-capacity.watermark.check.enabled",
+        Both,
+        "false",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.disk.capacity",
+        Both,
+        "-1",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.disk.capacity.ratio",
+        Both,
+        "0.9",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.displayMetricsList",
+        Only010,
+        "app:app_num_with_node,partition:partition_num_with_node",
+        "picks the metrics the Java server reports to the coordinator's dashboard; Spillway's heartbeat carries the standard fields",
+    ),
+    na(
+        "rss.server.event.size.threshold.l1",
+        Both,
+        "200000",
+        "buckets of a Java flush-event metric Spillway does not export",
+    ),
+    na(
+        "rss.server.event.size.threshold.l2",
+        Both,
+        "1000000",
+        "buckets of a Java flush-event metric Spillway does not export",
+    ),
+    na(
+        "rss.server.event.size.threshold.l3",
+        Both,
+        "10000000",
+        "buckets of a Java flush-event metric Spillway does not export",
     ),
     mapped(
         "rss.server.flush.cold.storage.threshold.size",
@@ -429,6 +750,24 @@ pub static KEYS: &[JavaKey] = &[
         ">= 1",
         "8 (Java: 10 threads)",
     ),
+    na(
+        "rss.server.flush.thread.alive",
+        Both,
+        "120",
+        "sizes a Java thread pool (idle flush threads); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.server.flush.threadPool.queue.size",
+        Both,
+        "2147483647",
+        "the length of Java's flush queue; Spillway's pending spills wait in memory, bounded by the memory budget",
+    ),
+    na(
+        "rss.server.flush.tryLockTimeoutMs",
+        Only010,
+        "100",
+        "Java's per-app flush lock wait; Spillway's spills take no app-wide lock",
+    ),
     mapped(
         "rss.server.hadoop.*",
         Both,
@@ -453,6 +792,42 @@ pub static KEYS: &[JavaKey] = &[
         "ms",
         "10 s",
     ),
+    na(
+        "rss.server.health.checker.class.names",
+        Both,
+        "(none)",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.health.checker.localStorageExecutionTimeoutMS",
+        Both,
+        "60000",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.health.checker.script.execute.timeout",
+        Both,
+        "5000",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.health.checker.script.path",
+        Both,
+        "(none)",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.health.markUnhealthyOnceStorageCorruption",
+        Only010,
+        "false",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.health.max.storage.usage.percentage",
+        Both,
+        "90.0",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
     mapped(
         "rss.server.health.min.storage.percentage",
         Both,
@@ -461,6 +836,18 @@ pub static KEYS: &[JavaKey] = &[
         "when health checks are on: ceil(percentage x disks / 100)",
         "80 %",
     ),
+    na(
+        "rss.server.health.storage.recovery.usage.percentage",
+        Both,
+        "80.0",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.heartbeat.delay",
+        Both,
+        "10000",
+        "Spillway sends its first heartbeat as soon as it serves, so coordinators can assign it at once",
+    ),
     mapped(
         "rss.server.heartbeat.interval",
         Both,
@@ -468,6 +855,18 @@ pub static KEYS: &[JavaKey] = &[
         &["heartbeat_interval"],
         "ms",
         "10 s",
+    ),
+    na(
+        "rss.server.heartbeat.threadNum",
+        Both,
+        "2",
+        "sizes a Java thread pool (heartbeats); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.server.heartbeatReportOnUnregisterEnabled",
+        Only010,
+        "false",
+        "an extra heartbeat after unregister (off by default); Spillway's next heartbeat reports it",
     ),
     mapped(
         "rss.server.high.watermark.write",
@@ -509,6 +908,60 @@ pub static KEYS: &[JavaKey] = &[
         "size; 9223372036854775807 = never split; negative (Java: split every partition) = 0",
         "never split",
     ),
+    na(
+        "rss.server.hybrid.storage.fallback.max.fail.times",
+        Both,
+        "0",
+        "Spillway retries a failed spill on the other tier at once, with backoff, rather than after a count",
+    ),
+    na(
+        "rss.server.hybrid.storage.fallback.strategy.class",
+        Both,
+        "(none)",
+        "a Java class; Spillway falls back from a failing tier by retrying the spill on the other tier, with backoff",
+    ),
+    na(
+        "rss.server.hybrid.storage.manager.selector.class",
+        Both,
+        "org.apache.uniffle.server.storage.hybrid.DefaultStorageManagerSelector",
+        "a Java class; Spillway chooses the tier by rss.server.flush.cold.storage.threshold.size, as Java's default selector does",
+    ),
+    na(
+        "rss.server.id",
+        Both,
+        "(none)",
+        "the Java server computes its id (ip-grpcPort[-nettyPort]) at start and overwrites this key; Spillway computes the same id",
+    ),
+    na(
+        "rss.server.index.size.hint",
+        Both,
+        "2097152",
+        "sizes Java's index read buffer; Spillway reads an index file whole, bounded by limits.max_response_size",
+    ),
+    na(
+        "rss.server.leak.shuffledata.check.interval",
+        Both,
+        "3600000",
+        "not honoured yet: Spillway does not sweep data of apps it never registered (issue 21, leaked-data sweep)",
+    ),
+    na(
+        "rss.server.localstorage.initialize.max.fail.number",
+        Both,
+        "0",
+        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+    ),
+    na(
+        "rss.server.localStorageManagerClass",
+        Only010,
+        "org.apache.uniffle.server.storage.LocalStorageManager",
+        "a Java class; Spillway's local tier keeps a partition's files on one disk and moves to another only on failure",
+    ),
+    na(
+        "rss.server.log.app.detail.while.remove.enabled",
+        Only010,
+        "false",
+        "Spillway logs each removed app with its shuffle count and bytes at info level",
+    ),
     mapped(
         "rss.server.low.watermark.write",
         Both,
@@ -516,6 +969,12 @@ pub static KEYS: &[JavaKey] = &[
         &["localfile_store.disk_low_watermark"],
         "percent / 100",
         "85 %",
+    ),
+    na(
+        "rss.server.max.concurrency.limit.of.per-partition.write",
+        Both,
+        "2147483647",
+        "not honoured yet: the per-app HDFS write concurrency and its server cap are not built (issue 21)",
     ),
     mapped(
         "rss.server.max.concurrency.of.per-partition.write",
@@ -549,6 +1008,60 @@ pub static KEYS: &[JavaKey] = &[
         "percent / 100",
         "25 % (Java's)",
     ),
+    na(
+        "rss.server.merge.blockRingBufferSize",
+        Only010,
+        "2",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
+    na(
+        "rss.server.merge.cacheMergedBlockInitSleepMs",
+        Only010,
+        "100",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
+    na(
+        "rss.server.merge.cacheMergedBlockMaxSleepMs",
+        Only010,
+        "2000",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
+    na(
+        "rss.server.merge.classLoaderJarsPath",
+        Only010,
+        "(none)",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
+    na(
+        "rss.server.merge.defaultMergedBlockSize",
+        Only010,
+        "14m",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
+    refused(
+        "rss.server.merge.enable",
+        Only010,
+        "false",
+        "remote merge (0.10's server-side sort for apps that ask for it) is not served by Spillway; a server that advertised it would accept merge requests it cannot answer",
+    ),
+    na(
+        "rss.server.merge.threadAliveTime",
+        Only010,
+        "120",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
+    na(
+        "rss.server.merge.threadPoolQueueSize",
+        Only010,
+        "2147483647",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
+    na(
+        "rss.server.merge.threadPoolSize",
+        Only010,
+        "10",
+        "remote merge (0.10's server-side sort) is not served by Spillway; this key only tunes it",
+    ),
     mapped(
         "rss.server.metrics.blockSizeStatistics.buckets",
         Only010,
@@ -565,6 +1078,72 @@ pub static KEYS: &[JavaKey] = &[
         "true / false",
         "false",
     ),
+    na(
+        "rss.server.multistorage.fallback.max.fail.times",
+        Both,
+        "0",
+        "old name of rss.server.hybrid.storage.fallback.max.fail.times",
+    ),
+    na(
+        "rss.server.multistorage.fallback.strategy.class",
+        Both,
+        "(none)",
+        "old name of rss.server.hybrid.storage.fallback.strategy.class (a Java class)",
+    ),
+    na(
+        "rss.server.multistorage.manager.selector.class",
+        Both,
+        "org.apache.uniffle.server.storage.hybrid.DefaultStorageManagerSelector",
+        "old name of rss.server.hybrid.storage.manager.selector.class (a Java class)",
+    ),
+    na(
+        "rss.server.netty.accept.thread",
+        Both,
+        "10",
+        "tunes Java Netty's allocator or event loops; Spillway's Netty plane is tokio, with its own buffers",
+    ),
+    na(
+        "rss.server.netty.connect.backlog",
+        Both,
+        "0",
+        "the listen backlog; Spillway uses the OS default (somaxconn), as Java's 0 does",
+    ),
+    na(
+        "rss.server.netty.connect.timeout",
+        Both,
+        "5000",
+        "a client-side connect timeout in Java's shared Netty options; the server never connects out on the Netty plane",
+    ),
+    na(
+        "rss.server.netty.directMemoryTracker.memoryUsage.initialFetchDelayMs",
+        Both,
+        "10000",
+        "Java direct-memory tracker; Spillway has no direct memory (documented absent metrics)",
+    ),
+    na(
+        "rss.server.netty.directMemoryTracker.memoryUsage.updateMetricsIntervalMs",
+        Both,
+        "10000",
+        "Java direct-memory tracker; Spillway has no direct memory (documented absent metrics)",
+    ),
+    na(
+        "rss.server.netty.epoll.enable",
+        Both,
+        "false",
+        "switches Java Netty to epoll; Spillway always uses epoll (tokio) on Linux",
+    ),
+    na(
+        "rss.server.netty.handler.idle.timeout",
+        Both,
+        "60000",
+        "Java's Netty idle handler; Spillway closes idle connections after limits.idle_timeout (from rss.client.netty.client.connection.timeout.ms)",
+    ),
+    na(
+        "rss.server.netty.metrics.pendingTaskNumPollingIntervalMs",
+        Only010,
+        "10000",
+        "polls Java Netty's event-loop queues; Spillway's netty_pending_tasks_num is read at scrape",
+    ),
     mapped(
         "rss.server.netty.port",
         Both,
@@ -572,6 +1151,30 @@ pub static KEYS: &[JavaKey] = &[
         &["netty_port"],
         "a negative port turns the Netty plane off (0.9); 0 = any free port",
         "see rss.rpc.server.type",
+    ),
+    na(
+        "rss.server.netty.receive.buf",
+        Both,
+        "0",
+        "SO_RCVBUF; Spillway leaves it to the OS, as Java's default 0 does",
+    ),
+    na(
+        "rss.server.netty.send.buf",
+        Both,
+        "0",
+        "SO_SNDBUF; Spillway leaves it to the OS, as Java's default 0 does",
+    ),
+    na(
+        "rss.server.netty.worker.thread",
+        Both,
+        "0",
+        "tunes Java Netty's allocator or event loops; Spillway's Netty plane is tokio, with its own buffers",
+    ),
+    na(
+        "rss.server.pending.event.timeout.sec",
+        Both,
+        "600",
+        "Java drops a flush event that waited this long; Spillway never drops accepted data, back-pressure (NO_BUFFER) holds new writes instead",
     ),
     mapped(
         "rss.server.preAllocation.expired",
@@ -613,6 +1216,30 @@ pub static KEYS: &[JavaKey] = &[
         "comma list of command names",
         "appHeartbeat",
     ),
+    na(
+        "rss.server.shuffle.flush.threshold",
+        Both,
+        "0",
+        "Java keeps flushes below it in memory until commit (0, its default, off); Spillway spills what the watermarks pick",
+    ),
+    na(
+        "rss.server.shuffleBuffer.type",
+        Only010,
+        "LINKED_LIST",
+        "chooses the Java buffer's list type (LINKED_LIST or SKIP_LIST); Spillway's buffers keep blocks in arrival order and index reads by block id without either",
+    ),
+    na(
+        "rss.server.shuffleBufferManager.trigger.flush.interval",
+        Both,
+        "0",
+        "Java's periodic flush check (off by default); Spillway checks the watermarks on every insert",
+    ),
+    na(
+        "rss.server.single.buffer.flush.blocksNumberThreshold",
+        Only010,
+        "2147483647",
+        "Java flushes a buffer with many blocks to relieve its GC; Spillway's per-block cost is a slice, with no GC",
+    ),
     mapped(
         "rss.server.single.buffer.flush.enabled",
         Both,
@@ -629,6 +1256,12 @@ pub static KEYS: &[JavaKey] = &[
         "size",
         "128 MiB",
     ),
+    na(
+        "rss.server.storage.audit.log.enabled",
+        Only010,
+        "false",
+        "not honoured yet: the storage audit log is being built (issue 21)",
+    ),
     mapped(
         "rss.server.storage.flushOperationTimeoutSec",
         Only010,
@@ -636,6 +1269,42 @@ pub static KEYS: &[JavaKey] = &[
         &["localfile_store.write_timeout", "hdfs_store.write_timeout"],
         "seconds; <= 0 (Java: no timeout) keeps Spillway's hung-write timeouts",
         "60 s / 30 s",
+    ),
+    na(
+        "rss.server.storage.resourceRemoveOperationTimeoutSec",
+        Only010,
+        "600",
+        "Java's timeout for deleting an app's files; Spillway deletes in the background and counts failures in total_local_rename_and_deletion_failed",
+    ),
+    na(
+        "rss.server.storageMediaProvider.from.env.key",
+        Both,
+        "(none)",
+        "Spillway detects each disk's media (SSD/HDD) from /sys/block by itself",
+    ),
+    na(
+        "rss.server.summary.metric.thread.pool.core.size",
+        Both,
+        "2",
+        "sizes a Java thread pool (summary metrics are computed at scrape); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.server.summary.metric.thread.pool.keep.alive.time",
+        Both,
+        "60",
+        "sizes a Java thread pool (summary metrics); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.server.summary.metric.thread.pool.max.size",
+        Both,
+        "20",
+        "sizes a Java thread pool (summary metrics); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
+    ),
+    na(
+        "rss.server.summary.metric.wait.queue.size",
+        Both,
+        "1000",
+        "sizes a Java thread pool (summary metrics); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
     ),
     mapped(
         "rss.server.tags",
@@ -659,6 +1328,18 @@ pub static KEYS: &[JavaKey] = &[
         "1000",
         "Spillway computes the top-N families at each scrape, never older than Java's refresh",
     ),
+    na(
+        "rss.server.write.retry.max",
+        Both,
+        "10",
+        "Spillway retries a failed spill with backoff until it is durable, the app is gone or the server stops, so no accepted block is dropped after a count",
+    ),
+    na(
+        "rss.server.write.slow.threshold",
+        Both,
+        "10000",
+        "threshold of a Java slow-write log line; Spillway times every spill in its flush metrics",
+    ),
     mapped(
         "rss.storage.basePath",
         Both,
@@ -667,6 +1348,42 @@ pub static KEYS: &[JavaKey] = &[
         "comma-separated",
         "/tmp/spillway/data (Java has no default)",
     ),
+    na(
+        "rss.storage.data.replica",
+        Both,
+        "1",
+        "the Java server stores it in each write request but no writer reads it; HDFS replication comes from dfs.replication (rss.server.hadoop.dfs.replication)",
+    ),
+    na(
+        "rss.storage.hdfs.write.dataBufferSize",
+        Only010,
+        "8k",
+        "Java's HDFS write buffer; Spillway hands each spill batch to the HDFS client whole",
+    ),
+    na(
+        "rss.storage.hdfs.write.indexBufferSize",
+        Only010,
+        "8k",
+        "Java's HDFS index write buffer; Spillway hands each spill batch to the HDFS client whole",
+    ),
+    na(
+        "rss.storage.localfile.write.dataBufferSize",
+        Only010,
+        "8k",
+        "Java's local write buffer; Spillway writes each spill batch with one positioned write",
+    ),
+    na(
+        "rss.storage.localfile.write.indexBufferSize",
+        Only010,
+        "8k",
+        "Java's local index write buffer; Spillway writes each spill batch's index with one positioned write",
+    ),
+    na(
+        "rss.storage.localFileWriterClass",
+        Only010,
+        "org.apache.uniffle.storage.handler.impl.LocalFileWriter",
+        "a Java class; Spillway's local writer appends with positioned writes of its own",
+    ),
     mapped(
         "rss.storage.type",
         Both,
@@ -674,6 +1391,12 @@ pub static KEYS: &[JavaKey] = &[
         &["store_type"],
         "MEMORY_LOCALFILE, MEMORY_HDFS, MEMORY_LOCALFILE_HDFS, LOCALFILE, HDFS, LOCALFILE_HDFS (without MEMORY a commit waits for the shuffle's spill, as Java's); MEMORY alone is refused (no tier to spill to)",
         "MEMORY_LOCALFILE (Java has no default)",
+    ),
+    na(
+        "rss.test.mode.enable",
+        Both,
+        "false",
+        "Java requires it to serve LOCALFILE or HDFS alone (slow in Java); Spillway serves every storage type without it",
     ),
 ];
 
@@ -773,7 +1496,10 @@ mod tests {
         const END: &str = "<!-- java-keys:end -->";
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
         let readme = std::fs::read_to_string(path).unwrap();
-        let start = readme.find(BEGIN).expect("README has the key table's begin marker") + BEGIN.len();
+        let start = readme
+            .find(BEGIN)
+            .expect("README has the key table's begin marker")
+            + BEGIN.len();
         let end = readme[start..].find(END).expect("and its end marker") + start;
         let table = markdown_table();
         if readme[start..end] != table {

@@ -38,6 +38,10 @@ impl Mapper {
             self.config.limits.idle_timeout = timeout;
             self.set_origin("limits.idle_timeout", &e);
         }
+        if let Some((e, size)) = self.positive_size("rss.rpc.message.max.size")? {
+            self.config.limits.max_request_size = size;
+            self.set_origin("limits.max_request_size", &e);
+        }
         Ok(())
     }
 }

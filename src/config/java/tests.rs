@@ -587,3 +587,17 @@ fn available_memory_is_plausible() {
         assert!(bytes >= 64 << 20, "{bytes}");
     }
 }
+
+#[test]
+fn refused_keys_stop_start_up_unless_set_to_the_java_default() {
+    let e = load_err("rss.server.merge.enable true\n");
+    assert_eq!(e.key, "rss.server.merge.enable");
+    assert!(e.reason.contains("remote merge"), "{}", e.reason);
+    assert!(
+        e.reason.contains("only Java's default false"),
+        "{}",
+        e.reason
+    );
+    let loaded = load("rss.server.merge.enable FALSE\n");
+    assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+}
