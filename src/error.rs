@@ -121,6 +121,13 @@ pub enum Error {
     Startup(String),
 }
 
+/// An id a request names that no server would accept is the client's mistake.
+impl From<crate::ids::IdError> for Error {
+    fn from(e: crate::ids::IdError) -> Self {
+        Error::BadRequest { reason: e.0 }
+    }
+}
+
 impl Error {
     /// The Uniffle status code a client expects for this error.
     pub fn status(&self) -> StatusCode {

@@ -4,7 +4,19 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+/// An id or range a request names that no Uniffle server would accept; the service answers it
+/// as a bad request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct IdError(pub String);
+
+impl IdError {
+    fn new(reason: impl Into<String>) -> Self {
+        IdError(reason.into())
+    }
+}
+
+type Result<T> = std::result::Result<T, IdError>;
 
 /// A Uniffle app id, checked once at the edge so it is safe to use as a directory name.
 ///
@@ -21,10 +33,10 @@ impl AppId {
     /// Validates a client-supplied id.
     pub fn parse(raw: &str) -> Result<Self> {
         if raw.is_empty() {
-            return Err(Error::bad_request("appId is empty"));
+            return Err(IdError::new("appId is empty"));
         }
         if raw.len() > MAX_APP_ID_LEN {
-            return Err(Error::bad_request(format!(
+            return Err(IdError::new(format!(
                 "appId is {} bytes long, the limit is {MAX_APP_ID_LEN}",
                 raw.len()
             )));
@@ -32,7 +44,7 @@ impl AppId {
         if raw.starts_with('.') {
             // Covers `.` and `..`, and keeps app directories apart from the server's own
             // dot-files in the data paths (the disk health probe).
-            return Err(Error::bad_request(format!(
+            return Err(IdError::new(format!(
                 "appId {raw:?} must not start with '.'"
             )));
         }
@@ -40,7 +52,7 @@ impl AppId {
             .chars()
             .find(|c| matches!(c, '/' | '\\' | '\0') || c.is_control())
         {
-            return Err(Error::bad_request(format!(
+            return Err(IdError::new(format!(
                 "appId {:?} contains the forbidden character {c:?}",
                 raw.escape_debug().to_string()
             )));
@@ -82,7 +94,7 @@ impl PartitionRange {
     /// Checks `0 <= start <= end`.
     pub fn new(start: i32, end: i32) -> Result<Self> {
         if start < 0 || end < start {
-            return Err(Error::bad_request(format!(
+            return Err(IdError::new(format!(
                 "partition range [{start}, {end}] is invalid"
             )));
         }
@@ -92,12 +104,12 @@ impl PartitionRange {
     /// The range a reader addresses with `(partitionId, partitionNumPerRange, partitionNum)`.
     pub fn for_read(partition: i32, per_range: i32, partition_num: i32) -> Result<Self> {
         if per_range <= 0 {
-            return Err(Error::bad_request(format!(
+            return Err(IdError::new(format!(
                 "partitionNumPerRange {per_range} must be positive"
             )));
         }
         if partition < 0 || (partition_num > 0 && partition >= partition_num) {
-            return Err(Error::bad_request(format!(
+            return Err(IdError::new(format!(
                 "partitionId {partition} is outside [0, {partition_num})"
             )));
         }
@@ -196,7 +208,7 @@ impl BlockIdLayout {
         if !(ok(sequence_bits) && ok(partition_bits) && ok(task_attempt_bits))
             || sequence_bits + partition_bits + task_attempt_bits != 63
         {
-            return Err(Error::bad_request(format!(
+            return Err(IdError::new(format!(
                 "blockIdLayout {sequence_bits}/{partition_bits}/{task_attempt_bits} is invalid: \
                  each part must be in 1..=31 and they must sum to 63"
             )));
@@ -237,7 +249,7 @@ mod tests {
         for bad in [
             "", ".", "..", ".hidden", "a/b", "../x", "a\\b", "a\0b", "a\nb",
         ] {
-            let err = AppId::parse(bad).expect_err(bad);
+            let err = crate::error::Error::from(AppId::parse(bad).expect_err(bad));
             assert_eq!(
                 err.status(),
                 crate::proto::StatusCode::InvalidRequest,

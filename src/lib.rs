@@ -28,6 +28,7 @@ pub mod grpc;
 pub mod http;
 pub mod ids;
 pub mod limits;
+pub mod listen;
 pub mod memory;
 pub mod metrics;
 pub mod netty;

@@ -13,7 +13,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tonic::transport::server::TcpIncoming;
@@ -26,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::grpc::{InternalService, ShuffleService};
 use crate::limits::grpc::{RequestLimitLayer, TrackedConn};
 use crate::limits::{ConnectionLimits, ConnectionTable, RequestLimits};
+use crate::listen::listen;
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
 use crate::metrics::Metrics;
 use crate::recovery::{JournalOptions, Recovery, RecoveryReport, StateLock};
@@ -339,9 +339,10 @@ pub async fn start(config: Config) -> Result<Running> {
         tracker.clone(),
     ));
     if let Some(r) = recovery.as_mut() {
-        r.attach(&registry);
+        registry.attach_recovery(r);
+        let seen = Arc::clone(&registry);
         r.spawn_seen(
-            Arc::clone(&registry),
+            move || seen.seen_apps(),
             (config.app.app_heartbeat_timeout / 6)
                 .clamp(Duration::from_secs(1), Duration::from_secs(10)),
             tasks_stop.clone(),
@@ -677,46 +678,6 @@ impl Running {
         tracing::info!(?report, "spillway stopped");
         report
     }
-}
-
-/// Binds a listener with `SO_REUSEPORT` and the system's full backlog. Reuse lets an upgraded
-/// process bind the same ports while the old one still drains (`takeover`): new connections
-/// then wait in the new process's backlog instead of being refused, and only one of the two
-/// ever serves (the state lock). Without `takeover` the port is first bound plainly, so a
-/// port another process listens on is refused as usual rather than silently shared.
-pub fn listen(addr: SocketAddr, what: &str, takeover: bool) -> Result<TcpListener> {
-    let fail = |e: std::io::Error| Error::Startup(format!("cannot bind {what} port {addr}: {e}"));
-    let socket = |reuse: bool| -> std::io::Result<tokio::net::TcpSocket> {
-        let s = if addr.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()
-        } else {
-            tokio::net::TcpSocket::new_v6()
-        }?;
-        s.set_reuseaddr(true)?;
-        s.set_reuseport(reuse)?;
-        Ok(s)
-    };
-    let mut addr = addr;
-    if !takeover {
-        let probe = socket(false).map_err(fail)?;
-        probe.bind(addr).map_err(fail)?;
-        // Port 0: keep the port the kernel picked.
-        addr = probe.local_addr().map_err(fail)?;
-        drop(probe);
-    }
-    let s = socket(true).map_err(fail)?;
-    s.bind(addr).map_err(fail)?;
-    s.listen(listen_backlog()).map_err(fail)
-}
-
-/// The system's largest accept queue (`net.core.somaxconn`), asked of `listen(2)` so a burst of
-/// connects is never dropped by a smaller queue of our choosing; 4096 when it cannot be read.
-fn listen_backlog() -> u32 {
-    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
-        .ok()
-        .and_then(|v| v.trim().parse::<u32>().ok())
-        .filter(|&v| v > 0)
-        .unwrap_or(4096)
 }
 
 /// The coordinators to heartbeat: the configured quorum, plus this server's own address when

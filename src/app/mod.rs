@@ -10,6 +10,7 @@
 pub mod block_ids;
 pub mod block_sizes;
 mod read;
+mod restore;
 mod state;
 mod stats;
 mod write;

@@ -8,25 +8,25 @@ use crate::store::Block;
 
 /// Parses the app id; path characters and other unsafe ids become `INVALID_REQUEST`.
 pub fn app_id(raw: &str) -> Result<AppId> {
-    AppId::parse(raw)
+    Ok(AppId::parse(raw)?)
 }
 
 /// The layout sent by 0.9+ clients, or 18/24/21 when absent (0.8 clients).
 pub fn layout(wire: Option<&proto::BlockIdLayout>) -> Result<BlockIdLayout> {
     match wire {
         None => Ok(BlockIdLayout::DEFAULT),
-        Some(l) => BlockIdLayout::new(
+        Some(l) => Ok(BlockIdLayout::new(
             l.sequence_no_bits,
             l.partition_id_bits,
             l.task_attempt_id_bits,
-        ),
+        )?),
     }
 }
 
 /// Registered ranges; each must be `0 <= start <= end`.
 pub fn ranges(wire: &[proto::ShufflePartitionRange]) -> Result<Vec<PartitionRange>> {
     wire.iter()
-        .map(|r| PartitionRange::new(r.start, r.end))
+        .map(|r| Ok(PartitionRange::new(r.start, r.end)?))
         .collect()
 }
 

@@ -105,7 +105,7 @@ pub async fn serve(listener: TcpListener, router: Router, stop: CancellationToke
 
 /// Binds the HTTP port.
 pub fn bind(addr: SocketAddr, takeover: bool) -> crate::error::Result<TcpListener> {
-    crate::server::listen(addr, "HTTP", takeover)
+    crate::listen::listen(addr, "HTTP", takeover)
 }
 
 /// The repeated `name[]=` parameters.

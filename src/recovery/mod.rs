@@ -12,13 +12,12 @@
 //!
 //! On start, [`Recovery::open`] replays the journal, drops apps whose heartbeat timed out
 //! while the server was down, lets the tier adopt the files of the others (deleting ours of
-//! the dropped ones), and the registry is rebuilt from the state (`restore.rs`) before the
+//! the dropped ones), and the registry rebuilds itself from the state (`app/restore.rs`) before the
 //! ports accept requests. The journal then starts a new generation with a snapshot.
 
 mod journal;
 mod lock;
 mod record;
-mod restore;
 mod state;
 
 use std::path::PathBuf;
@@ -33,7 +32,6 @@ pub use lock::{acquire as acquire_lock, StateLock};
 pub use record::{now_ms, Record};
 pub use state::{AppState, RecoveredState, ShuffleState};
 
-use crate::app::AppRegistry;
 use crate::error::Result;
 use crate::store::localfile::{LocalFileTier, ScanReport};
 
@@ -142,26 +140,17 @@ impl Recovery {
         &self.report
     }
 
-    /// Rebuilds `registry` from the recovered state (once), then connects it to the journal:
-    /// from here on its changes are journaled and snapshots come from it.
-    pub fn attach(&mut self, registry: &Arc<AppRegistry>) {
-        if let Some(state) = self.state.take() {
-            restore::restore(registry, state);
-        }
-        registry.set_journal(Arc::clone(&self.journal));
-        let weak = Arc::downgrade(registry);
-        self.journal.set_snapshot(Arc::new(move || {
-            weak.upgrade()
-                .map(|r| restore::export(&r).to_records())
-                .unwrap_or_default()
-        }));
+    /// The recovered state, for the registry to rebuild itself from (once; later calls get
+    /// None).
+    pub fn take_state(&mut self) -> Option<RecoveredState> {
+        self.state.take()
     }
 
     /// Writes when each app was last seen every `interval` until `cancel` fires, and once
     /// more at the end (so a restart expires apps by their real last contact).
     pub fn spawn_seen(
         &self,
-        registry: Arc<AppRegistry>,
+        seen: impl Fn() -> Vec<(String, u64)> + Send + 'static,
         interval: Duration,
         cancel: CancellationToken,
         tracker: &TaskTracker,
@@ -173,7 +162,7 @@ impl Recovery {
                     _ = cancel.cancelled() => true,
                     _ = tokio::time::sleep(interval) => false,
                 };
-                let apps = restore::seen(&registry);
+                let apps = seen();
                 if !apps.is_empty() {
                     let _ = journal.write(&Record::Seen { apps }).await;
                 }

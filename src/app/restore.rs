@@ -1,21 +1,44 @@
 //! Between the registry and the recovered state: rebuild the registry after a restart, and
-//! read it back out for journal snapshots and last-seen records.
+//! read it back out for journal snapshots and last-seen records. It lives with the registry
+//! (which it builds) so that recovery, which only persists, never depends on the registry.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::record::now_ms;
-use super::state::{AppState, RecoveredState, ShuffleState};
-use crate::app::{App, AppRegistry};
+use super::{App, AppRegistry};
 use crate::ids::{AppId, PartitionRange};
+use crate::recovery::{now_ms, AppState, RecoveredState, Recovery, ShuffleState};
 use crate::store::RemoteStorage;
+
+impl AppRegistry {
+    /// Rebuilds the registry from what `recovery` found (once), then connects it to the
+    /// journal: from here on its changes are journaled and snapshots come from it.
+    pub fn attach_recovery(self: &Arc<Self>, recovery: &mut Recovery) {
+        if let Some(state) = recovery.take_state() {
+            restore(self, state);
+        }
+        self.set_journal(Arc::clone(recovery.journal()));
+        let weak = Arc::downgrade(self);
+        recovery.journal().set_snapshot(Arc::new(move || {
+            weak.upgrade()
+                .map(|r| export(&r).to_records())
+                .unwrap_or_default()
+        }));
+    }
+
+    /// `(app id, wall-clock ms last seen)` of every live app, for the journal's last-seen
+    /// records.
+    pub fn seen_apps(&self) -> Vec<(String, u64)> {
+        seen(self)
+    }
+}
 
 /// Puts every app of `state` into `registry`: registrations, ranges (with their buffers),
 /// commit counters, reported block ids, and last-seen times. Entries that do not validate
 /// (an app id or range a current server would refuse) are logged and skipped.
-pub fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
+fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
     let now = now_ms();
     for (id, a) in state.apps {
         let app_id = match AppId::parse(&id) {
@@ -37,7 +60,9 @@ pub fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
         for (shuffle_id, s) in a.shuffles {
             let shuffle = app.shuffle_or_insert(shuffle_id, s.local_order);
             for (start, end) in s.ranges {
-                let added = PartitionRange::new(start, end).and_then(|r| shuffle.add_range(r));
+                let added = PartitionRange::new(start, end)
+                    .map_err(crate::error::Error::from)
+                    .and_then(|r| shuffle.add_range(r));
                 if let Err(e) = added {
                     tracing::warn!(app_id = %id, shuffle_id, start, end, error = %e, "journal range skipped");
                 }
@@ -54,7 +79,7 @@ pub fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
 }
 
 /// The registry's live state in the journal's shape.
-pub fn export(registry: &AppRegistry) -> RecoveredState {
+fn export(registry: &AppRegistry) -> RecoveredState {
     let mut state = RecoveredState::default();
     let now = now_ms();
     for app in registry.apps() {
@@ -89,7 +114,7 @@ pub fn export(registry: &AppRegistry) -> RecoveredState {
 }
 
 /// `(app id, wall-clock ms last seen)` of every live app.
-pub fn seen(registry: &AppRegistry) -> Vec<(String, u64)> {
+fn seen(registry: &AppRegistry) -> Vec<(String, u64)> {
     let now = now_ms();
     registry
         .apps()
