@@ -202,10 +202,8 @@ fn shipped_server_conf() {
         .iter()
         .map(|k| k.split(' ').next().unwrap())
         .collect();
-    assert_eq!(
-        keys,
-        vec!["rss.server.flush.thread.alive", "rss.server.disk.capacity"]
-    );
+    assert_eq!(keys, vec!["rss.server.flush.thread.alive"]);
+    assert_eq!(c.localfile_store.disk_capacity, Some(ByteSize(1 << 40)));
 }
 
 #[test]
@@ -333,8 +331,9 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
     e.hybrid_store.huge_partition_split_limit = Some(ByteSize(5 * GIB));
     e.localfile_store.disk_high_watermark = 0.9;
     e.localfile_store.disk_low_watermark = 0.7;
-    e.localfile_store.healthy_check_min_disks = 2;
-    e.localfile_store.disk_health_check_interval = Duration::from_secs(3);
+    e.health.enabled = true;
+    e.health.min_healthy_disks_ratio = 0.5;
+    e.health.check_interval = Duration::from_secs(3);
     e.limits.idle_timeout = Duration::from_secs(300);
     e.metrics.push_gateway_endpoint = Some("http://gateway:9091".into());
     e.metrics.push_gateway_job = "rss-servers".into();
@@ -386,10 +385,10 @@ fn keys_match_in_any_case_and_the_last_duplicate_wins() {
 #[test]
 fn unknown_keys_are_listed_once_in_file_order() {
     let loaded = load(
-        "zz.other 1\nrss.server.disk.capacity 1t\nrss.server.hadoop.dfs.replication 2\n\
-         rss.server.disk.capacity 2t\nrss.server.single.buffer.flush.enabled false\n\
+        "zz.other 1\nrss.server.flush.thread.alive 1\nrss.server.hadoop.dfs.replication 2\n\
+         rss.server.flush.thread.alive 2\nrss.server.single.buffer.flush.enabled false\n\
          rss.server.decommission.shutdown false\nrss.metrics.prometheus.pushgateway.addr g:1\n\
-         rss.security.hadoop.kerberos.principal p@R\nrss.server.health.min.storage.percentage 50\n\
+         rss.security.hadoop.kerberos.principal p@R\n\
          rss.server.max.concurrency.of.per-partition.write 4\n\
          rss.server.max.concurrency.of.single.partition.writer 9\n\
          rss.server.hadoop.fs.defaultFS hdfs://ns1\n",
@@ -403,10 +402,9 @@ fn unknown_keys_are_listed_once_in_file_order() {
         keys,
         vec![
             "zz.other",
-            "rss.server.disk.capacity",
+            "rss.server.flush.thread.alive",
             "rss.metrics.prometheus.pushgateway.addr",
             "rss.security.hadoop.kerberos.principal",
-            "rss.server.health.min.storage.percentage",
             "rss.server.max.concurrency.of.single.partition.writer",
         ]
     );
