@@ -92,3 +92,54 @@ fn error_line(stdout: &[u8]) -> Option<String> {
         .find(|line| line.starts_with(b"ERROR"))
         .map(|line| String::from_utf8_lossy(line).into_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &tempfile::TempDir, body: &str) -> PathBuf {
+        let path = dir.path().join("check.sh");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn exit_code_error_lines_and_timeouts_decide() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Duration::from_secs(30);
+        let check = |body: &str| {
+            let c = ScriptChecker::new(&script(&dir, body), t).unwrap();
+            async move { c.check().await }
+        };
+        assert_eq!(check("echo fine; echo 'an ERROR inside'").await, Ok(()));
+        assert_eq!(
+            check("echo ok; echo 'ERROR disk gone'").await,
+            Err(ScriptFailure::Failed("ERROR disk gone".into()))
+        );
+        assert_eq!(
+            check("echo ERROR >&2; exit 3").await,
+            Err(ScriptFailure::FailedWithExitCode(Some(3)))
+        );
+        // A child holding the output pipe open past the timeout is killed with the script.
+        let slow = ScriptChecker::new(
+            &script(&dir, "sleep 600 & sleep 600"),
+            Duration::from_millis(200),
+        )
+        .unwrap();
+        assert_eq!(slow.check().await, Err(ScriptFailure::TimedOut));
+    }
+
+    #[test]
+    fn a_missing_or_plain_file_stops_start_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = Duration::from_secs(1);
+        let err = ScriptChecker::new(&dir.path().join("none"), t)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("health.script_path"), "{err}");
+        let plain = dir.path().join("plain.sh");
+        std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+        assert!(ScriptChecker::new(&plain, t).is_err(), "not executable");
+    }
+}

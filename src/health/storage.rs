@@ -131,3 +131,82 @@ pub(crate) fn space_verdict(
         used <= opts.recovery_usage * 100.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    const OPTS: StorageCheckOptions = StorageCheckOptions {
+        max_usage: 0.9,
+        recovery_usage: 0.8,
+        min_healthy_share: 0.8,
+        probe_timeout: Duration::from_secs(1),
+    };
+
+    #[test]
+    fn usage_has_hysteresis_with_inclusive_bounds() {
+        let at = |was, used: u64| space_verdict(was, 100, 100 - used, &OPTS);
+        assert!(at(true, 89));
+        assert!(!at(true, 90), "Java: usage >= max is unhealthy");
+        assert!(!at(false, 81));
+        assert!(at(false, 80), "Java: usage <= recovery is healthy again");
+        assert!(
+            at(true, 85),
+            "between the bounds a healthy path stays healthy"
+        );
+        assert!(!space_verdict(true, 0, 0, &OPTS), "no size, not healthy");
+    }
+
+    fn report(i: i32, status: DiskStatus, used_pct: u64) -> DiskReport {
+        DiskReport {
+            index: i,
+            path: PathBuf::from(format!("/d{i}")),
+            capacity_bytes: 100,
+            service_capacity_bytes: 90,
+            available_bytes: 100 - used_pct,
+            written_bytes: 0,
+            status,
+            timed_out: false,
+            partitions_moved_off: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_share_of_healthy_paths_decides() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = LocalFileTier::new(crate::store::localfile::LocalFileOptions {
+            data_paths: vec![dir.path().join("d0")],
+            file_prefix: "127.0.0.1-1".into(),
+            capacity: None,
+            capacity_ratio: 0.9,
+            high_watermark: 1.0,
+            low_watermark: 1.0,
+            whole_disk_watermark: false,
+            init_max_failed_paths: 0,
+            max_concurrency_per_disk: 1,
+            sync_on_write: false,
+            write_timeout: Duration::from_secs(60),
+        })
+        .unwrap();
+        let mut c = StorageChecker::new(tier, OPTS);
+        use DiskStatus::*;
+        // 4 of 5 healthy is exactly 80 %: healthy (Java compares with >=).
+        let mut five: Vec<DiskReport> = (0..5).map(|i| report(i, Normal, 10)).collect();
+        five[4] = report(4, Unhealthy, 10);
+        assert_eq!(c.judge(&five), Ok(()));
+        // An overused path (write watermark) still counts: only its file system's usage does.
+        five[3] = report(3, Overused, 10);
+        assert_eq!(c.judge(&five), Ok(()));
+        five[2] = report(2, Normal, 95);
+        let err = c.judge(&five).unwrap_err();
+        assert!(err.starts_with("3 of 5 data paths healthy"), "{err}");
+        // Back to 85 %: between the bounds, /d2 stays unhealthy.
+        five[2] = report(2, Normal, 85);
+        assert!(c.judge(&five).is_err());
+        five[2] = report(2, Normal, 80);
+        assert_eq!(c.judge(&five), Ok(()));
+        assert!(c.judge(&[]).is_err(), "no path at all");
+    }
+}
