@@ -208,6 +208,7 @@ pub async fn start(config: Config) -> Result<Running> {
             low_watermark: lf.disk_low_watermark,
             whole_disk_watermark: lf.disk_usage_watermark_check,
             init_max_failed_paths: lf.init_max_failed_paths,
+            min_writable_disks: lf.healthy_check_min_disks,
             max_concurrency_per_disk: lf.disk_max_concurrency,
             sync_on_write: lf.sync_on_write,
             write_timeout: lf.write_timeout,

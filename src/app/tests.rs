@@ -53,6 +53,7 @@ impl Fixture {
             capacity_ratio: 0.9,
             whole_disk_watermark: false,
             init_max_failed_paths: 0,
+            min_writable_disks: 0,
             max_concurrency_per_disk: 4,
             sync_on_write: false,
             write_timeout: std::time::Duration::from_secs(60),

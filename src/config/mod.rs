@@ -264,6 +264,10 @@ pub struct LocalfileStoreConfig {
     /// One root directory per disk; must be non-empty and distinct when `store_type` includes
     /// LOCALFILE. Default: `["/tmp/spillway/data"]`.
     pub data_paths: Vec<PathBuf>,
+    /// riffle's key, kept so its configs load unchanged: the server reports itself UNHEALTHY
+    /// while fewer disks than this can take new partitions (0: while none can). At most
+    /// `data_paths.len()`. Java's rule (a share of healthy disks) is `[health]`. Default: 0.
+    pub healthy_check_min_disks: usize,
     /// What each data path may hold of this server's own files (data + index), as Java's
     /// `rss.server.disk.capacity`; unset = `disk_capacity_ratio` × the file system's size. A path
     /// with less free space than this at start-up fails to initialise. Default: unset.
@@ -306,6 +310,7 @@ impl Default for LocalfileStoreConfig {
     fn default() -> Self {
         LocalfileStoreConfig {
             data_paths: vec![PathBuf::from("/tmp/spillway/data")],
+            healthy_check_min_disks: 0,
             disk_capacity: None,
             disk_capacity_ratio: 0.9,
             disk_high_watermark: 0.95,

@@ -18,7 +18,7 @@ tags = ["uniffle-worker"]
 capacity = "10G"
 [localfile_store]
 data_paths = ["/data1/uniffle", "/data2/uniffle"]
-init_max_failed_paths = 0
+healthy_check_min_disks = 0
 [hdfs_store]
 max_concurrency = 10
 [hybrid_store]
@@ -315,6 +315,10 @@ fn invalid_samples_name_the_key() {
             "localfile_store.disk_high_watermark",
         ),
         // Disks.
+        (
+            "[localfile_store]\ndata_paths = [\"/a\"]\nhealthy_check_min_disks = 2",
+            "localfile_store.healthy_check_min_disks",
+        ),
         (
             "[localfile_store]\ndisk_capacity = \"0\"",
             "localfile_store.disk_capacity",

@@ -240,6 +240,7 @@ impl LocalfileStoreConfig {
     fn check(&self, store_type: StoreType) -> Result<(), ConfigError> {
         let LocalfileStoreConfig {
             data_paths,
+            healthy_check_min_disks,
             disk_capacity,
             disk_capacity_ratio,
             disk_high_watermark,
@@ -274,6 +275,15 @@ impl LocalfileStoreConfig {
                     ));
                 }
             }
+        }
+        if *healthy_check_min_disks > data_paths.len() {
+            return Err(ConfigError::new(
+                "localfile_store.healthy_check_min_disks",
+                format!(
+                    "is {healthy_check_min_disks} but data_paths lists only {} disk(s)",
+                    data_paths.len()
+                ),
+            ));
         }
         if let Some(capacity) = disk_capacity {
             nonzero_size("localfile_store.disk_capacity", *capacity)?;

@@ -185,6 +185,7 @@ mod tests {
             low_watermark: 1.0,
             whole_disk_watermark: false,
             init_max_failed_paths: 0,
+            min_writable_disks: 0,
             max_concurrency_per_disk: 1,
             sync_on_write: false,
             write_timeout: Duration::from_secs(60),

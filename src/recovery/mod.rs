@@ -207,6 +207,7 @@ mod tests {
             capacity_ratio: 0.9,
             whole_disk_watermark: false,
             init_max_failed_paths: 0,
+            min_writable_disks: 0,
             max_concurrency_per_disk: 1,
             sync_on_write: false,
             write_timeout: Duration::from_secs(60),

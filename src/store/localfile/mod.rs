@@ -64,6 +64,7 @@ use crate::store::{BlockBatch, Health, PurgeScope, Tier, TierKind};
 pub struct LocalFileTier {
     disks: Vec<Arc<Disk>>,
     prefix: String,
+    min_writable_disks: usize,
     sync_on_write: bool,
     /// An append whose blocking write takes longer marks its disk unhealthy (a hung disk).
     write_timeout: Duration,
@@ -211,6 +212,7 @@ impl LocalFileTier {
         Ok(Arc::new(LocalFileTier {
             disks,
             prefix: opts.file_prefix,
+            min_writable_disks: opts.min_writable_disks,
             sync_on_write: opts.sync_on_write,
             write_timeout: opts.write_timeout,
             partitions: parking_lot::Mutex::new(HashMap::new()),
@@ -650,12 +652,13 @@ impl Tier for LocalFileTier {
             .map(|p| p.disk.root.to_string_lossy().into_owned())
     }
 
-    /// Writable while at least one disk is healthy and under the high watermark (a server
-    /// that cannot place a spill anywhere tells coordinators so); `detail` names every disk
-    /// that is not normal. The share of healthy disks Java asks for is `[health]`'s business.
+    /// Writable while at least `max(1, min_writable_disks)` disks are healthy and under the
+    /// high watermark (a server that cannot place a spill anywhere tells coordinators so);
+    /// `detail` names every disk that is not normal. The share of healthy disks Java asks for
+    /// is `[health]`'s business.
     fn health(&self) -> Health {
         let writable = self.disks.iter().filter(|d| d.is_writable()).count();
-        let need = 1;
+        let need = self.min_writable_disks.max(1);
         let bad = self.bad_disks();
         let detail = if bad.is_empty() {
             String::new()

@@ -27,6 +27,9 @@ pub struct LocalFileOptions {
     pub whole_disk_watermark: bool,
     /// Paths that may fail to initialise before `new` fails (Uniffle: 0).
     pub init_max_failed_paths: usize,
+    /// The tier reports itself not writable while fewer disks than this (and never fewer than
+    /// one) are healthy and under the high watermark (riffle's `healthy_check_min_disks`).
+    pub min_writable_disks: usize,
     /// Blocking writes allowed in flight per disk (at least 1).
     pub max_concurrency_per_disk: usize,
     /// fdatasync the data file, then the index file (and new directories) before an append

@@ -30,6 +30,7 @@ fn opts(paths: Vec<PathBuf>) -> LocalFileOptions {
         low_watermark: 1.0,
         whole_disk_watermark: false,
         init_max_failed_paths: 0,
+        min_writable_disks: 0,
         max_concurrency_per_disk: 2,
         sync_on_write: false,
         write_timeout: std::time::Duration::from_secs(60),
