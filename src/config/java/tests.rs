@@ -585,3 +585,75 @@ fn available_memory_is_plausible() {
         assert!(bytes >= 64 << 20, "{bytes}");
     }
 }
+
+#[test]
+fn disk_capacity_init_failures_and_health_checks() {
+    let c = load(
+        "rss.storage.basePath /d1,/d2\nrss.server.disk.capacity 100g\n\
+         rss.server.disk.capacity.ratio 0.5\nrss.server.disk-capacity.watermark.check.enabled true\n\
+         rss.server.localstorage.initialize.max.fail.number 1\n\
+         rss.server.health.check.enable true\nrss.server.health.max.storage.usage.percentage 95\n\
+         rss.server.health.storage.recovery.usage.percentage 70\n\
+         rss.server.health.checker.localStorageExecutionTimeoutMS 2000\n\
+         rss.server.health.checker.class.names org.apache.uniffle.server.HealthScriptChecker\n\
+         rss.server.health.checker.script.path /opt/check.sh\n\
+         rss.server.health.checker.script.execute.timeout 300\n",
+    );
+    assert_eq!(c.ignored, Vec::<String>::new());
+    let (lf, h) = (&c.config.localfile_store, &c.config.health);
+    assert_eq!(lf.disk_capacity, Some(ByteSize(100 * GIB)));
+    assert_eq!(lf.disk_capacity_ratio, 0.5);
+    assert!(lf.disk_usage_watermark_check);
+    assert_eq!(lf.init_max_failed_paths, 1);
+    assert!(h.enabled);
+    assert_eq!((h.disk_max_usage, h.disk_recovery_usage), (0.95, 0.7));
+    assert_eq!(h.disk_check_timeout, Duration::from_secs(2));
+    assert_eq!(h.script_path, Some(PathBuf::from("/opt/check.sh")));
+    assert_eq!(h.script_timeout, Duration::from_millis(300));
+
+    // Java's -1 means "use the ratio".
+    let c = load("rss.server.disk.capacity -1\n");
+    assert_eq!(c.config.localfile_store.disk_capacity, None);
+    // A script without its checker class listed, or with health checks off, is not run.
+    for text in [
+        "rss.server.health.check.enable true\nrss.server.health.checker.script.path /x.sh\n",
+        "rss.server.health.checker.class.names org.apache.uniffle.server.HealthScriptChecker\n\
+         rss.server.health.checker.script.path /x.sh\n",
+    ] {
+        let c = load(text);
+        assert_eq!(c.config.health.script_path, None, "{text}");
+        assert!(c.ignored[0].starts_with("rss.server.health.checker.script.path ("));
+    }
+    for (text, key, says) in [
+        (
+            "rss.server.health.checker.class.names com.acme.MyChecker\n",
+            "rss.server.health.checker.class.names",
+            "com.acme.MyChecker",
+        ),
+        (
+            "rss.server.health.check.enable true\n\
+             rss.server.health.checker.class.names org.apache.uniffle.server.HealthScriptChecker\n",
+            "rss.server.health.checker.class.names",
+            "script.path is not set",
+        ),
+        (
+            "rss.server.disk.capacity.ratio 1.5\n",
+            "rss.server.disk.capacity.ratio",
+            "(0, 1]",
+        ),
+        (
+            "rss.server.localstorage.initialize.max.fail.number -1\n",
+            "rss.server.localstorage.initialize.max.fail.number",
+            "out of range",
+        ),
+        (
+            "rss.storage.type HDFS\nrss.server.health.check.enable true\n",
+            "rss.server.health.check.enable",
+            "LOCALFILE",
+        ),
+    ] {
+        let e = load_err(text);
+        assert_eq!(e.key, key, "{text}");
+        assert!(e.reason.contains(says), "{text}: {}", e.reason);
+    }
+}
