@@ -117,7 +117,8 @@ pub(crate) struct Disk {
     written: AtomicU64,
     /// Set while a probe runs on the blocking pool; a hung probe is not started twice.
     probing: AtomicBool,
-    /// Why the disk is unhealthy or overused, for `Health::detail`; empty when normal.
+    /// Why the disk is unhealthy, for `Health::detail` (an overused disk describes its bytes
+    /// instead, see [`Disk::reason`]); empty once a probe succeeds.
     reason: parking_lot::Mutex<String>,
     /// Set when a write hung; cleared by the next good probe.
     timed_out: AtomicBool,
