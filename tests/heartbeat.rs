@@ -517,6 +517,26 @@ async fn a_path_past_its_capacity_watermark_takes_no_new_partitions_until_purged
     assert!(info.used_bytes >= 64 << 10, "{info:?}");
     let full_path = std::path::PathBuf::from(full_path);
     assert!(full_path.join("cap_app/0/0-0").is_dir());
+    // Java's gauge is inverted: 1 for the path that cannot be written, 0 for the other.
+    let metrics = reqwest::get(format!(
+        "http://{}/prometheus/metrics/all",
+        s.running.http_addr
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let writable = |path: &std::path::Path| {
+        let label = format!("local_disk_path=\"{}\"", path.display());
+        metrics
+            .lines()
+            .find(|l| l.starts_with("local_storage_is_writable{") && l.contains(&label))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no local_storage_is_writable with {label}:\n{metrics}"))
+    };
+    assert_eq!(writable(&full_path), 1.0);
     let other = s
         .disks
         .iter()

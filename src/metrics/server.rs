@@ -330,11 +330,13 @@ impl Collector for ServerCollector {
             }
         }));
         f.push("local_storage_used_space_ratio", MetricType::GAUGE, ratio);
-        // Per-disk only, as Java (label local_disk_path without the ALL sample).
+        // Per-disk only, as Java (label local_disk_path without the ALL sample). Inverted like
+        // `is_healthy`: Java's LocalStorageChecker sets 0 when the path can be written, 1 when
+        // it cannot (corrupted or over the write watermark).
         f.push(
             "local_storage_is_writable",
             MetricType::GAUGE,
-            per_disk(&|d| (d.status == DiskStatus::Normal) as u8 as f64),
+            per_disk(&|d| (d.status != DiskStatus::Normal) as u8 as f64),
         );
         f.push(
             "local_storage_is_timeout",
