@@ -13,6 +13,14 @@
 //!
 //! Everything runs on its own task: probes on the blocking pool, the script as a child
 //! process with a deadline, so no check ever waits on, or blocks, the request path.
+//!
+//! Sources read (apache/incubator-uniffle, `server/src/main/java/org/apache/uniffle/server/`):
+//! `HealthCheck.java` (0.10 line: `compareAndSet` ACTIVE ↔ UNHEALTHY; an older version set
+//! UNHEALTHY unconditionally, overriding decommissioning), `LocalStorageChecker.java` (0.10
+//! line, with the reconfigurable probe timeout: a timed-out probe is only left out of the count;
+//! older versions marked the path corrupted), `HealthScriptChecker.java`, `ShuffleServer.java`
+//! (the checker list), `ShuffleServerConf.java` (keys and defaults). The stored copies carry no
+//! release tag; the ones used are those with 0.10's reconfiguration and storage audit code.
 
 mod script;
 mod storage;

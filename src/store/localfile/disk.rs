@@ -175,7 +175,9 @@ impl Disk {
         self.reason.lock().clone()
     }
 
-    /// Java's `LocalStorage.canWrite` watermark rule, evaluated on every call (as Java does at
+    /// Java's `LocalStorage.canWrite` watermark rule (0.10 line of
+    /// `storage/.../common/LocalStorage.java`; older versions compared the bytes recorded at
+    /// each write, which is what Spillway counts), evaluated on every call (as Java does at
     /// each placement) against the live byte count: while the path has room, it keeps it until
     /// its own bytes reach `high` × capacity (and, with the whole-disk check, until the file
     /// system reaches `high` used); once full, it stays full until both are below `low`.
