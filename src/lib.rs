@@ -15,6 +15,7 @@
 //! metrics: the Prometheus registries (Uniffle names); http: metrics, admin and pprof endpoints
 //! netty: Uniffle's Netty data plane (sends and reads), beside `grpc`, calling the same `app` API.
 //! audit: Uniffle's RPC audit log, fed by both planes, written to a file of its own.
+//! health: Java's health checks (share of healthy data paths, health script) behind UNHEALTHY.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod app;
@@ -25,6 +26,7 @@ pub mod config;
 pub mod coordinator;
 pub mod error;
 pub mod grpc;
+pub mod health;
 pub mod http;
 pub mod ids;
 pub mod limits;

@@ -202,9 +202,13 @@ pub async fn start(config: Config) -> Result<Running> {
         let local = LocalFileTier::new(LocalFileOptions {
             data_paths: lf.data_paths.clone(),
             file_prefix: server_id.clone(),
+            capacity: lf.disk_capacity.map(|c| c.as_u64()),
+            capacity_ratio: lf.disk_capacity_ratio,
             high_watermark: lf.disk_high_watermark,
             low_watermark: lf.disk_low_watermark,
-            min_healthy_disks: lf.healthy_check_min_disks,
+            whole_disk_watermark: lf.disk_usage_watermark_check,
+            init_max_failed_paths: lf.init_max_failed_paths,
+            min_writable_disks: lf.healthy_check_min_disks,
             max_concurrency_per_disk: lf.disk_max_concurrency,
             sync_on_write: lf.sync_on_write,
             write_timeout: lf.write_timeout,
@@ -214,6 +218,8 @@ pub async fn start(config: Config) -> Result<Running> {
     } else {
         None
     };
+    // Built before serving so a missing health script stops start-up, as in Java.
+    let health_checks = crate::health::HealthChecks::new(&config.health, local.as_ref())?;
     let hdfs = config.store_type.uses_hdfs().then(|| {
         let h = &config.hdfs_store;
         let hadoop_conf: Vec<(String, String)> = h
@@ -390,6 +396,9 @@ pub async fn start(config: Config) -> Result<Running> {
         tasks_stop.clone(),
         &tracker,
     );
+    if let Some(checks) = health_checks {
+        checks.spawn(registry.status().clone(), tasks_stop.clone(), &tracker);
+    }
 
     let coordinator = config.coordinator.enabled.then(|| {
         let coordinator = Arc::new(Coordinator::new((&config.coordinator).into()));
@@ -710,7 +719,7 @@ async fn timed<F: std::future::Future>(step: &str, budget: Duration, fut: F) -> 
 }
 
 /// Keeps the server status in step with reality: UNHEALTHY while no file tier can take
-/// spills (local disks, HDFS failing), and DECOMMISSIONING → DECOMMISSIONED once no app is left, which then asks the server
+/// spills (local disks, HDFS failing) or `[health]`'s checks fail, and DECOMMISSIONING → DECOMMISSIONED once no app is left, which then asks the server
 /// to stop.
 fn spawn_status_watcher(
     registry: Arc<AppRegistry>,
@@ -729,11 +738,13 @@ fn spawn_status_watcher(
                 _ = tokio::time::sleep(interval) => {}
             }
             let health = registry.store().health();
+            // Also re-applies the health checks' verdict after a status change by others (a
+            // cancelled decommission of a server whose checks fail is UNHEALTHY at once).
             if registry.status().set_storage_healthy(health.writable) {
-                if health.writable {
-                    tracing::info!("storage healthy again: status ACTIVE");
+                if registry.status().get() == crate::proto::ServerStatus::Unhealthy {
+                    tracing::warn!(storage_writable = health.writable, detail = %health.detail, "status UNHEALTHY");
                 } else {
-                    tracing::warn!(detail = %health.detail, "storage unhealthy: status UNHEALTHY");
+                    tracing::info!("storage writable and health checks pass: status ACTIVE");
                 }
             }
             if registry.status().get() == crate::proto::ServerStatus::Decommissioning

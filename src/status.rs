@@ -1,6 +1,7 @@
 //! The server's lifecycle status (ACTIVE / DECOMMISSIONING / DECOMMISSIONED / UNHEALTHY),
 //! changed by `ShuffleServerInternal` calls and read by registration and heartbeats.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -12,12 +13,18 @@ use crate::proto::ServerStatus as WireStatus;
 #[derive(Clone)]
 pub struct ServerStatus {
     tx: Arc<watch::Sender<WireStatus>>,
+    /// No file tier can take spills (set by the status watcher).
+    storage_failing: Arc<AtomicBool>,
+    /// The last pass of `[health]`'s checks failed (set by the health checks).
+    checks_failing: Arc<AtomicBool>,
 }
 
 impl Default for ServerStatus {
     fn default() -> Self {
         ServerStatus {
             tx: Arc::new(watch::channel(WireStatus::Active).0),
+            storage_failing: Arc::new(AtomicBool::new(false)),
+            checks_failing: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -80,21 +87,42 @@ impl ServerStatus {
         })
     }
 
-    /// Follows storage health: ACTIVE → UNHEALTHY when the file tier cannot take writes (too
-    /// few healthy disks), and back when it recovers. Decommission states are left alone.
-    /// Returns true when the status changed.
+    /// Follows storage health: UNHEALTHY while no file tier can take writes (every disk
+    /// unhealthy or full, HDFS failing). Returns true when the status changed.
     pub fn set_storage_healthy(&self, healthy: bool) -> bool {
-        self.tx.send_if_modified(|s| match (*s, healthy) {
-            (WireStatus::Active, false) => {
-                *s = WireStatus::Unhealthy;
-                true
-            }
-            (WireStatus::Unhealthy, true) => {
-                *s = WireStatus::Active;
-                true
-            }
-            _ => false,
-        })
+        self.storage_failing.store(!healthy, Ordering::Release);
+        self.follow_health()
+    }
+
+    /// Follows the verdict of `[health]`'s checks. Returns true when the status changed.
+    pub fn set_checks_healthy(&self, healthy: bool) -> bool {
+        self.checks_failing.store(!healthy, Ordering::Release);
+        self.follow_health()
+    }
+
+    /// True while a health input fails, whatever the status (a decommissioning server can be
+    /// unhealthy too): Java's `is_healthy` gauge follows the checks, not the status.
+    pub fn health_failing(&self) -> bool {
+        self.storage_failing.load(Ordering::Acquire) || self.checks_failing.load(Ordering::Acquire)
+    }
+
+    /// ACTIVE → UNHEALTHY while either input fails, UNHEALTHY → ACTIVE once both pass; any
+    /// other status is left alone, as Java's `HealthCheck` moves only between these two
+    /// (`compareAndSet`). The flags are read under the channel's lock, so two inputs changing
+    /// at once still settle on their latest values.
+    fn follow_health(&self) -> bool {
+        self.tx
+            .send_if_modified(|s| match (*s, self.health_failing()) {
+                (WireStatus::Active, true) => {
+                    *s = WireStatus::Unhealthy;
+                    true
+                }
+                (WireStatus::Unhealthy, false) => {
+                    *s = WireStatus::Active;
+                    true
+                }
+                _ => false,
+            })
     }
 
     /// True while new apps must be refused.
@@ -122,6 +150,30 @@ mod tests {
         assert_eq!(s.get(), WireStatus::Active);
         s.cancel_decommission();
         assert_eq!(s.get(), WireStatus::Active);
+    }
+
+    #[test]
+    fn either_failing_input_keeps_the_server_unhealthy() {
+        let s = ServerStatus::default();
+        assert!(s.set_checks_healthy(false));
+        assert_eq!(s.get(), WireStatus::Unhealthy);
+        assert!(
+            !s.set_storage_healthy(true),
+            "storage fine, checks still failing"
+        );
+        assert_eq!(s.get(), WireStatus::Unhealthy);
+        assert!(s.set_checks_healthy(true));
+        assert_eq!(s.get(), WireStatus::Active);
+        s.decommission().unwrap();
+        assert!(
+            !s.set_checks_healthy(false),
+            "decommissioning is never overridden"
+        );
+        assert!(s.health_failing());
+        s.cancel_decommission();
+        // The status watcher re-applies the inputs on every status change.
+        assert!(s.set_storage_healthy(true));
+        assert_eq!(s.get(), WireStatus::Unhealthy);
     }
 
     #[test]

@@ -321,8 +321,9 @@ struct Case {
     transport: Transport,
     /// Unmounted before `dir` is removed (fields drop in order).
     mount: Option<Mount>,
-    /// The healthy data paths' own tmpfs: how full the host's disk is must not matter (above
-    /// the 90 % watermark every spill would be refused and the writers wait for ever).
+    /// The healthy data paths' own tmpfs: how full the host's disk is must not matter (a host
+    /// disk that fills up mid-case would fail every spill with ENOSPC, and capacity is a share
+    /// of the file system's size).
     _disks: Mount,
     _dir: TempDir,
     data: Vec<PathBuf>,
@@ -685,7 +686,9 @@ fn unwrap_case(c: Arc<Case>) -> Case {
 }
 
 async fn disk_full(transport: Transport) {
-    // The first data path is a 24 MiB tmpfs: a quarter of the shuffle's 96 MiB fits.
+    // The first data path is a 24 MiB tmpfs: a quarter of the shuffle's 96 MiB fits. Its
+    // capacity is 0.9 x 24 MiB; partitions move off when the server's own bytes there reach the
+    // 90 % write watermark of it, or earlier at ENOSPC.
     let case = Case::start(
         "disk-full",
         transport,

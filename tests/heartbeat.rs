@@ -415,3 +415,166 @@ async fn heartbeats_resume_when_a_coordinator_comes_back() {
     shutdown_within_patience(s.running).await;
     back.stop().await;
 }
+
+/// Java's health checks end to end: a health script whose verdict a test flips through a file
+/// turns the status in the heartbeats UNHEALTHY and back to ACTIVE; while decommissioning, a
+/// failing check leaves the status alone (Java's `compareAndSet`) but the gauge still says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_health_script_reports_unhealthy_until_it_passes_again() {
+    let mut coord = Coordinator::start("127.0.0.1:0".parse().unwrap(), false).await;
+    let quorum = vec![coord.addr.to_string()];
+    let dir = tempfile::tempdir().unwrap();
+    let verdict = dir.path().join("verdict");
+    std::fs::write(&verdict, "all good\n").unwrap();
+    let script = dir.path().join("health.sh");
+    std::fs::write(&script, format!("#!/bin/sh\ncat {}\n", verdict.display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let s = start(2, |c| {
+        c.coordinator_quorum = quorum;
+        c.heartbeat_interval = INTERVAL;
+        c.health.enabled = true;
+        c.health.check_interval = Duration::from_millis(100);
+        c.health.script_path = Some(script.clone());
+        // The temp dirs sit on the host's disk, whose fullness is not under test here.
+        c.health.disk_max_usage = 1.0;
+        c.health.disk_recovery_usage = 1.0;
+        c.shutdown.after_decommission = false;
+    })
+    .await;
+    let status = s.running.registry().status().clone();
+
+    coord
+        .beat_where("status ACTIVE", |b| {
+            b.status == Some(proto::ServerStatus::Active as i32)
+        })
+        .await;
+    std::fs::write(&verdict, "ERROR the NIC is flapping\n").unwrap();
+    let sick = coord
+        .beat_where("status UNHEALTHY", |b| {
+            b.status == Some(proto::ServerStatus::Unhealthy as i32)
+        })
+        .await;
+    assert_eq!(sick.is_healthy, None, "isHealthy would override status");
+    std::fs::write(&verdict, "recovered\n").unwrap();
+    coord
+        .beat_where("status ACTIVE again", |b| {
+            b.status == Some(proto::ServerStatus::Active as i32)
+        })
+        .await;
+
+    status.decommission().unwrap();
+    std::fs::write(&verdict, "ERROR again\n").unwrap();
+    eventually("the checks to fail", || status.health_failing()).await;
+    let leaving = coord
+        .beat_where("a beat after the failed check", |_| true)
+        .await;
+    assert!(
+        leaving.status == Some(proto::ServerStatus::Decommissioning as i32)
+            || leaving.status == Some(proto::ServerStatus::Decommissioned as i32),
+        "{:?}",
+        leaving.status
+    );
+    shutdown_within_patience(s.running).await;
+    coord.stop().await;
+}
+
+/// Java's `LocalStorage` capacity: a path stops taking new partitions once this server's own
+/// bytes there reach the high watermark of its capacity, and takes them again once they fall
+/// below the low one. Heartbeats carry the capacity and OVERUSED.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_past_its_capacity_watermark_takes_no_new_partitions_until_purged() {
+    let mut coord = Coordinator::start("127.0.0.1:0".parse().unwrap(), false).await;
+    let quorum = vec![coord.addr.to_string()];
+    let capacity: i64 = 100 << 10;
+    let mut s = start(2, |c| {
+        c.coordinator_quorum = quorum;
+        c.heartbeat_interval = INTERVAL;
+        c.localfile_store.disk_capacity = Some(spillway::config::ByteSize(capacity as u64));
+        c.localfile_store.disk_high_watermark = 0.5;
+        c.localfile_store.disk_low_watermark = 0.3;
+    })
+    .await;
+    let first = coord.beat_where("anything", |_| true).await;
+    assert!(first.storage_info.values().all(|i| i.capacity == capacity));
+
+    // 64 KiB in one partition: past 50 % of its path's 100 KiB.
+    register(&mut s.client, "cap_app", 0, 0..1, false).await;
+    write_shuffle(&mut s.client, "cap_app", 0, 1, 1, 4, 16 << 10).await;
+    finish(&mut s.client, "cap_app", 0).await;
+    let full = coord
+        .beat_where("an OVERUSED path", |b| {
+            b.storage_info
+                .values()
+                .any(|i| i.status == proto::storage_info::StorageStatus::Overused as i32)
+        })
+        .await;
+    let (full_path, info) = full
+        .storage_info
+        .iter()
+        .find(|(_, i)| i.status == proto::storage_info::StorageStatus::Overused as i32)
+        .unwrap();
+    assert!(info.used_bytes >= 64 << 10, "{info:?}");
+    let full_path = std::path::PathBuf::from(full_path);
+    assert!(full_path.join("cap_app/0/0-0").is_dir());
+    // Java's gauge is inverted: 1 for the path that cannot be written, 0 for the other.
+    let metrics = reqwest::get(format!(
+        "http://{}/prometheus/metrics/all",
+        s.running.http_addr
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let writable = |path: &std::path::Path| {
+        let label = format!("local_disk_path=\"{}\"", path.display());
+        metrics
+            .lines()
+            .find(|l| l.starts_with("local_storage_is_writable{") && l.contains(&label))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no local_storage_is_writable with {label}:\n{metrics}"))
+    };
+    assert_eq!(writable(&full_path), 1.0);
+    let other = s
+        .disks
+        .iter()
+        .map(|d| d.path().to_path_buf())
+        .find(|p| *p != full_path)
+        .unwrap();
+
+    // Every new partition goes to the other path.
+    register(&mut s.client, "cap_app", 1, 0..8, false).await;
+    write_shuffle(&mut s.client, "cap_app", 1, 1, 8, 1, 100).await;
+    finish(&mut s.client, "cap_app", 1).await;
+    for p in 0..8 {
+        assert!(
+            other.join(format!("cap_app/1/{p}-{p}")).is_dir(),
+            "partition {p}"
+        );
+        assert!(!full_path.join(format!("cap_app/1/{p}-{p}")).exists());
+    }
+
+    // Purging shuffle 0 takes the path below the low watermark: NORMAL again.
+    let r = s
+        .client
+        .unregister_shuffle(proto::ShuffleUnregisterRequest {
+            app_id: "cap_app".into(),
+            shuffle_id: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    let key = full_path.display().to_string();
+    coord
+        .beat_where("the path NORMAL again", |b| {
+            b.storage_info
+                .get(&key)
+                .is_some_and(|i| i.status == proto::storage_info::StorageStatus::Normal as i32)
+        })
+        .await;
+    shutdown_within_patience(s.running).await;
+    coord.stop().await;
+}

@@ -205,7 +205,13 @@ async fn decommissioned_server_stays_up_when_told_to() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn too_few_healthy_disks_make_the_server_unhealthy_and_new_partitions_avoid_the_bad_disk() {
     let mut s = start(2, |c| {
-        c.localfile_store.healthy_check_min_disks = 2;
+        // Java's storage checker: every data path must be healthy (100 %).
+        c.health.enabled = true;
+        c.health.min_healthy_disks_ratio = 1.0;
+        c.health.check_interval = Duration::from_millis(50);
+        // The temp dirs sit on the host's disk, whose fullness is not under test here.
+        c.health.disk_max_usage = 1.0;
+        c.health.disk_recovery_usage = 1.0;
         c.localfile_store.disk_health_check_interval = Duration::from_millis(50);
     })
     .await;
@@ -253,4 +259,43 @@ async fn too_few_healthy_disks_make_the_server_unhealthy_and_new_partitions_avoi
     std::fs::remove_dir_all(&bad).ok();
     std::fs::create_dir(&bad).ok();
     s.running.shutdown().await;
+}
+
+/// Java's `rss.server.localstorage.initialize.max.fail.number`: a data path that cannot be
+/// created stops start-up (default 0) with the key named, or is left out when allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_data_path_that_cannot_be_created_is_skipped_only_when_allowed() {
+    let good = tempfile::TempDir::new().unwrap();
+    let dir = tempfile::TempDir::new().unwrap();
+    let blocker = dir.path().join("a-file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let bad = blocker.join("data");
+    let config = |max_failed: usize| {
+        let mut c = test_config(std::slice::from_ref(&good));
+        c.localfile_store.data_paths.push(bad.clone());
+        c.localfile_store.init_max_failed_paths = max_failed;
+        c.validate().unwrap();
+        c
+    };
+    let err = spillway::server::start(config(0))
+        .await
+        .err()
+        .expect("the default allows no failed path");
+    let msg = err.to_string();
+    assert!(msg.contains("init_max_failed_paths"), "{msg}");
+    assert!(msg.contains(&bad.display().to_string()), "{msg}");
+
+    let running = spillway::server::start(config(1))
+        .await
+        .expect("one failure allowed");
+    let reports = running.local_tier().expect("local tier").disk_reports();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].path, good.path());
+    let mut client = connect(running.grpc_addr).await;
+    register(&mut client, "skip_app", 0, 0..2, false).await;
+    let expected = write_shuffle(&mut client, "skip_app", 0, 1, 2, 2, 100).await;
+    finish(&mut client, "skip_app", 0).await;
+    let (_, files) = verify_shuffle(&mut client, "skip_app", 0, &expected).await;
+    assert_eq!(files, 4, "both partitions on the one path left");
+    running.shutdown().await;
 }

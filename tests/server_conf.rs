@@ -86,7 +86,7 @@ rss.server.read.buffer.capacity 20gb
 rss.server.flush.thread.alive 5
 rss.server.flush.localfile.threadPool.size 10
 rss.server.flush.hadoop.threadPool.size 60
-rss.server.disk.capacity 1t
+rss.server.write.retry.max 10
 rss.server.single.buffer.flush.enabled true
 rss.server.single.buffer.flush.threshold 128m
 "
@@ -123,7 +123,7 @@ rss.server.single.buffer.flush.threshold 129m
 rss.server.max.concurrency.of.per-partition.write 30
 rss.server.huge-partition.size.threshold 20g
 rss.server.huge-partition.memory.limit.ratio 0.2
-rss.server.disk.capacity 1t
+rss.server.write.retry.max 10
 rss.server.single.buffer.flush.enabled true
 "
     )
@@ -169,7 +169,7 @@ fn java_092_shipped_server_conf() {
     assert!(
         warned[0]
             .contains("2 Java server setting(s) are not used: rss.server.flush.thread.alive (")
-            && warned[0].contains("), rss.server.disk.capacity ("),
+            && warned[0].contains("), rss.server.write.retry.max ("),
         "{}",
         warned[0]
     );
@@ -230,7 +230,7 @@ fn java_0100_shipped_server_conf() {
     for key in [
         "rss.rpc.executor.size",
         "rss.server.flush.thread.alive",
-        "rss.server.disk.capacity",
+        "rss.server.write.retry.max",
     ] {
         assert_eq!(warned[0].matches(key).count(), 1, "{key}: {}", warned[0]);
     }
@@ -338,11 +338,9 @@ rss.security.hadoop.kerberos.proxy.user.enable true
     );
     assert_eq!(c.localfile_store.disk_high_watermark, 0.92);
     assert_eq!(c.localfile_store.disk_low_watermark, 0.8);
-    assert_eq!(c.localfile_store.healthy_check_min_disks, 2);
-    assert_eq!(
-        c.localfile_store.disk_health_check_interval,
-        Duration::from_secs(2)
-    );
+    assert!(c.health.enabled);
+    assert_eq!(c.health.min_healthy_disks_ratio, 1.0);
+    assert_eq!(c.health.check_interval, Duration::from_secs(2));
     assert_eq!(c.limits.idle_timeout, Duration::from_secs(120));
     assert_eq!(
         c.metrics.push_gateway_endpoint.as_deref(),
@@ -366,12 +364,12 @@ fn unknown_keys_are_warned_once_and_never_fatal() {
     let dir = tempfile::TempDir::new().unwrap();
     let text = format!(
         "rss.storage.basePath {}
-rss.server.disk.capacity 1t
+rss.server.write.retry.max 10
 rss.server.hadoop.dfs.client.socket-timeout 60000
 rss.server.hadoop.dfs.replication 2
 rss.server.flush.thread.alive 5
 log4j.rootLogger INFO
-rss.server.disk.capacity 2t
+rss.server.write.retry.max 20
 rss.server.single.buffer.flush.enabled false
 rss.security.hadoop.kerberos.principal unused@EXAMPLE.COM
 ",
@@ -398,7 +396,7 @@ rss.security.hadoop.kerberos.principal unused@EXAMPLE.COM
     let line = &warned[0];
     assert!(!line.contains("rss.server.hadoop."), "{line}");
     for key in [
-        "rss.server.disk.capacity",
+        "rss.server.write.retry.max",
         "rss.server.flush.thread.alive",
         "log4j.rootLogger",
         "rss.security.hadoop.kerberos.principal",
@@ -573,7 +571,7 @@ rss.server.read.buffer.capacity 64mb
 rss.server.high.watermark.write 100
 rss.server.low.watermark.write 99
 rss.server.flush.thread.alive 5
-rss.server.disk.capacity 1t
+rss.server.write.retry.max 10
 rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
 ",
         joined(&disks)
@@ -638,7 +636,10 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
         .collect();
     assert_eq!(warned.len(), 1, "one warning line: {warned:?}");
     assert!(warned[0].contains("WARN"), "{}", warned[0]);
-    for key in ["rss.server.flush.thread.alive", "rss.server.disk.capacity"] {
+    for key in [
+        "rss.server.flush.thread.alive",
+        "rss.server.write.retry.max",
+    ] {
         assert_eq!(warned[0].matches(key).count(), 1, "{}", warned[0]);
     }
 }

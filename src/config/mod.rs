@@ -182,6 +182,9 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Audit logs. Default: see [`AuditConfig`].
     pub audit: AuditConfig,
+    /// Health checks that report the server UNHEALTHY to coordinators. Default: off, see
+    /// [`HealthConfig`].
+    pub health: HealthConfig,
     /// The `rss.*` properties of the Java `server.conf` this config was read from, in file
     /// order (last value of a repeated key), exactly as written: the Java server's
     /// `/api/shuffleServer/conf` lists what the operator set, so ours does too. Empty for a
@@ -212,6 +215,7 @@ impl Default for Config {
             coordinator: CoordinatorConfig::default(),
             limits: LimitsConfig::default(),
             audit: AuditConfig::default(),
+            health: HealthConfig::default(),
             java_properties: Vec::new(),
         }
     }
@@ -260,18 +264,37 @@ pub struct LocalfileStoreConfig {
     /// One root directory per disk; must be non-empty and distinct when `store_type` includes
     /// LOCALFILE. Default: `["/tmp/spillway/data"]`.
     pub data_paths: Vec<PathBuf>,
-    /// The server reports itself unhealthy when fewer disks than this are healthy; 0 disables the
-    /// check. At most `data_paths.len()`. Default: 0.
+    /// riffle's key, kept so its configs load unchanged: the server reports itself UNHEALTHY
+    /// while fewer disks than this can take new partitions (0: while none can). At most
+    /// `data_paths.len()`. Java's rule (a share of healthy disks) is `[health]`. Default: 0.
     pub healthy_check_min_disks: usize,
-    /// Disk usage ratio at which a disk stops taking new partitions; in (0, 1].
-    /// Default: 0.95.
+    /// What each data path may hold of this server's own files (data + index), as Java's
+    /// `rss.server.disk.capacity`; unset = `disk_capacity_ratio` × the file system's size. A path
+    /// with less free space than this at start-up fails to initialise. Default: unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_capacity: Option<ByteSize>,
+    /// Share of each data path's file system this server may fill when `disk_capacity` is
+    /// unset; in (0, 1]. Default: 0.9 (Java's `rss.server.disk.capacity.ratio`).
+    pub disk_capacity_ratio: f64,
+    /// Ratio of a path's capacity (its own bytes over `disk_capacity`) at which it stops taking
+    /// new partitions; in (0, 1]. Default: 0.95.
     pub disk_high_watermark: f64,
-    /// Disk usage ratio below which a full disk takes new partitions again; below
-    /// `disk_high_watermark`. Default: 0.85.
+    /// Ratio of a path's capacity below which a path over the high watermark takes new
+    /// partitions again; at most `disk_high_watermark`. Default: 0.85.
     pub disk_low_watermark: f64,
+    /// Also hold each path's whole file-system usage to the same watermarks (for disks shared
+    /// with other services), as Java's `rss.server.disk-capacity.watermark.check.enabled`.
+    /// Default: false.
+    pub disk_usage_watermark_check: bool,
+    /// How many data paths may fail to initialise (cannot be created, no file-system size, less
+    /// free space than `disk_capacity`) before start-up fails; the failed ones are left out
+    /// until the next start. Default: 0 (Java's
+    /// `rss.server.localstorage.initialize.max.fail.number`).
+    pub init_max_failed_paths: usize,
     /// Concurrent writes per disk (write permits). At least 1. Default: 8.
     pub disk_max_concurrency: usize,
-    /// How often each disk's usage and health are probed. Default: `10s`.
+    /// How often each disk's health and usage are probed (always on; `[health]` adds the
+    /// server-level verdict). Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub disk_health_check_interval: Duration,
     /// Whether a spill is `fdatasync`ed before memory is released, so acknowledged data survives
@@ -288,12 +311,69 @@ impl Default for LocalfileStoreConfig {
         LocalfileStoreConfig {
             data_paths: vec![PathBuf::from("/tmp/spillway/data")],
             healthy_check_min_disks: 0,
+            disk_capacity: None,
+            disk_capacity_ratio: 0.9,
             disk_high_watermark: 0.95,
             disk_low_watermark: 0.85,
+            disk_usage_watermark_check: false,
+            init_max_failed_paths: 0,
             disk_max_concurrency: 8,
             disk_health_check_interval: Duration::from_secs(10),
             sync_on_write: true,
             write_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// `[health]`: Java's health checks (`rss.server.health.*`). While on, every `check_interval`
+/// the storage checker probes every data path and, if it passes, the health script runs; the
+/// first failure makes the server UNHEALTHY in its heartbeats, a pass where both succeed makes
+/// it ACTIVE again. Decommissioning is never overridden.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HealthConfig {
+    /// Run the health checks (`rss.server.health.check.enable`); needs a `store_type` with
+    /// LOCALFILE, as in Java. Default: false.
+    pub enabled: bool,
+    /// Time between two passes (`rss.server.health.check.interval.ms`). Default: `5s`.
+    #[serde(with = "humantime_serde")]
+    pub check_interval: Duration,
+    /// The server is healthy while at least this share of its data paths is healthy
+    /// (`rss.server.health.min.storage.percentage` / 100); in [0, 1]. Default: 0.8.
+    pub min_healthy_disks_ratio: f64,
+    /// A data path whose file system is this full or fuller is not healthy
+    /// (`rss.server.health.max.storage.usage.percentage` / 100); in [0, 1]. Default: 0.9.
+    pub disk_max_usage: f64,
+    /// ...until its usage falls to this (`rss.server.health.storage.recovery.usage.percentage`
+    /// / 100); in [0, 1]. Default: 0.8.
+    pub disk_recovery_usage: f64,
+    /// A data path whose probe takes longer is not healthy
+    /// (`rss.server.health.checker.localStorageExecutionTimeoutMS`). Default: `60s`.
+    #[serde(with = "humantime_serde")]
+    pub disk_check_timeout: Duration,
+    /// An executable run at every pass after the storage checker: the server is unhealthy when
+    /// it exits non-zero, prints a line starting with `ERROR` on standard output, or outlives
+    /// `script_timeout` (`rss.server.health.checker.script.path` with
+    /// `org.apache.uniffle.server.HealthScriptChecker` listed). Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script_path: Option<PathBuf>,
+    /// How long the script may run before it is killed and the pass fails
+    /// (`rss.server.health.checker.script.execute.timeout`). Default: `5s`.
+    #[serde(with = "humantime_serde")]
+    pub script_timeout: Duration,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            enabled: false,
+            check_interval: Duration::from_secs(5),
+            min_healthy_disks_ratio: 0.8,
+            disk_max_usage: 0.9,
+            disk_recovery_usage: 0.8,
+            disk_check_timeout: Duration::from_secs(60),
+            script_path: None,
+            script_timeout: Duration::from_secs(5),
         }
     }
 }

@@ -102,6 +102,8 @@ fn example_documents_every_key() {
     full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
     full.hdfs_store.user = Some("rss".into());
     full.recovery.dir = Some("/data1/spillway-meta".into());
+    full.localfile_store.disk_capacity = Some(ByteSize(ByteSize::GIB));
+    full.health.script_path = Some("/etc/spillway/health.sh".into());
     let table = toml::Table::try_from(&full).unwrap();
     let mut all_keys = BTreeSet::new();
     for (key, value) in &table {
@@ -317,6 +319,21 @@ fn invalid_samples_name_the_key() {
             "[localfile_store]\ndata_paths = [\"/a\"]\nhealthy_check_min_disks = 2",
             "localfile_store.healthy_check_min_disks",
         ),
+        (
+            "[localfile_store]\ndisk_capacity = \"0\"",
+            "localfile_store.disk_capacity",
+        ),
+        (
+            "[localfile_store]\ndisk_capacity_ratio = 1.5",
+            "localfile_store.disk_capacity_ratio",
+        ),
+        (
+            "store_type = \"MEMORY_HDFS\"\n[health]\nenabled = true",
+            "health.enabled",
+        ),
+        ("[health]\nscript_path = \"\"", "health.script_path"),
+        ("[health]\ndisk_max_usage = 90", "health.disk_max_usage"),
+        ("[health]\ncheck_interval = \"0s\"", "health.check_interval"),
         (
             "[localfile_store]\ndata_paths = []",
             "localfile_store.data_paths",
@@ -670,7 +687,6 @@ fn config() -> impl Strategy<Value = Config> {
             c.memory_store.read_capacity = ByteSize(read_capacity);
             c.memory_store.buffer_ticket_timeout = ticket_timeout;
             c.localfile_store.data_paths = paths.into_iter().map(PathBuf::from).collect();
-            c.localfile_store.healthy_check_min_disks = c.localfile_store.data_paths.len() - 1;
             c.localfile_store.disk_low_watermark = disk_low;
             c.localfile_store.disk_high_watermark = disk_high;
             c.localfile_store.disk_max_concurrency = disk_concurrency;

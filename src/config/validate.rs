@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{
     AppConfig, AuditConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
-    HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig,
-    RecoveryConfig, ShutdownConfig, StoreType,
+    HealthConfig, HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig,
+    MetricsConfig, RecoveryConfig, ShutdownConfig, StoreType,
 };
 
 impl Config {
@@ -16,8 +16,10 @@ impl Config {
     /// - watermarks satisfy `0 < low < high <= 1` (memory and disk);
     /// - capacities and sizes are non-zero, every concurrency is at least 1;
     /// - periodic intervals and timeouts are non-zero (shutdown budgets may be zero);
-    /// - `data_paths` is non-empty and distinct when `store_type` includes LOCALFILE, and
-    ///   `healthy_check_min_disks <= data_paths.len()`;
+    /// - `data_paths` is non-empty and distinct when `store_type` includes LOCALFILE, a set
+    ///   `disk_capacity` is non-zero and `disk_capacity_ratio` is in `(0, 1]`;
+    /// - `[health]` ratios are in `[0, 1]`, its intervals non-zero; it needs LOCALFILE when
+    ///   enabled, and a set `script_path` is not empty;
     /// - the huge-partition ratio is in `(0, 1]`;
     /// - `grpc_port != metrics.http_port` unless both are 0;
     /// - `netty_port` is in `-1..=65535` and, when positive, differs from `grpc_port` and
@@ -50,6 +52,7 @@ impl Config {
             recovery,
             limits,
             audit,
+            health,
             java_properties: _,
         } = self;
 
@@ -92,6 +95,7 @@ impl Config {
         recovery.check()?;
         limits.check()?;
         audit.check()?;
+        health.check(*store_type)?;
         coordinator.check()
     }
 }
@@ -245,8 +249,12 @@ impl LocalfileStoreConfig {
         let LocalfileStoreConfig {
             data_paths,
             healthy_check_min_disks,
+            disk_capacity,
+            disk_capacity_ratio,
             disk_high_watermark,
             disk_low_watermark,
+            disk_usage_watermark_check: _,
+            init_max_failed_paths: _,
             disk_max_concurrency,
             disk_health_check_interval,
             sync_on_write: _,
@@ -285,6 +293,15 @@ impl LocalfileStoreConfig {
                 ),
             ));
         }
+        if let Some(capacity) = disk_capacity {
+            nonzero_size("localfile_store.disk_capacity", *capacity)?;
+        }
+        if !in_unit_interval(*disk_capacity_ratio) {
+            return Err(ConfigError::new(
+                "localfile_store.disk_capacity_ratio",
+                format!("must be in (0, 1], got {disk_capacity_ratio}"),
+            ));
+        }
         watermarks(
             ("localfile_store.disk_low_watermark", *disk_low_watermark),
             ("localfile_store.disk_high_watermark", *disk_high_watermark),
@@ -297,6 +314,46 @@ impl LocalfileStoreConfig {
             "localfile_store.disk_health_check_interval",
             *disk_health_check_interval,
         )
+    }
+}
+
+impl HealthConfig {
+    fn check(&self, store_type: StoreType) -> Result<(), ConfigError> {
+        let HealthConfig {
+            enabled,
+            check_interval,
+            min_healthy_disks_ratio,
+            disk_max_usage,
+            disk_recovery_usage,
+            disk_check_timeout,
+            script_path,
+            script_timeout,
+        } = self;
+        nonzero_duration("health.check_interval", *check_interval)?;
+        nonzero_duration("health.disk_check_timeout", *disk_check_timeout)?;
+        nonzero_duration("health.script_timeout", *script_timeout)?;
+        for (key, v) in [
+            ("health.min_healthy_disks_ratio", *min_healthy_disks_ratio),
+            ("health.disk_max_usage", *disk_max_usage),
+            ("health.disk_recovery_usage", *disk_recovery_usage),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(ConfigError::new(key, format!("must be in [0, 1], got {v}")));
+            }
+        }
+        if *enabled && !store_type.uses_localfile() {
+            return Err(ConfigError::new(
+                "health.enabled",
+                "the storage checker needs local data paths: store_type has no LOCALFILE \
+                 (the Java server refuses this too: \"Not support storage checker\")",
+            ));
+        }
+        if let Some(path) = script_path {
+            if path.as_os_str().is_empty() {
+                return Err(ConfigError::new("health.script_path", "is empty"));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -9,7 +9,6 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 use crate::app::AppRegistry;
-use crate::proto::ServerStatus as WireStatus;
 use crate::store::localfile::{DiskStatus, LocalFileTier};
 use crate::store::TierKind;
 
@@ -234,8 +233,9 @@ impl Collector for ServerCollector {
             (fallback.queued + fallback.active) as f64,
         );
 
-        // Inverted like Java: 0 healthy, 1 unhealthy.
-        let unhealthy = reg.status().get() == WireStatus::Unhealthy;
+        // Inverted like Java: 0 healthy, 1 unhealthy. Java's gauge follows its health checks
+        // even while decommissioning; so does this (checks or storage failing).
+        let unhealthy = reg.status().health_failing();
         f.gauge("is_healthy", if unhealthy { 1.0 } else { 0.0 });
 
         // Read memory held by responses of each kind (tagged read permits). Netty data reads
@@ -330,11 +330,13 @@ impl Collector for ServerCollector {
             }
         }));
         f.push("local_storage_used_space_ratio", MetricType::GAUGE, ratio);
-        // Per-disk only, as Java (label local_disk_path without the ALL sample).
+        // Per-disk only, as Java (label local_disk_path without the ALL sample). Inverted like
+        // `is_healthy`: Java's LocalStorageChecker sets 0 when the path can be written, 1 when
+        // it cannot (corrupted or over the write watermark).
         f.push(
             "local_storage_is_writable",
             MetricType::GAUGE,
-            per_disk(&|d| (d.status == DiskStatus::Normal) as u8 as f64),
+            per_disk(&|d| (d.status != DiskStatus::Normal) as u8 as f64),
         );
         f.push(
             "local_storage_is_timeout",

@@ -164,7 +164,8 @@ pub fn build_request(id: &Identity, snap: &Snapshot) -> proto::ShuffleServerHear
                 let info = proto::StorageInfo {
                     mount_point: key.clone(),
                     storage_media: *media as i32,
-                    capacity: to_i64(d.capacity_bytes),
+                    // Java's `LocalStorage.getCapacity()`: what the server may hold there.
+                    capacity: to_i64(d.service_capacity_bytes),
                     used_bytes: to_i64(d.written_bytes),
                     status: storage_status(d.status) as i32,
                     ..Default::default()
@@ -312,6 +313,7 @@ impl Reporter {
             index: -1,
             path: PathBuf::from("hdfs"),
             capacity_bytes: 0,
+            service_capacity_bytes: 0,
             available_bytes: 0,
             written_bytes: 0,
             status: if healthy {
@@ -514,6 +516,7 @@ mod tests {
                         index: 0,
                         path: "/data/a".into(),
                         capacity_bytes: 10_000,
+                        service_capacity_bytes: 9_000,
                         available_bytes: 4_000,
                         written_bytes: 1_234,
                         status: DiskStatus::Normal,
@@ -527,6 +530,7 @@ mod tests {
                         index: 1,
                         path: "/data/b".into(),
                         capacity_bytes: 20_000,
+                        service_capacity_bytes: 5_000,
                         available_bytes: 100,
                         written_bytes: 7,
                         status: DiskStatus::Overused,
@@ -589,7 +593,10 @@ mod tests {
         let a = &r.storage_info["/data/a"];
         assert_eq!(a.mount_point, "/data/a");
         assert_eq!(a.storage_media, StorageMedia::Ssd as i32);
-        assert_eq!(a.capacity, 10_000);
+        assert_eq!(
+            a.capacity, 9_000,
+            "the capacity this server may fill, not the file system's size"
+        );
         assert_eq!(a.used_bytes, 1_234);
         assert_eq!(a.status, StorageStatus::Normal as i32);
         assert_eq!(

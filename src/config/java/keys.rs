@@ -684,23 +684,29 @@ pub static KEYS: &[JavaKey] = &[
         "boolean; false: stay up as DECOMMISSIONED until cancelled",
         "true",
     ),
-    na(
+    mapped(
         "rss.server.disk-capacity.watermark.check.enabled",
         Both,
         "false",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["localfile_store.disk_usage_watermark_check"],
+        "boolean: the file system's own usage must also stay under the write watermarks",
+        "false",
     ),
-    na(
+    mapped(
         "rss.server.disk.capacity",
         Both,
         "-1",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["localfile_store.disk_capacity"],
+        "size per data path of this server's own files; negative = use the ratio; a path with less room at start-up fails to initialise",
+        "0.9 x each file system's size",
     ),
-    na(
+    mapped(
         "rss.server.disk.capacity.ratio",
         Both,
         "0.9",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["localfile_store.disk_capacity_ratio"],
+        "share of each data path's file system when rss.server.disk.capacity is negative; in (0, 1]",
+        "0.9",
     ),
     na(
         "rss.server.displayMetricsList",
@@ -780,41 +786,49 @@ pub static KEYS: &[JavaKey] = &[
         "rss.server.health.check.enable",
         Both,
         "false",
-        &["localfile_store.healthy_check_min_disks"],
-        "true enables the minimum of healthy disks below",
+        &["health.enabled"],
+        "boolean: runs the storage checker (and the health script) every interval; a failing pass reports UNHEALTHY",
         "off",
     ),
     mapped(
         "rss.server.health.check.interval.ms",
         Both,
         "5000",
-        &["localfile_store.disk_health_check_interval"],
-        "ms",
-        "10 s",
+        &["health.check_interval"],
+        "ms > 0",
+        "5 s",
     ),
-    na(
+    mapped(
         "rss.server.health.checker.class.names",
         Both,
         "(none)",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["health.script_path"],
+        "only org.apache.uniffle.server.HealthScriptChecker (enables rss.server.health.checker.script.path); any other class stops start-up (the storage checker is built in)",
+        "the storage checker only",
     ),
-    na(
+    mapped(
         "rss.server.health.checker.localStorageExecutionTimeoutMS",
         Both,
         "60000",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["health.disk_check_timeout"],
+        "ms > 0; a slower probe leaves its path out of the healthy count (Spillway also flags it unhealthy until a probe succeeds)",
+        "60 s",
     ),
-    na(
+    mapped(
         "rss.server.health.checker.script.execute.timeout",
         Both,
         "5000",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["health.script_timeout"],
+        "ms > 0 (Java: <= 0 runs without a deadline, refused here); the script and its children are killed at the deadline",
+        "5 s",
     ),
-    na(
+    mapped(
         "rss.server.health.checker.script.path",
         Both,
         "(none)",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["health.script_path"],
+        "used when HealthScriptChecker is listed and health checks are on; unhealthy on a non-zero exit, a stdout line starting with ERROR, or the timeout",
+        "none",
     ),
     na(
         "rss.server.health.markUnhealthyOnceStorageCorruption",
@@ -822,25 +836,29 @@ pub static KEYS: &[JavaKey] = &[
         "false",
         "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
     ),
-    na(
+    mapped(
         "rss.server.health.max.storage.usage.percentage",
         Both,
         "90.0",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["health.disk_max_usage"],
+        "percent / 100: a data path whose file system is this full is not healthy",
+        "90 %",
     ),
     mapped(
         "rss.server.health.min.storage.percentage",
         Both,
         "80.0",
-        &["localfile_store.healthy_check_min_disks"],
-        "when health checks are on: ceil(percentage x disks / 100)",
+        &["health.min_healthy_disks_ratio"],
+        "percent / 100: the server is healthy while at least this share of its data paths is",
         "80 %",
     ),
-    na(
+    mapped(
         "rss.server.health.storage.recovery.usage.percentage",
         Both,
         "80.0",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["health.disk_recovery_usage"],
+        "percent / 100: an unhealthy data path is healthy again at or below this usage",
+        "80 %",
     ),
     na(
         "rss.server.heartbeat.delay",
@@ -944,11 +962,13 @@ pub static KEYS: &[JavaKey] = &[
         "3600000",
         "not honoured yet: Spillway does not sweep data of apps it never registered (issue 21, leaked-data sweep)",
     ),
-    na(
+    mapped(
         "rss.server.localstorage.initialize.max.fail.number",
         Both,
         "0",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["localfile_store.init_max_failed_paths"],
+        ">= 0 data paths that may fail to initialise (left out); more stop start-up",
+        "0",
     ),
     na(
         "rss.server.localStorageManagerClass",

@@ -202,10 +202,8 @@ fn shipped_server_conf() {
         .iter()
         .map(|k| k.split(' ').next().unwrap())
         .collect();
-    assert_eq!(
-        keys,
-        vec!["rss.server.flush.thread.alive", "rss.server.disk.capacity"]
-    );
+    assert_eq!(keys, vec!["rss.server.flush.thread.alive"]);
+    assert_eq!(c.localfile_store.disk_capacity, Some(ByteSize(1 << 40)));
 }
 
 #[test]
@@ -333,8 +331,9 @@ rss.http.basic.authorizationCredentials dXNlcjpzZWNyZXQ=
     e.hybrid_store.huge_partition_split_limit = Some(ByteSize(5 * GIB));
     e.localfile_store.disk_high_watermark = 0.9;
     e.localfile_store.disk_low_watermark = 0.7;
-    e.localfile_store.healthy_check_min_disks = 2;
-    e.localfile_store.disk_health_check_interval = Duration::from_secs(3);
+    e.health.enabled = true;
+    e.health.min_healthy_disks_ratio = 0.5;
+    e.health.check_interval = Duration::from_secs(3);
     e.limits.idle_timeout = Duration::from_secs(300);
     e.metrics.push_gateway_endpoint = Some("http://gateway:9091".into());
     e.metrics.push_gateway_job = "rss-servers".into();
@@ -386,10 +385,10 @@ fn keys_match_in_any_case_and_the_last_duplicate_wins() {
 #[test]
 fn unknown_keys_are_listed_once_in_file_order() {
     let loaded = load(
-        "zz.other 1\nrss.server.disk.capacity 1t\nrss.server.hadoop.dfs.replication 2\n\
-         rss.server.disk.capacity 2t\nrss.server.single.buffer.flush.enabled false\n\
+        "zz.other 1\nrss.server.flush.thread.alive 1\nrss.server.hadoop.dfs.replication 2\n\
+         rss.server.flush.thread.alive 2\nrss.server.single.buffer.flush.enabled false\n\
          rss.server.decommission.shutdown false\nrss.metrics.prometheus.pushgateway.addr g:1\n\
-         rss.security.hadoop.kerberos.principal p@R\nrss.server.health.min.storage.percentage 50\n\
+         rss.security.hadoop.kerberos.principal p@R\n\
          rss.server.max.concurrency.of.per-partition.write 4\n\
          rss.server.max.concurrency.of.single.partition.writer 9\n\
          rss.server.hadoop.fs.defaultFS hdfs://ns1\n",
@@ -403,10 +402,9 @@ fn unknown_keys_are_listed_once_in_file_order() {
         keys,
         vec![
             "zz.other",
-            "rss.server.disk.capacity",
+            "rss.server.flush.thread.alive",
             "rss.metrics.prometheus.pushgateway.addr",
             "rss.security.hadoop.kerberos.principal",
-            "rss.server.health.min.storage.percentage",
             "rss.server.max.concurrency.of.single.partition.writer",
         ]
     );
@@ -600,4 +598,76 @@ fn refused_keys_stop_start_up_unless_set_to_the_java_default() {
     );
     let loaded = load("rss.server.merge.enable FALSE\n");
     assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+}
+
+#[test]
+fn disk_capacity_init_failures_and_health_checks() {
+    let c = load(
+        "rss.storage.basePath /d1,/d2\nrss.server.disk.capacity 100g\n\
+         rss.server.disk.capacity.ratio 0.5\nrss.server.disk-capacity.watermark.check.enabled true\n\
+         rss.server.localstorage.initialize.max.fail.number 1\n\
+         rss.server.health.check.enable true\nrss.server.health.max.storage.usage.percentage 95\n\
+         rss.server.health.storage.recovery.usage.percentage 70\n\
+         rss.server.health.checker.localStorageExecutionTimeoutMS 2000\n\
+         rss.server.health.checker.class.names org.apache.uniffle.server.HealthScriptChecker\n\
+         rss.server.health.checker.script.path /opt/check.sh\n\
+         rss.server.health.checker.script.execute.timeout 300\n",
+    );
+    assert_eq!(c.ignored, Vec::<String>::new());
+    let (lf, h) = (&c.config.localfile_store, &c.config.health);
+    assert_eq!(lf.disk_capacity, Some(ByteSize(100 * GIB)));
+    assert_eq!(lf.disk_capacity_ratio, 0.5);
+    assert!(lf.disk_usage_watermark_check);
+    assert_eq!(lf.init_max_failed_paths, 1);
+    assert!(h.enabled);
+    assert_eq!((h.disk_max_usage, h.disk_recovery_usage), (0.95, 0.7));
+    assert_eq!(h.disk_check_timeout, Duration::from_secs(2));
+    assert_eq!(h.script_path, Some(PathBuf::from("/opt/check.sh")));
+    assert_eq!(h.script_timeout, Duration::from_millis(300));
+
+    // Java's -1 means "use the ratio".
+    let c = load("rss.server.disk.capacity -1\n");
+    assert_eq!(c.config.localfile_store.disk_capacity, None);
+    // A script without its checker class listed, or with health checks off, is not run.
+    for text in [
+        "rss.server.health.check.enable true\nrss.server.health.checker.script.path /x.sh\n",
+        "rss.server.health.checker.class.names org.apache.uniffle.server.HealthScriptChecker\n\
+         rss.server.health.checker.script.path /x.sh\n",
+    ] {
+        let c = load(text);
+        assert_eq!(c.config.health.script_path, None, "{text}");
+        assert!(c.ignored[0].starts_with("rss.server.health.checker.script.path ("));
+    }
+    for (text, key, says) in [
+        (
+            "rss.server.health.checker.class.names com.acme.MyChecker\n",
+            "rss.server.health.checker.class.names",
+            "com.acme.MyChecker",
+        ),
+        (
+            "rss.server.health.check.enable true\n\
+             rss.server.health.checker.class.names org.apache.uniffle.server.HealthScriptChecker\n",
+            "rss.server.health.checker.class.names",
+            "script.path is not set",
+        ),
+        (
+            "rss.server.disk.capacity.ratio 1.5\n",
+            "rss.server.disk.capacity.ratio",
+            "(0, 1]",
+        ),
+        (
+            "rss.server.localstorage.initialize.max.fail.number -1\n",
+            "rss.server.localstorage.initialize.max.fail.number",
+            "out of range",
+        ),
+        (
+            "rss.storage.type HDFS\nrss.server.health.check.enable true\n",
+            "rss.server.health.check.enable",
+            "LOCALFILE",
+        ),
+    ] {
+        let e = load_err(text);
+        assert_eq!(e.key, key, "{text}");
+        assert!(e.reason.contains(says), "{text}: {}", e.reason);
+    }
 }

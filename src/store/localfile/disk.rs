@@ -28,8 +28,9 @@ pub enum DiskStatus {
     Normal,
     /// The probe or a write failed: takes no writes until a probe succeeds again.
     Unhealthy,
-    /// Usage went above the high watermark and has not yet fallen below the low one: existing
-    /// partitions keep appending, new partitions go elsewhere.
+    /// The server's own bytes there reached the high watermark of the path's capacity (or,
+    /// with the whole-disk check on, the file system did) and have not yet fallen below the
+    /// low one: existing partitions keep appending, new partitions go elsewhere.
     Overused,
 }
 
@@ -53,6 +54,9 @@ pub struct DiskReport {
     pub path: PathBuf,
     /// File-system size at the last health pass (0 before the first successful `statvfs`).
     pub capacity_bytes: u64,
+    /// What this server may hold there (Java's `LocalStorage.capacity`): `disk_capacity`, or
+    /// `disk_capacity_ratio` × the file-system size at start-up. The watermarks are ratios of it.
+    pub service_capacity_bytes: u64,
     /// Bytes available to this process at the last health pass.
     pub available_bytes: u64,
     /// Bytes of data and index files this server has written there and not yet purged (live).
@@ -82,6 +86,19 @@ impl Usage {
     }
 }
 
+/// How much a data path may hold, and when it stops taking new partitions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SpaceLimits {
+    /// Bytes of this server's files the path may hold (> 0).
+    pub capacity: u64,
+    /// Ratio of `capacity` at which the path stops taking new partitions.
+    pub high: f64,
+    /// Ratio of `capacity` below which it takes them again.
+    pub low: f64,
+    /// Whether the file system's own usage must also stay under the watermarks.
+    pub whole_disk: bool,
+}
+
 /// One data path and everything the tier knows about it.
 pub(crate) struct Disk {
     /// Position in `data_paths` (the storage id).
@@ -92,13 +109,16 @@ pub(crate) struct Disk {
     /// cannot take the whole blocking pool.
     pub permits: Arc<Semaphore>,
     healthy: AtomicBool,
-    overused: AtomicBool,
+    /// Java's `isSpaceEnough`: the watermark hysteresis state, moved by [`Disk::space_enough`].
+    space_enough: AtomicBool,
+    limits: SpaceLimits,
     capacity: AtomicU64,
     available: AtomicU64,
     written: AtomicU64,
     /// Set while a probe runs on the blocking pool; a hung probe is not started twice.
     probing: AtomicBool,
-    /// Why the disk is unhealthy or overused, for `Health::detail`; empty when normal.
+    /// Why the disk is unhealthy, for `Health::detail` (an overused disk describes its bytes
+    /// instead, see [`Disk::reason`]); empty once a probe succeeds.
     reason: parking_lot::Mutex<String>,
     /// Set when a write hung; cleared by the next good probe.
     timed_out: AtomicBool,
@@ -108,13 +128,14 @@ pub(crate) struct Disk {
 
 impl Disk {
     /// A disk that is unhealthy until its first probe succeeds.
-    pub fn new(index: i32, root: PathBuf, permits: usize) -> Self {
+    pub fn new(index: i32, root: PathBuf, permits: usize, limits: SpaceLimits) -> Self {
         Disk {
             index,
             root,
             permits: Arc::new(Semaphore::new(permits)),
             healthy: AtomicBool::new(false),
-            overused: AtomicBool::new(false),
+            space_enough: AtomicBool::new(true),
+            limits,
             capacity: AtomicU64::new(0),
             available: AtomicU64::new(0),
             written: AtomicU64::new(0),
@@ -132,14 +153,14 @@ impl Disk {
 
     /// True when the disk may take new partitions: healthy and not over the watermark.
     pub fn is_writable(&self) -> bool {
-        self.is_healthy() && !self.overused.load(Ordering::Acquire)
+        self.is_healthy() && self.space_enough()
     }
 
     /// Current status; unhealthy wins over overused.
     pub fn status(&self) -> DiskStatus {
         if !self.is_healthy() {
             DiskStatus::Unhealthy
-        } else if self.overused.load(Ordering::Acquire) {
+        } else if !self.space_enough() {
             DiskStatus::Overused
         } else {
             DiskStatus::Normal
@@ -148,7 +169,59 @@ impl Disk {
 
     /// Why the disk is not normal (empty when it is).
     pub fn reason(&self) -> String {
+        if self.is_healthy() && !self.space_enough() {
+            return self.space_detail();
+        }
         self.reason.lock().clone()
+    }
+
+    /// Java's `LocalStorage.canWrite` watermark rule (0.10 line of
+    /// `storage/.../common/LocalStorage.java`; older versions compared the bytes recorded at
+    /// each write, which is what Spillway counts), evaluated on every call (as Java does at
+    /// each placement) against the live byte count: while the path has room, it keeps it until
+    /// its own bytes reach `high` × capacity (and, with the whole-disk check, until the file
+    /// system reaches `high` used); once full, it stays full until both are below `low`.
+    /// Java refreshes its byte count only in the health checker's pass, so with health checks
+    /// off its watermark never trips; Spillway counts every write and purge instead.
+    pub fn space_enough(&self) -> bool {
+        let was = self.space_enough.load(Ordering::Acquire);
+        let now = space_rule(
+            was,
+            self.written.load(Ordering::Relaxed),
+            self.file_system_usage(),
+            &self.limits,
+        );
+        if now != was
+            && self
+                .space_enough
+                .compare_exchange(was, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            if now {
+                tracing::info!(disk = %self.root.display(), storage_id = self.index, detail = %self.space_detail(), "disk is below the low watermark; it takes new partitions again");
+            } else {
+                tracing::warn!(disk = %self.root.display(), storage_id = self.index, detail = %self.space_detail(), "disk reached the high watermark; it takes no new partitions");
+            }
+        }
+        now
+    }
+
+    fn file_system_usage(&self) -> Usage {
+        Usage {
+            capacity: self.capacity.load(Ordering::Relaxed),
+            available: self.available.load(Ordering::Relaxed),
+        }
+    }
+
+    /// "holds 95.2% of its 1.0 GiB capacity; file system 40.0% used".
+    fn space_detail(&self) -> String {
+        let written = self.written.load(Ordering::Relaxed);
+        format!(
+            "holds {written} bytes, {:.1}% of its {} byte capacity; file system {:.1}% used",
+            written as f64 * 100.0 / self.limits.capacity.max(1) as f64,
+            self.limits.capacity,
+            self.file_system_usage().ratio() * 100.0
+        )
     }
 
     /// Flags the disk unhealthy; logs only on the transition.
@@ -179,39 +252,19 @@ impl Disk {
         }
     }
 
-    /// Records a `statvfs` result and moves the overused flag with hysteresis: set above
-    /// `high`, cleared below `low`, unchanged in between. Logs only on a transition.
-    fn apply_usage(&self, usage: Usage, high: f64, low: f64) {
+    /// Records a `statvfs` result and re-evaluates the watermarks with it.
+    fn apply_usage(&self, usage: Usage) {
         self.capacity.store(usage.capacity, Ordering::Relaxed);
         self.available.store(usage.available, Ordering::Relaxed);
-        let ratio = usage.ratio();
-        let was = self.overused.load(Ordering::Acquire);
-        let now = if ratio > high {
-            true
-        } else if ratio < low {
-            false
-        } else {
-            was
-        };
-        if now && self.is_healthy() {
-            *self.reason.lock() = format!("{:.1}% used", ratio * 100.0);
-        }
-        if now != was {
-            self.overused.store(now, Ordering::Release);
-            if now {
-                tracing::warn!(disk = %self.root.display(), storage_id = self.index, used_pct = ratio * 100.0, "disk is above the high watermark; it takes no new partitions");
-            } else {
-                tracing::info!(disk = %self.root.display(), storage_id = self.index, used_pct = ratio * 100.0, "disk is below the low watermark; it takes new partitions again");
-            }
-        }
+        self.space_enough();
     }
 
     /// Applies the outcome of one probe (see [`inspect`]).
-    pub fn apply_inspection(&self, outcome: Result<Usage, String>, high: f64, low: f64) {
+    pub fn apply_inspection(&self, outcome: Result<Usage, String>) {
         match outcome {
             Ok(usage) => {
                 self.mark_healthy();
-                self.apply_usage(usage, high, low);
+                self.apply_usage(usage);
             }
             Err(reason) => self.mark_unhealthy(&reason),
         }
@@ -230,6 +283,7 @@ impl Disk {
     /// Counts bytes that became durable on this disk.
     pub fn add_written(&self, bytes: u64) {
         self.written.fetch_add(bytes, Ordering::Relaxed);
+        self.space_enough();
     }
 
     /// Forgets bytes that were purged (never below zero).
@@ -239,6 +293,7 @@ impl Disk {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
                 Some(w.saturating_sub(bytes))
             });
+        self.space_enough();
     }
 
     /// Snapshot for heartbeats and metrics.
@@ -247,6 +302,7 @@ impl Disk {
             index: self.index,
             path: self.root.clone(),
             capacity_bytes: self.capacity.load(Ordering::Relaxed),
+            service_capacity_bytes: self.limits.capacity,
             available_bytes: self.available.load(Ordering::Relaxed),
             written_bytes: self.written.load(Ordering::Relaxed),
             status: self.status(),
@@ -254,6 +310,16 @@ impl Disk {
             partitions_moved_off: self.moved_off.load(Ordering::Relaxed),
         }
     }
+}
+
+/// The watermark hysteresis (Java's `LocalStorage.canWrite`), pure for testing: `was` is the
+/// previous verdict, which picks the threshold (`high` while there is room, `low` once full).
+/// A zero capacity or file-system size never has room (Java divides by it and gets NaN).
+pub(crate) fn space_rule(was: bool, written: u64, fs: Usage, limits: &SpaceLimits) -> bool {
+    let threshold = if was { limits.high } else { limits.low };
+    let own_ok = limits.capacity > 0 && (written as f64 / limits.capacity as f64) < threshold;
+    let disk_ok = !limits.whole_disk || (fs.capacity > 0 && fs.ratio() < threshold);
+    own_ok && disk_ok
 }
 
 /// One blocking health probe of a data path: creates it if missing, writes a small file,
@@ -286,7 +352,7 @@ fn probe(root: &Path) -> io::Result<()> {
 
 // `statvfs` field types differ between platforms; on Linux some casts are no-ops.
 #[allow(clippy::unnecessary_cast)]
-fn usage(root: &Path) -> io::Result<Usage> {
+pub(crate) fn usage(root: &Path) -> io::Result<Usage> {
     let st = nix::sys::statvfs::statvfs(root).map_err(io::Error::from)?;
     let frag = st.fragment_size() as u64;
     Ok(Usage {
@@ -312,35 +378,72 @@ pub(crate) fn is_disk_fault(e: &io::Error) -> bool {
 mod tests {
     use super::*;
 
+    const LIMITS: SpaceLimits = SpaceLimits {
+        capacity: 100,
+        high: 0.95,
+        low: 0.8,
+        whole_disk: false,
+    };
+
+    fn fs(used: u64) -> Usage {
+        Usage {
+            capacity: 1000,
+            available: 1000 - used,
+        }
+    }
+
+    /// Java's `LocalStorageTest.canWriteTest` steps: capacity 100, watermarks 95/80.
     #[test]
-    fn watermarks_have_hysteresis() {
-        let d = Disk::new(0, PathBuf::from("/nowhere"), 1);
-        let at = |used: u64| Usage {
-            capacity: 100,
-            available: 100 - used,
-        };
-        d.apply_inspection(Ok(at(50)), 0.9, 0.8);
+    fn own_bytes_watermarks_have_hysteresis() {
+        let d = Disk::new(0, PathBuf::from("/nowhere"), 1, LIMITS);
+        d.apply_inspection(Ok(fs(0)));
+        d.add_written(20);
         assert_eq!(d.status(), DiskStatus::Normal);
-        d.apply_inspection(Ok(at(95)), 0.9, 0.8);
-        assert_eq!(d.status(), DiskStatus::Overused);
+        d.add_written(65);
+        assert!(d.is_writable(), "85 of 100: under the high watermark");
+        d.add_written(10);
+        assert_eq!(d.status(), DiskStatus::Overused, "95 of 100 reaches it");
         assert!(!d.is_writable());
-        d.apply_inspection(Ok(at(85)), 0.9, 0.8);
-        assert_eq!(
-            d.status(),
-            DiskStatus::Overused,
-            "between watermarks: unchanged"
-        );
-        d.apply_inspection(Ok(at(79)), 0.9, 0.8);
-        assert_eq!(d.status(), DiskStatus::Normal);
-        d.apply_inspection(Ok(at(85)), 0.9, 0.8);
-        assert_eq!(
-            d.status(),
-            DiskStatus::Normal,
-            "between watermarks: unchanged"
-        );
-        d.apply_inspection(Err("boom".into()), 0.9, 0.8);
+        d.sub_written(10);
+        assert_eq!(d.status(), DiskStatus::Overused, "85: still above low");
+        d.sub_written(10);
+        assert_eq!(d.status(), DiskStatus::Normal, "75: below low");
+        d.add_written(10);
+        assert_eq!(d.status(), DiskStatus::Normal, "85 again: below high");
+        assert!(d.reason().is_empty());
+        d.apply_inspection(Err("boom".into()));
         assert_eq!(d.status(), DiskStatus::Unhealthy);
         assert_eq!(d.reason(), "boom");
+    }
+
+    #[test]
+    fn whole_disk_usage_counts_only_when_enabled() {
+        // 10 own bytes of 100, but the file system is 96 % used by others.
+        assert!(space_rule(true, 10, fs(960), &LIMITS));
+        let whole = SpaceLimits {
+            whole_disk: true,
+            ..LIMITS
+        };
+        assert!(!space_rule(true, 10, fs(960), &whole));
+        assert!(
+            !space_rule(false, 10, fs(850), &whole),
+            "above low: still full"
+        );
+        assert!(space_rule(false, 10, fs(790), &whole));
+        assert!(!space_rule(
+            true,
+            10,
+            Usage {
+                capacity: 0,
+                available: 0
+            },
+            &whole
+        ));
+        let none = SpaceLimits {
+            capacity: 0,
+            ..LIMITS
+        };
+        assert!(!space_rule(true, 0, fs(0), &none), "no capacity, no room");
     }
 
     #[test]

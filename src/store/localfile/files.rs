@@ -324,3 +324,19 @@ pub(crate) fn remove_tree(dir: &Path) -> io::Result<()> {
         other => other,
     }
 }
+
+/// Total length of the regular files under `dir` (symlinks not followed; unreadable entries
+/// count 0, as in Java's `getServiceUsedSpace`). Blocking.
+pub(crate) fn tree_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => tree_size(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
+}

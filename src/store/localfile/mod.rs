@@ -48,7 +48,7 @@ use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use self::disk::{is_disk_fault, Disk, PROBE_TIMEOUT};
+use self::disk::{is_disk_fault, Disk, SpaceLimits, PROBE_TIMEOUT};
 pub use self::disk::{DiskReport, DiskStatus};
 use self::files::{AppendJob, Committed, PartitionPaths};
 pub use self::options::LocalFileOptions;
@@ -64,9 +64,7 @@ use crate::store::{BlockBatch, Health, PurgeScope, Tier, TierKind};
 pub struct LocalFileTier {
     disks: Vec<Arc<Disk>>,
     prefix: String,
-    high_watermark: f64,
-    low_watermark: f64,
-    min_healthy_disks: usize,
+    min_writable_disks: usize,
     sync_on_write: bool,
     /// An append whose blocking write takes longer marks its disk unhealthy (a hung disk).
     write_timeout: Duration,
@@ -158,23 +156,48 @@ struct WriterState {
 const TIER: &str = "localfile";
 
 impl LocalFileTier {
-    /// Creates and probes every data path. A path that cannot be created or written starts
-    /// unhealthy (logged) and is probed again by every health pass; start-up fails only when
-    /// the options are invalid or no path is usable at all. Blocks while probing, so call it at
-    /// start-up.
+    /// Initialises every data path as Java's `LocalStorageManager` does: a path that cannot be
+    /// created, reports no file-system size, or has less free space than a configured capacity
+    /// fails; up to `init_max_failed_paths` failures are left out (logged) until the next
+    /// start, more fail start-up. A path that initialises but fails its first write probe
+    /// starts unhealthy (logged) and is probed again by every health pass; start-up also fails
+    /// when no path is usable at all. Blocks while probing, so call it at start-up.
     pub fn new(opts: LocalFileOptions) -> Result<Arc<Self>> {
         options::validate(&opts)?;
         let mut disks = Vec::with_capacity(opts.data_paths.len());
+        let mut failed = Vec::new();
         for (i, root) in opts.data_paths.iter().enumerate() {
             let index = i32::try_from(i)
                 .map_err(|_| Error::Startup("too many localfile data paths".to_owned()))?;
-            let disk = Disk::new(index, root.clone(), opts.max_concurrency_per_disk);
-            disk.apply_inspection(disk::inspect(root), opts.high_watermark, opts.low_watermark);
+            let limits = match init_path(root, &opts) {
+                Ok(limits) => limits,
+                Err(reason) => {
+                    tracing::error!(disk = %root.display(), storage_id = index, %reason, "data path failed to initialise");
+                    failed.push(format!("{}: {reason}", root.display()));
+                    continue;
+                }
+            };
+            let disk = Disk::new(index, root.clone(), opts.max_concurrency_per_disk, limits);
+            disk.apply_inspection(disk::inspect(root));
             if !disk.is_healthy() {
                 // Disks start unhealthy, so `mark_unhealthy` logged no transition: say it here.
                 tracing::warn!(disk = %root.display(), storage_id = index, reason = %disk.reason(), "data path is unusable at start-up; it takes no writes until a health probe succeeds");
             }
             disks.push(Arc::new(disk));
+        }
+        if failed.len() > opts.init_max_failed_paths || disks.is_empty() {
+            return Err(Error::Startup(format!(
+                "{} of {} localfile data path(s) failed to initialise, more than \
+                 localfile_store.init_max_failed_paths ({}; Java: \
+                 rss.server.localstorage.initialize.max.fail.number) allows or none left: {}",
+                failed.len(),
+                opts.data_paths.len(),
+                opts.init_max_failed_paths,
+                failed.join("; ")
+            )));
+        }
+        if !failed.is_empty() {
+            tracing::warn!(skipped = %failed.join("; "), left = disks.len(), "serving without the data paths that failed to initialise (localfile_store.init_max_failed_paths allows it)");
         }
         if !disks.iter().any(|d| d.is_healthy()) {
             let why: Vec<String> = disks
@@ -189,9 +212,7 @@ impl LocalFileTier {
         Ok(Arc::new(LocalFileTier {
             disks,
             prefix: opts.file_prefix,
-            high_watermark: opts.high_watermark,
-            low_watermark: opts.low_watermark,
-            min_healthy_disks: opts.min_healthy_disks,
+            min_writable_disks: opts.min_writable_disks,
             sync_on_write: opts.sync_on_write,
             write_timeout: opts.write_timeout,
             partitions: parking_lot::Mutex::new(HashMap::new()),
@@ -208,6 +229,12 @@ impl LocalFileTier {
     /// whose probe does not finish within 30 s, or whose previous probe still hangs, is
     /// unhealthy.
     pub async fn check_disks(&self) {
+        self.check_disks_within(PROBE_TIMEOUT).await
+    }
+
+    /// [`LocalFileTier::check_disks`] with another probe deadline (the health checker's
+    /// `health.disk_check_timeout`).
+    pub async fn check_disks_within(&self, timeout: Duration) {
         let mut pending = Vec::with_capacity(self.disks.len());
         for disk in &self.disks {
             if !disk.try_begin_probe() {
@@ -222,16 +249,14 @@ impl LocalFileTier {
             });
             pending.push((disk, handle));
         }
-        let deadline = tokio::time::Instant::now() + PROBE_TIMEOUT;
+        let deadline = tokio::time::Instant::now() + timeout;
         for (disk, handle) in pending {
             let outcome = match tokio::time::timeout_at(deadline, handle).await {
                 Ok(Ok(outcome)) => outcome,
                 Ok(Err(e)) => Err(format!("health probe task failed: {e}")),
-                Err(_) => Err(format!(
-                    "health probe did not finish within {PROBE_TIMEOUT:?}"
-                )),
+                Err(_) => Err(format!("health probe did not finish within {timeout:?}")),
             };
-            disk.apply_inspection(outcome, self.high_watermark, self.low_watermark);
+            disk.apply_inspection(outcome);
         }
     }
 
@@ -627,11 +652,13 @@ impl Tier for LocalFileTier {
             .map(|p| p.disk.root.to_string_lossy().into_owned())
     }
 
-    /// Writable while at least `max(1, min_healthy_disks)` disks are healthy and under the
-    /// high watermark; `detail` names every disk that is not normal.
+    /// Writable while at least `max(1, min_writable_disks)` disks are healthy and under the
+    /// high watermark (a server that cannot place a spill anywhere tells coordinators so);
+    /// `detail` names every disk that is not normal. The share of healthy disks Java asks for
+    /// is `[health]`'s business.
     fn health(&self) -> Health {
         let writable = self.disks.iter().filter(|d| d.is_writable()).count();
-        let need = self.min_healthy_disks.max(1);
+        let need = self.min_writable_disks.max(1);
         let bad = self.bad_disks();
         let detail = if bad.is_empty() {
             String::new()
@@ -646,4 +673,41 @@ impl Tier for LocalFileTier {
             detail,
         }
     }
+}
+
+/// Java's `LocalStorage` constructor checks for one path: it must be creatable, report a
+/// file-system size, and, when a capacity is configured, have that much room. Java empties the
+/// path first, so its free space is the whole room; Spillway keeps a previous run's files for
+/// recovery, so they count as room too. Returns the path's limits, or why it failed.
+fn init_path(
+    root: &std::path::Path,
+    opts: &LocalFileOptions,
+) -> std::result::Result<SpaceLimits, String> {
+    std::fs::create_dir_all(root).map_err(|e| format!("cannot create it: {e}"))?;
+    let usage = disk::usage(root).map_err(|e| format!("statvfs failed: {e}"))?;
+    let capacity = match opts.capacity {
+        None => (usage.capacity as f64 * opts.capacity_ratio) as u64,
+        Some(capacity) => {
+            if usage.available < capacity {
+                let ours = files::tree_size(root);
+                if usage.available.saturating_add(ours) < capacity {
+                    return Err(format!(
+                        "{} bytes free (plus {ours} of this server's files) is less than \
+                         localfile_store.disk_capacity ({capacity} bytes)",
+                        usage.available
+                    ));
+                }
+            }
+            capacity
+        }
+    };
+    if capacity == 0 {
+        return Err("the file system reports no size".to_owned());
+    }
+    Ok(SpaceLimits {
+        capacity,
+        high: opts.high_watermark,
+        low: opts.low_watermark,
+        whole_disk: opts.whole_disk_watermark,
+    })
 }

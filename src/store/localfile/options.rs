@@ -14,13 +14,22 @@ pub struct LocalFileOptions {
     /// The server id `<ip>-<port>`, used as the file name: `<prefix>.data` / `<prefix>.index`.
     /// Must be a valid file name (no `/`, not empty).
     pub file_prefix: String,
-    /// Usage ratio above which a disk takes no *new* partitions (Uniffle: 0.95).
+    /// What each path may hold of this server's files; `None` = `capacity_ratio` × the file
+    /// system's size (Uniffle: unset).
+    pub capacity: Option<u64>,
+    /// See `capacity` (Uniffle: 0.9).
+    pub capacity_ratio: f64,
+    /// Ratio of a path's capacity at which it takes no *new* partitions (Uniffle: 0.95).
     pub high_watermark: f64,
-    /// Usage ratio below which an overused disk takes new partitions again (Uniffle: 0.85).
+    /// Ratio below which an overused path takes new partitions again (Uniffle: 0.85).
     pub low_watermark: f64,
-    /// The tier reports itself not writable when fewer disks than this (and never fewer than
-    /// one) are healthy and under the high watermark.
-    pub min_healthy_disks: usize,
+    /// Hold the whole file system's usage to the watermarks too (Uniffle: false).
+    pub whole_disk_watermark: bool,
+    /// Paths that may fail to initialise before `new` fails (Uniffle: 0).
+    pub init_max_failed_paths: usize,
+    /// The tier reports itself not writable while fewer disks than this (and never fewer than
+    /// one) are healthy and under the high watermark (riffle's `healthy_check_min_disks`).
+    pub min_writable_disks: usize,
     /// Blocking writes allowed in flight per disk (at least 1).
     pub max_concurrency_per_disk: usize,
     /// fdatasync the data file, then the index file (and new directories) before an append
@@ -45,6 +54,12 @@ pub(super) fn validate(opts: &LocalFileOptions) -> Result<()> {
     if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
         return bad(format!(
             "watermarks must satisfy 0 <= low ({lo}) <= high ({hi}) <= 1"
+        ));
+    }
+    if opts.capacity == Some(0) || !(opts.capacity_ratio > 0.0 && opts.capacity_ratio <= 1.0) {
+        return bad(format!(
+            "capacity {:?} must be above 0 and capacity ratio {} in (0, 1]",
+            opts.capacity, opts.capacity_ratio
         ));
     }
     if opts.write_timeout.is_zero() {

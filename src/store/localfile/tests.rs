@@ -24,13 +24,30 @@ fn opts(paths: Vec<PathBuf>) -> LocalFileOptions {
     LocalFileOptions {
         data_paths: paths,
         file_prefix: PREFIX.to_owned(),
+        capacity: None,
+        capacity_ratio: 0.9,
         high_watermark: 1.0,
         low_watermark: 1.0,
-        min_healthy_disks: 1,
+        whole_disk_watermark: false,
+        init_max_failed_paths: 0,
+        min_writable_disks: 0,
         max_concurrency_per_disk: 2,
         sync_on_write: false,
         write_timeout: std::time::Duration::from_secs(60),
     }
+}
+
+/// A data path that exists but whose probe file cannot be written (a directory holds its name).
+fn unprobeable(dir: &TempDir, name: &str) -> PathBuf {
+    let path = dir.path().join(name);
+    std::fs::create_dir_all(path.join(disk::PROBE_FILE_NAME)).unwrap();
+    path
+}
+
+/// Counts the disk's whole capacity as this server's bytes: over any high watermark.
+fn fill(d: &disk::Disk) {
+    d.add_written(d.report().service_capacity_bytes);
+    assert_eq!(d.status(), DiskStatus::Overused);
 }
 
 fn disks(dir: &TempDir, n: usize) -> Vec<PathBuf> {
@@ -212,10 +229,9 @@ async fn placement_is_a_pure_function_of_the_key() {
 #[tokio::test]
 async fn an_unusable_data_path_starts_unhealthy_and_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    let blocker = dir.path().join("plain-file");
-    std::fs::write(&blocker, b"x").unwrap();
     let mut paths = disks(&dir, 2);
-    paths.insert(1, blocker.join("data")); // parent is a regular file: cannot be created
+    // Initialises (it exists and has a file system) but its write probe fails.
+    paths.insert(1, unprobeable(&dir, "unprobeable"));
     let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
 
     let reports = tier.disk_reports();
@@ -240,39 +256,84 @@ async fn an_unusable_data_path_starts_unhealthy_and_is_skipped() {
     }
 }
 
+/// Java's `LocalStorageManager`: more failed paths than the maximum (default 0) stop
+/// start-up with the key named; within it the failed path is left out.
 #[tokio::test]
-async fn min_healthy_disks_makes_the_tier_unwritable() {
+async fn paths_that_fail_to_initialise_are_skipped_up_to_the_maximum() {
     let dir = tempfile::tempdir().unwrap();
     let mut paths = disks(&dir, 2);
     let blocker = dir.path().join("file");
     std::fs::write(&blocker, b"x").unwrap();
     paths.push(blocker.join("data"));
+    let err = LocalFileTier::new(opts(paths.clone()))
+        .err()
+        .expect("one failure is above the default maximum 0");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("1 of 3") && msg.contains("init_max_failed_paths (0"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&blocker.join("data").display().to_string()),
+        "{msg}"
+    );
     let tier = LocalFileTier::new(LocalFileOptions {
-        min_healthy_disks: 3,
+        init_max_failed_paths: 1,
         ..opts(paths.clone())
     })
     .unwrap();
-    let health = tier.health();
-    assert!(!health.writable);
-    assert!(
-        health.detail.contains("2 of 3 disks writable (need 3)"),
-        "{}",
-        health.detail
+    let reports = tier.disk_reports();
+    assert_eq!(reports.len(), 2, "the failed path is left out");
+    assert_eq!(
+        reports.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [0, 1],
+        "the others keep their storage ids"
     );
+    assert!(tier.health().writable);
+    let err = LocalFileTier::new(LocalFileOptions {
+        init_max_failed_paths: 5,
+        ..opts(vec![blocker.join("a")])
+    })
+    .err()
+    .expect("no path left at all");
+    assert!(err.to_string().contains("1 of 1"), "{err}");
+}
+
+/// A configured capacity the path has no room for fails it (Java: "Available Capacity ... is
+/// smaller than configuration"); the ratio gives each path its share of its file system.
+#[tokio::test]
+async fn capacity_is_configured_or_a_share_of_the_file_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = disks(&dir, 1);
     let tier = LocalFileTier::new(LocalFileOptions {
-        min_healthy_disks: 2,
-        ..opts(paths)
+        capacity_ratio: 0.5,
+        ..opts(paths.clone())
     })
     .unwrap();
-    assert!(tier.health().writable);
+    let r = &tier.disk_reports()[0];
+    assert_eq!(
+        r.service_capacity_bytes,
+        (r.capacity_bytes as f64 * 0.5) as u64
+    );
+    let tier = LocalFileTier::new(LocalFileOptions {
+        capacity: Some(1 << 20),
+        ..opts(paths.clone())
+    })
+    .unwrap();
+    assert_eq!(tier.disk_reports()[0].service_capacity_bytes, 1 << 20);
+    let err = LocalFileTier::new(LocalFileOptions {
+        capacity: Some(u64::MAX / 2),
+        ..opts(paths)
+    })
+    .err()
+    .expect("no file system here has that much room");
+    assert!(err.to_string().contains("is less than"), "{err}");
 }
 
 #[tokio::test]
 async fn no_usable_disk_at_all_fails_start_up() {
     let dir = tempfile::tempdir().unwrap();
-    let blocker = dir.path().join("file");
-    std::fs::write(&blocker, b"x").unwrap();
-    let err = LocalFileTier::new(opts(vec![blocker.join("a"), blocker.join("b")]))
+    let err = LocalFileTier::new(opts(vec![unprobeable(&dir, "a"), unprobeable(&dir, "b")]))
         .err()
         .expect("no usable disk");
     assert!(err.to_string().contains("no usable"), "{err}");
@@ -304,8 +365,8 @@ async fn overused_disks_take_no_new_partitions_but_keep_old_ones() {
     let old = part(&a, 0, 0);
     tier.append(&old, &batch(1, 1, 10)).await.unwrap();
 
-    // Any real file system is more than 0% used: with both watermarks at 0 every disk goes
-    // over the high watermark and never comes back under the low one.
+    // Nothing is below 0% of the capacity: with both watermarks at 0 every disk is over the
+    // high watermark and never comes back under the low one.
     let full = LocalFileTier::new(LocalFileOptions {
         high_watermark: 0.0,
         low_watermark: 0.0,
@@ -329,14 +390,7 @@ async fn overused_disks_take_no_new_partitions_but_keep_old_ones() {
     // Same instance: a partition placed before the disk filled keeps appending.
     let tier_full = Arc::clone(&tier);
     for d in &tier_full.disks {
-        d.apply_inspection(
-            Ok(disk::Usage {
-                capacity: 100,
-                available: 1,
-            }),
-            0.95,
-            0.85,
-        );
+        fill(d);
     }
     assert!(!tier_full.health().writable);
     tier_full.append(&old, &batch(2, 1, 10)).await.unwrap();
@@ -607,14 +661,7 @@ async fn a_partition_leaves_a_disk_over_the_high_watermark_when_another_has_room
     let p = part(&app("watermark"), 0, 0);
     tier.append(&p, &batch(1, 2, 50)).await.unwrap();
     let (home, other) = placed_and_other(&tier, &p).await;
-    tier.disks[home].apply_inspection(
-        Ok(disk::Usage {
-            capacity: 100,
-            available: 1,
-        }),
-        0.95,
-        0.85,
-    );
+    fill(&tier.disks[home]);
     tier.append(&p, &batch(5, 2, 50)).await.unwrap();
     assert_eq!(
         tier.location(&p).unwrap(),
