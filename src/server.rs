@@ -344,6 +344,20 @@ pub async fn start(config: Config) -> Result<Running> {
         },
         tracker.clone(),
     ));
+    if let Some(local) = &local {
+        let (local, registry) = (Arc::clone(local), Arc::clone(&registry));
+        crate::tasks::periodic(
+            &tracker,
+            lf.leak_check_interval,
+            tasks_stop.clone(),
+            move || {
+                let (local, registry) = (Arc::clone(&local), Arc::clone(&registry));
+                async move {
+                    local.sweep_leaked(|app| registry.is_registered(app)).await;
+                }
+            },
+        );
+    }
     if let Some(r) = recovery.as_mut() {
         registry.attach_recovery(r);
         let seen = Arc::clone(&registry);

@@ -299,3 +299,46 @@ async fn a_data_path_that_cannot_be_created_is_skipped_only_when_allowed() {
     assert_eq!(files, 4, "both partitions on the one path left");
     running.shutdown().await;
 }
+
+/// Java's leak check (`rss.server.leak.shuffledata.check.interval`): directories of apps the
+/// server does not know are deleted from the data paths; live apps, the recovery journal's
+/// hidden directory and `lost+found` are left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaked_app_directories_are_swept_and_live_ones_kept() {
+    let mut s = start(2, |c| {
+        c.localfile_store.leak_check_interval = Duration::from_millis(100);
+    })
+    .await;
+    let leaked = s.disks[0].path().join("application_1_0001/0/0-0");
+    std::fs::create_dir_all(&leaked).unwrap();
+    std::fs::write(leaked.join("10.0.0.9-19999.data"), b"left by a crash").unwrap();
+    let lost_found = s.disks[1].path().join("lost+found");
+    std::fs::create_dir_all(&lost_found).unwrap();
+    let hidden = s.disks[1].path().join(".not-an-app");
+    std::fs::create_dir_all(&hidden).unwrap();
+
+    register(&mut s.client, "live", 0, 0..2, false).await;
+    let expected = write_shuffle(&mut s.client, "live", 0, 1, 2, 4, 1000).await;
+    s.client
+        .finish_shuffle(proto::FinishShuffleRequest {
+            app_id: "live".into(),
+            shuffle_id: 0,
+        })
+        .await
+        .unwrap();
+
+    let app_dir = s.disks[0].path().join("application_1_0001");
+    eventually("the leaked app's directory is deleted", || {
+        !app_dir.exists()
+    })
+    .await;
+    // Several sweeps later: the live app, lost+found and the hidden directory are still there.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(lost_found.exists() && hidden.exists());
+    verify_shuffle(&mut s.client, "live", 0, &expected).await;
+    assert!(
+        s.disks.iter().any(|d| d.path().join("live").exists()),
+        "the live app's spilled files stay"
+    );
+    s.running.shutdown().await;
+}

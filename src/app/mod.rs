@@ -235,6 +235,11 @@ impl AppRegistry {
         self.apps.read().values().cloned().collect()
     }
 
+    /// Whether `app` is registered here (expired or not): what the leaked-data sweep keeps.
+    pub fn is_registered(&self, app: &AppId) -> bool {
+        self.apps.read().contains_key(app)
+    }
+
     /// `registerShuffle`: creates or refreshes the app and its ranges (idempotent).
     ///
     /// Runs under the apps write lock (registration is rare), so it cannot interleave with a

@@ -304,6 +304,12 @@ pub struct LocalfileStoreConfig {
     /// the partition moves to another disk. Default: `60s`.
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
+    /// How often the data paths are swept for directories of apps the server does not know
+    /// (left by a crash without recovery, or by an earlier server on the same disks); they are
+    /// deleted, as Java's leak check does. Default: `1h` (Java's
+    /// `rss.server.leak.shuffledata.check.interval`).
+    #[serde(with = "humantime_serde")]
+    pub leak_check_interval: Duration,
 }
 
 impl Default for LocalfileStoreConfig {
@@ -321,6 +327,7 @@ impl Default for LocalfileStoreConfig {
             disk_health_check_interval: Duration::from_secs(10),
             sync_on_write: true,
             write_timeout: Duration::from_secs(60),
+            leak_check_interval: Duration::from_secs(3600),
         }
     }
 }

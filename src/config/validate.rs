@@ -259,6 +259,7 @@ impl LocalfileStoreConfig {
             disk_health_check_interval,
             sync_on_write: _,
             write_timeout,
+            leak_check_interval,
         } = self;
         nonzero_duration("localfile_store.write_timeout", *write_timeout)?;
         if store_type.uses_localfile() {
@@ -313,7 +314,8 @@ impl LocalfileStoreConfig {
         nonzero_duration(
             "localfile_store.disk_health_check_interval",
             *disk_health_check_interval,
-        )
+        )?;
+        nonzero_duration("localfile_store.leak_check_interval", *leak_check_interval)
     }
 }
 

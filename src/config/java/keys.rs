@@ -956,11 +956,13 @@ pub static KEYS: &[JavaKey] = &[
         "2097152",
         "sizes Java's index read buffer; Spillway reads an index file whole, bounded by limits.max_response_size",
     ),
-    na(
+    mapped(
         "rss.server.leak.shuffledata.check.interval",
         Both,
         "3600000",
-        "not honoured yet: Spillway does not sweep data of apps it never registered (issue 21, leaked-data sweep)",
+        &["localfile_store.leak_check_interval"],
+        "ms > 0: every interval the directories of apps the server does not know are deleted from the healthy data paths (lost+found and hidden directories kept)",
+        "1 h (Java's)",
     ),
     mapped(
         "rss.server.localstorage.initialize.max.fail.number",

@@ -15,6 +15,12 @@ impl Mapper {
             self.config.store_type = StoreType::ALL[i].1;
             self.set_origin("store_type", &e);
         }
+        if let Some((e, interval)) =
+            self.positive_duration("rss.server.leak.shuffledata.check.interval", 1)?
+        {
+            self.config.localfile_store.leak_check_interval = interval;
+            self.set_origin("localfile_store.leak_check_interval", &e);
+        }
         if let Some(e) = self.take("rss.storage.basePath") {
             self.config.localfile_store.data_paths =
                 java_list(&e.value).into_iter().map(PathBuf::from).collect();

@@ -260,6 +260,41 @@ impl LocalFileTier {
         }
     }
 
+    /// Deletes the directories of apps that `is_live` does not know from every healthy disk,
+    /// as Java's `checkAndClearLeakedShuffleData`, and returns their ids. The disks are listed
+    /// before `is_live` is asked, so an app registered meanwhile is never taken for leaked.
+    pub async fn sweep_leaked(&self, is_live: impl Fn(&AppId) -> bool) -> Vec<AppId> {
+        let roots: Vec<PathBuf> = self
+            .disks
+            .iter()
+            .filter(|d| d.is_healthy())
+            .map(|d| d.root.clone())
+            .collect();
+        let listed = match tokio::task::spawn_blocking(move || scan::app_dirs(&roots)).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::warn!(error = %e, "leaked-data sweep could not list the data paths");
+                return Vec::new();
+            }
+        };
+        let mut swept = Vec::new();
+        for app in listed {
+            if is_live(&app) {
+                continue;
+            }
+            match Tier::purge(self, &PurgeScope::App(app.clone())).await {
+                Ok(bytes) => {
+                    tracing::info!(app_id = %app, bytes, "deleted leaked shuffle data of an unknown app");
+                    swept.push(app);
+                }
+                Err(e) => {
+                    tracing::warn!(app_id = %app, error = %e, "leaked shuffle data not deleted")
+                }
+            }
+        }
+        swept
+    }
+
     /// Runs [`LocalFileTier::check_disks`] every `interval` (the first pass one interval from
     /// now; `new` already probed) on `tracker` until `cancel` fires.
     pub fn spawn_health_checks(

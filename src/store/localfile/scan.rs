@@ -287,6 +287,28 @@ fn check_part(paths: &PartitionPaths) -> io::Result<Checked> {
     })
 }
 
+/// The app ids with a directory on any of `roots`, for the leaked-data sweep: hidden entries
+/// (the recovery journal's), names no app id can have, and a file system's `lost+found` are not
+/// apps. A root that cannot be read is logged and skipped.
+pub(super) fn app_dirs(roots: &[PathBuf]) -> std::collections::BTreeSet<AppId> {
+    let mut report = ScanReport::default();
+    let apps = roots
+        .iter()
+        .flat_map(|root| subdirs(root, &mut report))
+        .filter_map(|dir| {
+            let name = file_name(&dir);
+            if name.starts_with('.') || name == "lost+found" {
+                return None;
+            }
+            AppId::parse(&name).ok()
+        })
+        .collect();
+    for skipped in report.skipped {
+        tracing::warn!(%skipped, "leaked-data sweep could not list a data path");
+    }
+    apps
+}
+
 fn subdirs(dir: &Path, report: &mut ScanReport) -> Vec<PathBuf> {
     match fs::read_dir(dir) {
         Ok(entries) => entries
