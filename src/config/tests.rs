@@ -102,6 +102,14 @@ fn example_documents_every_key() {
     full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
     full.hdfs_store.user = Some("rss".into());
     full.recovery.dir = Some("/data1/spillway-meta".into());
+    full.metrics.https = Some(super::HttpsConfig {
+        port: 19443,
+        cert_path: None,
+        key_path: None,
+        keystore_path: Some("/etc/spillway/server.p12".into()),
+        keystore_password: None,
+        key_password: None,
+    });
     let table = toml::Table::try_from(&full).unwrap();
     let mut all_keys = BTreeSet::new();
     for (key, value) in &table {

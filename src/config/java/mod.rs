@@ -58,6 +58,7 @@ mod listeners;
 mod mapper;
 mod memory;
 mod metrics;
+mod reload;
 mod storage;
 mod syntax;
 #[cfg(test)]
