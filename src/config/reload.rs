@@ -412,3 +412,107 @@ pub fn flatten(config: &Config) -> Vec<(String, String)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runtime(config: Config) -> Arc<Runtime> {
+        Runtime::new(config, RpcAudit::off())
+    }
+
+    fn set(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn java_and_spillway_names_set_the_same_keys() {
+        let r = runtime(Config::default());
+        r.update(
+            &set(&[
+                ("RSS.server.rpc.audit.log.enabled", "FALSE"),
+                ("rss.server.rpc.audit.log.excludeList", "appHeartbeat, requireBuffer,"),
+                ("rss.metrics.prometheus.pushgateway.report.interval.seconds", "30"),
+            ]),
+            &[],
+        )
+        .unwrap();
+        let c = r.current();
+        assert!(!c.audit.rpc_log);
+        assert_eq!(c.audit.rpc_exclude, ["appHeartbeat", "requireBuffer"]);
+        assert_eq!(c.metrics.push_interval, Duration::from_secs(30));
+        r.update(&set(&[("metrics.push_interval", "1m 30s")]), &[])
+            .unwrap();
+        assert_eq!(r.current().metrics.push_interval, Duration::from_secs(90));
+        // Delete: back to the default, as Java's `conf.remove`.
+        r.update(&[], &["audit.rpc_exclude".into(), "audit.rpc_log".into()])
+            .unwrap();
+        assert_eq!(r.current().audit, Config::default().audit);
+    }
+
+    #[test]
+    fn a_refused_request_changes_nothing() {
+        let r = runtime(Config::default());
+        let before = r.current();
+        for (update, why) in [
+            (set(&[("audit.rpc_log", "false"), ("rss.jetty.http.port", "1")]), "not reconfigurable"),
+            (set(&[("audit.rpc_log", "false"), ("audit.rpc_exclude", "x"), ("rss.server.rpc.audit.log.enabled", "yes")]), "is not true or false"),
+            (set(&[("rss.metrics.prometheus.pushgateway.report.interval.seconds", "0")]), "metrics.push_interval"),
+            (set(&[("rss.metrics.prometheus.pushgateway.report.interval.seconds", "10s")]), "whole number of seconds"),
+        ] {
+            let e = r.update(&update, &[]).unwrap_err();
+            assert!(e.0.contains(why), "{e}");
+            assert_eq!(r.current(), before);
+        }
+        let e = r.update(&[], &["grpc_port".into()]).unwrap_err();
+        assert!(e.0.starts_with("grpc_port: not reconfigurable"), "{e}");
+    }
+
+    #[test]
+    fn java_properties_follow_the_running_values() {
+        let mut config = Config::default();
+        config.java_properties = vec![
+            ("rss.rpc.server.port".into(), "19999".into()),
+            ("rss.server.rpc.audit.log.excludeList".into(), "appHeartbeat".into()),
+        ];
+        let r = runtime(config);
+        r.update(&set(&[("audit.rpc_exclude", "a,b"), ("audit.rpc_log", "false")]), &[])
+            .unwrap();
+        assert_eq!(
+            r.current().java_properties,
+            [
+                ("rss.rpc.server.port".to_owned(), "19999".to_owned()),
+                ("rss.server.rpc.audit.log.excludeList".into(), "a,b".into()),
+                ("rss.server.rpc.audit.log.enabled".into(), "false".into()),
+            ]
+        );
+        r.update(&[], &["rss.server.rpc.audit.log.excludeList".into()])
+            .unwrap();
+        assert!(!r
+            .current()
+            .java_properties
+            .iter()
+            .any(|(k, _)| k.contains("excludeList")));
+    }
+
+    #[test]
+    fn a_file_change_applies_reconfigurable_keys_and_names_the_rest() {
+        let r = runtime(Config::default());
+        // An earlier REST change the file does not repeat is undone, as in Java.
+        r.update(&set(&[("audit.rpc_exclude", "requireBuffer")]), &[])
+            .unwrap();
+        let mut file = Config::default();
+        file.audit.rpc_log = false;
+        file.grpc_port = 20000;
+        file.memory_store.capacity = crate::config::ByteSize(1 << 20);
+        let restart = r.apply_file(&file, "test").unwrap();
+        assert_eq!(restart, ["grpc_port", "memory_store.capacity"]);
+        let c = r.current();
+        assert!(!c.audit.rpc_log);
+        assert_eq!(c.audit.rpc_exclude, ["appHeartbeat"]);
+        assert_eq!(c.grpc_port, 19999, "not reconfigurable: stays until restart");
+    }
+}
