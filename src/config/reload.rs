@@ -330,7 +330,9 @@ pub fn spawn_file_watch(
 ) {
     tracing::info!(path = %path.display(), ?interval, "watching the config file for reconfigurable keys");
     tracker.spawn(async move {
-        let mut seen = modified(&path).await;
+        // Nothing seen yet, as Java starts: the first check reads the file once, so an edit
+        // made while the server was starting is not missed.
+        let mut seen = None;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -338,6 +340,9 @@ pub fn spawn_file_watch(
             }
             let now = modified(&path).await;
             if now.is_none() || now <= seen {
+                if now.is_none() && seen.is_some() {
+                    tracing::warn!(path = %path.display(), "the config file is gone; nothing reconfigured");
+                }
                 continue;
             }
             seen = now;
