@@ -240,3 +240,43 @@ async fn a_changed_config_file_is_applied_at_the_reconfigure_interval() {
     .await;
     running.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_new_push_interval_reschedules_the_reporter() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    // A stand-in gateway that counts push-adds.
+    let pushes = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&pushes);
+    let gateway = axum::Router::new().fallback(axum::routing::post(move || {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { "" }
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gw = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, gateway).await });
+
+    let s = start(1, move |c| {
+        c.metrics.push_gateway_endpoint = Some(format!("http://{gw}"));
+        c.metrics.push_interval = Duration::from_secs(3600);
+    })
+    .await;
+    let base = format!("http://{}", s.running.http_addr);
+    // An hour away: nothing pushed until the interval changes.
+    assert_eq!(pushes.load(Ordering::SeqCst), 0);
+    let a = post(
+        &base,
+        "/api/shuffleServer/confOps/update",
+        r#"{"update": {"metrics.push_interval": "100ms"}}"#,
+        None,
+    )
+    .await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    until("pushes at the new interval", async || {
+        pushes.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert_eq!(value(&conf(&base).await, "metrics.push_interval"), Some("100ms"));
+    s.running.shutdown().await;
+}
