@@ -68,7 +68,10 @@ async fn pem_certificate_serves_the_same_endpoints_over_https_beside_http() {
     assert_ne!(addr.port(), s.running.http_addr.port());
     let tls = client(&cert_pem, addr);
     let json = get_metrics(&tls, addr.port()).await;
-    assert!(json["metrics"].as_array().is_some_and(|m| !m.is_empty()), "{json}");
+    assert!(
+        json["metrics"].as_array().is_some_and(|m| !m.is_empty()),
+        "{json}"
+    );
     // HTTP stays, as Jetty keeps its HTTP connector.
     let plain = reqwest::get(format!("http://{}/metrics/server", s.running.http_addr))
         .await
@@ -106,7 +109,14 @@ async fn pkcs12_keystore_written_by_openssl_is_loaded() {
     let (cert, key, cert_pem) = self_signed(dir.path());
     let p12 = dir.path().join("server.p12");
     let out = Command::new("openssl")
-        .args(["pkcs12", "-export", "-name", "spillway", "-passout", "pass:changeit"])
+        .args([
+            "pkcs12",
+            "-export",
+            "-name",
+            "spillway",
+            "-passout",
+            "pass:changeit",
+        ])
         .arg("-in")
         .arg(&cert)
         .arg("-inkey")
@@ -115,7 +125,11 @@ async fn pkcs12_keystore_written_by_openssl_is_loaded() {
         .arg(&p12)
         .output()
         .expect("openssl runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // The wrong password stops start-up, naming the key.
     let disks = [TempDir::new().unwrap()];
@@ -124,7 +138,11 @@ async fn pkcs12_keystore_written_by_openssl_is_loaded() {
     h.keystore_path = Some(p12.clone());
     h.keystore_password = Some(Secret("wrong".into()));
     config.metrics.https = Some(h.clone());
-    let err = server::start(config).await.err().expect("refused").to_string();
+    let err = server::start(config)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(err.contains("metrics.https.keystore_path"), "{err}");
 
     let s = common::start(1, |c| {
@@ -148,7 +166,11 @@ async fn jks_keystore_is_refused_with_the_keytool_command() {
     let mut h = https(0);
     h.keystore_path = Some(jks.clone());
     config.metrics.https = Some(h);
-    let err = server::start(config).await.err().expect("refused").to_string();
+    let err = server::start(config)
+        .await
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(err.contains("metrics.https.keystore_path"), "{err}");
     assert!(
         err.contains(&format!(

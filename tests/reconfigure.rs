@@ -75,7 +75,10 @@ fn count(path: &Path, cmd: &str) -> usize {
 async fn until(what: &str, mut cond: impl AsyncFnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !cond().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -108,18 +111,36 @@ async fn rest_update_reconfigures_the_audit_log_and_conf_shows_it() {
     // The guard: Java's Basic credentials, Java's refusal.
     let a = post(&base, "/api/shuffleServer/confOps/update", update, None).await;
     assert_eq!((a.code, a.body.as_str()), (401, "Authentication Failed"));
-    let a = post(&base, "/confOps/update", update, Some("Basic dXNlcjpvdGhlcg==")).await;
+    let a = post(
+        &base,
+        "/confOps/update",
+        update,
+        Some("Basic dXNlcjpvdGhlcg=="),
+    )
+    .await;
     assert_eq!(a.code, 401);
 
     // appHeartbeat is excluded by default; the update lifts that from the next request.
     heartbeat(&mut s.client).await;
-    let a = post(&base, "/api/shuffleServer/confOps/update", update, Some(&auth)).await;
+    let a = post(
+        &base,
+        "/api/shuffleServer/confOps/update",
+        update,
+        Some(&auth),
+    )
+    .await;
     assert_eq!(
         (a.code, a.body.as_str()),
-        (200, "temporarily effective until restart: Update successfully")
+        (
+            200,
+            "temporarily effective until restart: Update successfully"
+        )
     );
     heartbeat(&mut s.client).await;
-    until("the heartbeat's audit line", async || count(&audit, "appHeartbeat") == 1).await;
+    until("the heartbeat's audit line", async || {
+        count(&audit, "appHeartbeat") == 1
+    })
+    .await;
     assert_eq!(
         value(&conf(&base).await, "audit.rpc_exclude"),
         Some("requireBuffer")
@@ -128,13 +149,26 @@ async fn rest_update_reconfigures_the_audit_log_and_conf_shows_it() {
     // Off, then on again (by the root path and the Spillway name): what ran while off is not
     // in the file, what runs after is.
     let off = r#"{"update": {"rss.server.rpc.audit.log.enabled": false}}"#;
-    assert_eq!(post(&base, "/confOps/update", off, Some(&auth)).await.code, 200);
+    assert_eq!(
+        post(&base, "/confOps/update", off, Some(&auth)).await.code,
+        200
+    );
     heartbeat(&mut s.client).await;
     let on = r#"{"update": {"audit.rpc_log": "true"}, "delete": ["audit.rpc_exclude"]}"#;
-    assert_eq!(post(&base, "/confOps/update", on, Some(&auth)).await.code, 200);
+    assert_eq!(
+        post(&base, "/confOps/update", on, Some(&auth)).await.code,
+        200
+    );
     common::register(&mut s.client, "app_reconf", 2, 0..1, false).await;
-    until("the registration's audit line", async || count(&audit, "registerShuffle") == 2).await;
-    assert_eq!(count(&audit, "appHeartbeat"), 1, "no line while the log was off");
+    until("the registration's audit line", async || {
+        count(&audit, "registerShuffle") == 2
+    })
+    .await;
+    assert_eq!(
+        count(&audit, "appHeartbeat"),
+        1,
+        "no line while the log was off"
+    );
     // The delete put the default exclude list back.
     heartbeat(&mut s.client).await;
     let c = conf(&base).await;
@@ -143,13 +177,31 @@ async fn rest_update_reconfigures_the_audit_log_and_conf_shows_it() {
 
     // Refusals change nothing and say why.
     for (body, code, why) in [
-        (r#"{"update": {"rss.rpc.server.port": "1"}}"#, 400, "not reconfigurable"),
-        (r#"{"update": {"audit.rpc_log": "yes"}}"#, 400, "is not true or false"),
-        (r#"{"update": {"audit.rpc_log": "false"}, "delete": ["grpc_port"]}"#, 400, "grpc_port"),
+        (
+            r#"{"update": {"rss.rpc.server.port": "1"}}"#,
+            400,
+            "not reconfigurable",
+        ),
+        (
+            r#"{"update": {"audit.rpc_log": "yes"}}"#,
+            400,
+            "is not true or false",
+        ),
+        (
+            r#"{"update": {"audit.rpc_log": "false"}, "delete": ["grpc_port"]}"#,
+            400,
+            "grpc_port",
+        ),
         (r#"{"updates": {}}"#, 400, "unknown field"),
         ("null", 200, "Nothing changed"),
     ] {
-        let a = post(&base, "/api/shuffleServer/confOps/update", body, Some(&auth)).await;
+        let a = post(
+            &base,
+            "/api/shuffleServer/confOps/update",
+            body,
+            Some(&auth),
+        )
+        .await;
         assert_eq!(a.code, code, "{body}: {}", a.body);
         assert!(a.body.contains(why), "{body}: {}", a.body);
     }
@@ -205,17 +257,25 @@ async fn a_changed_config_file_is_applied_at_the_reconfigure_interval() {
     let base = format!("http://{}", running.http_addr);
     let c = conf(&base).await;
     assert_eq!(
-        value(&c, "rss.metrics.prometheus.pushgateway.report.interval.seconds"),
+        value(
+            &c,
+            "rss.metrics.prometheus.pushgateway.report.interval.seconds"
+        ),
         Some("600")
     );
 
     // Reconfigurable keys change; the port key does not (a restart would be needed).
-    let changed = server_conf(&data, "appHeartbeat,requireBuffer", 42)
-        .replace("rss.server.read.buffer.capacity 16mb", "rss.server.read.buffer.capacity 8mb");
+    let changed = server_conf(&data, "appHeartbeat,requireBuffer", 42).replace(
+        "rss.server.read.buffer.capacity 16mb",
+        "rss.server.read.buffer.capacity 8mb",
+    );
     rewrite(&path, &changed);
     until("the file's new values on /conf", async || {
         let c = conf(&base).await;
-        value(&c, "rss.metrics.prometheus.pushgateway.report.interval.seconds") == Some("42")
+        value(
+            &c,
+            "rss.metrics.prometheus.pushgateway.report.interval.seconds",
+        ) == Some("42")
             && value(&c, "rss.server.rpc.audit.log.excludeList")
                 == Some("appHeartbeat,requireBuffer")
     })
@@ -277,6 +337,9 @@ async fn a_new_push_interval_reschedules_the_reporter() {
         pushes.load(Ordering::SeqCst) >= 2
     })
     .await;
-    assert_eq!(value(&conf(&base).await, "metrics.push_interval"), Some("100ms"));
+    assert_eq!(
+        value(&conf(&base).await, "metrics.push_interval"),
+        Some("100ms")
+    );
     s.running.shutdown().await;
 }

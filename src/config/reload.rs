@@ -107,7 +107,8 @@ const KEYS: [Key; 3] = [
                     .map_err(|_| format!("{v:?} is not a whole number of seconds"))?;
                 Duration::from_secs(secs.into())
             } else {
-                humantime_serde::re::humantime::parse_duration(v).map_err(|e| format!("{v:?}: {e}"))?
+                humantime_serde::re::humantime::parse_duration(v)
+                    .map_err(|e| format!("{v:?}: {e}"))?
             };
             Ok(())
         },
@@ -237,12 +238,17 @@ impl Runtime {
     fn apply(&self, mut next: Config, origin: &str, removed: &[&str]) -> Result<(), Refused> {
         next.validate().map_err(|e| Refused(e.to_string()))?;
         let running = self.current();
-        let changed: Vec<&Key> = KEYS.iter().filter(|k| (k.differs)(&running, &next)).collect();
+        let changed: Vec<&Key> = KEYS
+            .iter()
+            .filter(|k| (k.differs)(&running, &next))
+            .collect();
         if !next.java_properties.is_empty() || !running.java_properties.is_empty() {
             for key in &KEYS {
                 let shown = (key.show)(&next);
                 let props = &mut next.java_properties;
-                let at = props.iter().position(|(k, _)| k.eq_ignore_ascii_case(key.java));
+                let at = props
+                    .iter()
+                    .position(|(k, _)| k.eq_ignore_ascii_case(key.java));
                 if removed.contains(&key.java) {
                     if let Some(i) = at {
                         props.remove(i);
@@ -439,8 +445,14 @@ mod tests {
         r.update(
             &set(&[
                 ("RSS.server.rpc.audit.log.enabled", "FALSE"),
-                ("rss.server.rpc.audit.log.excludeList", "appHeartbeat, requireBuffer,"),
-                ("rss.metrics.prometheus.pushgateway.report.interval.seconds", "30"),
+                (
+                    "rss.server.rpc.audit.log.excludeList",
+                    "appHeartbeat, requireBuffer,",
+                ),
+                (
+                    "rss.metrics.prometheus.pushgateway.report.interval.seconds",
+                    "30",
+                ),
             ]),
             &[],
         )
@@ -463,10 +475,32 @@ mod tests {
         let r = runtime(Config::default());
         let before = r.current();
         for (update, why) in [
-            (set(&[("audit.rpc_log", "false"), ("rss.jetty.http.port", "1")]), "not reconfigurable"),
-            (set(&[("audit.rpc_log", "false"), ("audit.rpc_exclude", "x"), ("rss.server.rpc.audit.log.enabled", "yes")]), "is not true or false"),
-            (set(&[("rss.metrics.prometheus.pushgateway.report.interval.seconds", "0")]), "metrics.push_interval"),
-            (set(&[("rss.metrics.prometheus.pushgateway.report.interval.seconds", "10s")]), "whole number of seconds"),
+            (
+                set(&[("audit.rpc_log", "false"), ("rss.jetty.http.port", "1")]),
+                "not reconfigurable",
+            ),
+            (
+                set(&[
+                    ("audit.rpc_log", "false"),
+                    ("audit.rpc_exclude", "x"),
+                    ("rss.server.rpc.audit.log.enabled", "yes"),
+                ]),
+                "is not true or false",
+            ),
+            (
+                set(&[(
+                    "rss.metrics.prometheus.pushgateway.report.interval.seconds",
+                    "0",
+                )]),
+                "metrics.push_interval",
+            ),
+            (
+                set(&[(
+                    "rss.metrics.prometheus.pushgateway.report.interval.seconds",
+                    "10s",
+                )]),
+                "whole number of seconds",
+            ),
         ] {
             let e = r.update(&update, &[]).unwrap_err();
             assert!(e.0.contains(why), "{e}");
@@ -478,14 +512,22 @@ mod tests {
 
     #[test]
     fn java_properties_follow_the_running_values() {
-        let mut config = Config::default();
-        config.java_properties = vec![
-            ("rss.rpc.server.port".into(), "19999".into()),
-            ("rss.server.rpc.audit.log.excludeList".into(), "appHeartbeat".into()),
-        ];
+        let config = Config {
+            java_properties: vec![
+                ("rss.rpc.server.port".into(), "19999".into()),
+                (
+                    "rss.server.rpc.audit.log.excludeList".into(),
+                    "appHeartbeat".into(),
+                ),
+            ],
+            ..Config::default()
+        };
         let r = runtime(config);
-        r.update(&set(&[("audit.rpc_exclude", "a,b"), ("audit.rpc_log", "false")]), &[])
-            .unwrap();
+        r.update(
+            &set(&[("audit.rpc_exclude", "a,b"), ("audit.rpc_log", "false")]),
+            &[],
+        )
+        .unwrap();
         assert_eq!(
             r.current().java_properties,
             [
@@ -518,6 +560,9 @@ mod tests {
         let c = r.current();
         assert!(!c.audit.rpc_log);
         assert_eq!(c.audit.rpc_exclude, ["appHeartbeat"]);
-        assert_eq!(c.grpc_port, 19999, "not reconfigurable: stays until restart");
+        assert_eq!(
+            c.grpc_port, 19999,
+            "not reconfigurable: stays until restart"
+        );
     }
 }

@@ -5,9 +5,8 @@ use std::time::Duration;
 
 use super::{
     AppConfig, AuditConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
-    HttpsConfig,
-    HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig, MetricsConfig,
-    RecoveryConfig, ShutdownConfig, StoreType,
+    HttpsConfig, HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig,
+    MetricsConfig, RecoveryConfig, ShutdownConfig, StoreType,
 };
 
 impl Config {

@@ -60,7 +60,11 @@ pub(super) async fn update(
     }
     let vo: Option<ConfVo> = match serde_json::from_slice(&body) {
         Ok(vo) => vo,
-        Err(e) => return bad(format!("the body is not {{\"update\": {{...}}, \"delete\": [...]}}: {e}")),
+        Err(e) => {
+            return bad(format!(
+                "the body is not {{\"update\": {{...}}, \"delete\": [...]}}: {e}"
+            ))
+        }
     };
     let Some(vo) = vo else {
         return text(NOTHING);
@@ -78,15 +82,18 @@ pub(super) async fn update(
     tracing::info!(?update, delete = ?vo.delete, "dynamic config update requested");
     let runtime = Arc::clone(&s.runtime);
     // Turning the audit log on opens its file: blocking work, kept off the async workers.
-    let result =
-        tokio::task::spawn_blocking(move || runtime.update(&update, &vo.delete)).await;
+    let result = tokio::task::spawn_blocking(move || runtime.update(&update, &vo.delete)).await;
     match result {
         Ok(Ok(())) => text(APPLIED),
         Ok(Err(refused)) => {
             tracing::warn!(reason = %refused, "dynamic config update refused");
             bad(refused.to_string())
         }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("update failed: {e}\n")).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("update failed: {e}\n"),
+        )
+            .into_response(),
     }
 }
 

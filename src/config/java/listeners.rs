@@ -60,9 +60,8 @@ impl Mapper {
             }
             return Ok(());
         };
-        let required = |key: &str| {
-            ConfigError::new(key, format!("is required with {} = true", enable.key))
-        };
+        let required =
+            |key: &str| ConfigError::new(key, format!("is required with {} = true", enable.key));
         let (port_entry, port) = port.ok_or_else(|| required("rss.jetty.https.port"))?;
         let path = path.ok_or_else(|| required("rss.jetty.ssl.keystore.path"))?;
         self.config.metrics.https = Some(HttpsConfig {
