@@ -504,7 +504,48 @@ pub async fn start(config: Config) -> Result<Running> {
             grpc_stop.clone(),
         ))
     });
-    let runtime = crate::config::reload::Runtime::new(config.clone(), audit.rpc.clone());
+    // What reacts to runtime reconfiguration: Java's listeners of the shuffle server.
+    let runtime = crate::config::reload::Runtime::new(config.clone());
+    {
+        let rpc = audit.rpc.clone();
+        runtime.listen(
+            &["audit.rpc_log", "audit.rpc_exclude"],
+            Box::new(move |c| {
+                rpc.reconfigure(&c.audit).map_err(|e| {
+                    format!("audit.rpc_log_path {}: {e}", c.audit.rpc_log_path.display())
+                })
+            }),
+        );
+        let registry = Arc::clone(&registry);
+        runtime.listen(
+            &[
+                "hybrid_store.huge_partition_size_threshold",
+                "hybrid_store.huge_partition_hard_limit",
+                "hybrid_store.huge_partition_split_limit",
+            ],
+            Box::new(move |c| {
+                let h = &c.hybrid_store;
+                registry.set_huge_partition_limits(
+                    h.huge_partition_size_threshold.as_u64(),
+                    h.huge_partition_hard_limit.map(|b| b.as_u64()),
+                    h.huge_partition_split_limit.map(|b| b.as_u64()),
+                );
+                Ok(())
+            }),
+        );
+        let budget = budget.clone();
+        runtime.listen(
+            &[
+                "hybrid_store.memory_spill_high_watermark",
+                "hybrid_store.memory_spill_low_watermark",
+            ],
+            Box::new(move |c| {
+                let h = &c.hybrid_store;
+                budget.set_watermarks(h.memory_spill_high_watermark, h.memory_spill_low_watermark);
+                Ok(())
+            }),
+        );
+    }
     if let Some(path) = &config.source_path {
         crate::config::reload::spawn_file_watch(
             Arc::clone(&runtime),

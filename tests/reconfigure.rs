@@ -343,3 +343,60 @@ async fn a_new_push_interval_reschedules_the_reporter() {
     );
     s.running.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_new_hard_limit_applies_to_the_next_require_buffer() {
+    let mut s = start(1, |_| {}).await;
+    let base = format!("http://{}", s.running.http_addr);
+    let app = "app_hard_limit";
+    common::register(&mut s.client, app, 0, 0..1, false).await;
+    common::send(
+        &mut s.client,
+        app,
+        0,
+        vec![(0, vec![common::make_block(1, 0, 1, 1000)])],
+    )
+    .await;
+    let mut require = async |size: i32| {
+        let r = s
+            .client
+            .require_buffer(proto::RequireBufferRequest {
+                require_size: size,
+                app_id: app.into(),
+                shuffle_id: 0,
+                partition_ids: vec![0],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        common::status_of(r.status)
+    };
+    assert_eq!(require(2000).await, proto::StatusCode::Success);
+    let a = post(
+        &base,
+        "/confOps/update",
+        r#"{"update": {"rss.server.huge-partition.size.hard.limit": "512"}}"#,
+        None,
+    )
+    .await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    let refused = require(2000).await;
+    assert_ne!(refused, proto::StatusCode::Success);
+    assert_ne!(
+        refused,
+        proto::StatusCode::NoBuffer,
+        "the hard limit, not memory"
+    );
+    // Deleting it puts Java's default (no limit) back.
+    let a = post(
+        &base,
+        "/confOps/update",
+        r#"{"delete": ["hybrid_store.huge_partition_hard_limit"]}"#,
+        None,
+    )
+    .await;
+    assert_eq!(a.code, 200, "{}", a.body);
+    assert_eq!(require(2000).await, proto::StatusCode::Success);
+    s.running.shutdown().await;
+}

@@ -13,9 +13,20 @@
 //! | `rss.server.rpc.audit.log.enabled` | `audit.rpc_log` | the RPC audit log, on both planes, from the next request |
 //! | `rss.server.rpc.audit.log.excludeList` | `audit.rpc_exclude` | the same |
 //! | `rss.metrics.prometheus.pushgateway.report.interval.seconds` | `metrics.push_interval` | the push-gateway reporter: the next push is one new interval away |
+//! | `rss.server.huge-partition.size.threshold` | `hybrid_store.huge_partition_size_threshold` | the next `requireBuffer`/`sendShuffleData` |
+//! | `rss.server.huge-partition.size.hard.limit` | `hybrid_store.huge_partition_hard_limit` | the same |
+//! | `rss.server.huge-partition.split.limit` | `hybrid_store.huge_partition_split_limit` | the same |
+//! | `rss.server.memory.shuffle.highWaterMark.percentage` | `hybrid_store.memory_spill_high_watermark` | the memory budget's spill trigger (the spiller is woken if memory is already above the new mark) |
+//! | `rss.server.memory.shuffle.lowWaterMark.percentage` | `hybrid_store.memory_spill_low_watermark` | where a watermark spill stops |
 //!
-//! The rest of Java's listeners belong to parts Spillway does not have (JVM thread pools) or
-//! that it does not map (the local-storage checker's execution timeout).
+//! (Read from apache/uniffle post-0.10 copies of `ShuffleServerGrpcService`,
+//! `ShuffleServerNettyHandler`, `PrometheusPushGatewayMetricReporter`, `ShuffleBufferManager`
+//! and `LocalStorageChecker`, and the JSON `ConfOpsResource`; no stored copy is exactly the
+//! 0.10.0 tag.) The rest of Java's listeners belong to parts Spillway does not have (JVM
+//! thread pools) or that it does not map (the local-storage checker's execution timeout).
+//! Java's file polling refreshes only keys read through `getReconfigurableConf`, which the two
+//! watermarks are not (their listener hears REST updates only); Spillway applies them both
+//! ways, like the other keys.
 //!
 //! As in Java:
 //! - a file change is applied to these keys only, and a key the file no longer sets goes back
@@ -43,8 +54,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Config;
-use crate::audit::RpcAudit;
+use super::{ByteSize, Config};
 
 /// Java's `rss.reconfigure.interval.sec` default.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
@@ -58,15 +68,18 @@ struct Key {
     /// Sets the key from a value written as Java writes it (`java` is true) or as the TOML
     /// config writes it.
     set: fn(&mut Config, &str, bool) -> Result<(), String>,
-    /// Back to the default (a deleted key, or one the file no longer sets).
-    reset: fn(&mut Config),
-    /// Whether the key differs between two configs.
-    differs: fn(&Config, &Config) -> bool,
+    /// Back to the default (a deleted key, or one the file no longer sets); `java_file` says
+    /// whether the running config came from a Java `server.conf`, whose defaults are Java's.
+    reset: fn(&mut Config, bool),
+    /// Copies the key from a re-read file.
+    copy: fn(&Config, &mut Config),
+    /// The value, exactly (to tell whether it changed).
+    value: fn(&Config) -> String,
     /// The value as Java's `/conf` shows it.
     show: fn(&Config) -> String,
 }
 
-const KEYS: [Key; 3] = [
+const KEYS: [Key; 8] = [
     Key {
         java: "rss.server.rpc.audit.log.enabled",
         spillway: "audit.rpc_log",
@@ -74,8 +87,9 @@ const KEYS: [Key; 3] = [
             c.audit.rpc_log = parse_bool(v)?;
             Ok(())
         },
-        reset: |c| c.audit.rpc_log = super::AuditConfig::default().rpc_log,
-        differs: |a, b| a.audit.rpc_log != b.audit.rpc_log,
+        reset: |c, _| c.audit.rpc_log = super::AuditConfig::default().rpc_log,
+        copy: |from, to| to.audit.rpc_log = from.audit.rpc_log,
+        value: |c| c.audit.rpc_log.to_string(),
         show: |c| c.audit.rpc_log.to_string(),
     },
     Key {
@@ -91,8 +105,9 @@ const KEYS: [Key; 3] = [
                 .collect();
             Ok(())
         },
-        reset: |c| c.audit.rpc_exclude = super::AuditConfig::default().rpc_exclude,
-        differs: |a, b| a.audit.rpc_exclude != b.audit.rpc_exclude,
+        reset: |c, _| c.audit.rpc_exclude = super::AuditConfig::default().rpc_exclude,
+        copy: |from, to| to.audit.rpc_exclude = from.audit.rpc_exclude.clone(),
+        value: |c| c.audit.rpc_exclude.join(","),
         show: |c| c.audit.rpc_exclude.join(","),
     },
     Key {
@@ -112,11 +127,135 @@ const KEYS: [Key; 3] = [
             };
             Ok(())
         },
-        reset: |c| c.metrics.push_interval = super::MetricsConfig::default().push_interval,
-        differs: |a, b| a.metrics.push_interval != b.metrics.push_interval,
+        reset: |c, _| c.metrics.push_interval = super::MetricsConfig::default().push_interval,
+        copy: |from, to| to.metrics.push_interval = from.metrics.push_interval,
+        value: |c| format!("{:?}", c.metrics.push_interval),
         show: |c| c.metrics.push_interval.as_secs().to_string(),
     },
+    Key {
+        java: "rss.server.huge-partition.size.threshold",
+        spillway: "hybrid_store.huge_partition_size_threshold",
+        set: |c, v, java| {
+            let size = parse_size(v, java)?;
+            if size == 0 {
+                return Err("must be above 0".into());
+            }
+            c.hybrid_store.huge_partition_size_threshold = ByteSize(size);
+            Ok(())
+        },
+        reset: |c, _| {
+            c.hybrid_store.huge_partition_size_threshold =
+                super::HybridStoreConfig::default().huge_partition_size_threshold
+        },
+        copy: |from, to| {
+            to.hybrid_store.huge_partition_size_threshold =
+                from.hybrid_store.huge_partition_size_threshold
+        },
+        value: |c| {
+            c.hybrid_store
+                .huge_partition_size_threshold
+                .as_u64()
+                .to_string()
+        },
+        show: |c| {
+            c.hybrid_store
+                .huge_partition_size_threshold
+                .as_u64()
+                .to_string()
+        },
+    },
+    Key {
+        java: "rss.server.huge-partition.size.hard.limit",
+        spillway: "hybrid_store.huge_partition_hard_limit",
+        set: |c, v, java| {
+            let size = parse_size(v, java)?;
+            if size == 0 {
+                return Err("must be above 0".into());
+            }
+            // Java's default, Long.MAX_VALUE, is its way of saying "no limit".
+            c.hybrid_store.huge_partition_hard_limit =
+                (size != JAVA_NO_LIMIT).then_some(ByteSize(size));
+            Ok(())
+        },
+        reset: |c, _| c.hybrid_store.huge_partition_hard_limit = None,
+        copy: |from, to| {
+            to.hybrid_store.huge_partition_hard_limit = from.hybrid_store.huge_partition_hard_limit
+        },
+        value: |c| format!("{:?}", c.hybrid_store.huge_partition_hard_limit),
+        show: |c| show_limit(c.hybrid_store.huge_partition_hard_limit),
+    },
+    Key {
+        java: "rss.server.huge-partition.split.limit",
+        spillway: "hybrid_store.huge_partition_split_limit",
+        set: |c, v, java| {
+            // As the loader maps it: a negative Java value splits every partition, as 0 does.
+            let size = if java {
+                super::java::java_size(v)?.max(0) as u64
+            } else {
+                parse_size(v, false)?
+            };
+            c.hybrid_store.huge_partition_split_limit =
+                (size != JAVA_NO_LIMIT).then_some(ByteSize(size));
+            Ok(())
+        },
+        reset: |c, _| c.hybrid_store.huge_partition_split_limit = None,
+        copy: |from, to| {
+            to.hybrid_store.huge_partition_split_limit =
+                from.hybrid_store.huge_partition_split_limit
+        },
+        value: |c| format!("{:?}", c.hybrid_store.huge_partition_split_limit),
+        show: |c| show_limit(c.hybrid_store.huge_partition_split_limit),
+    },
+    Key {
+        java: "rss.server.memory.shuffle.highWaterMark.percentage",
+        spillway: "hybrid_store.memory_spill_high_watermark",
+        set: |c, v, java| {
+            c.hybrid_store.memory_spill_high_watermark = parse_fraction(v, java)?;
+            Ok(())
+        },
+        reset: |c, java_file| {
+            c.hybrid_store.memory_spill_high_watermark = if java_file {
+                JAVA_HIGH_WATERMARK
+            } else {
+                super::HybridStoreConfig::default().memory_spill_high_watermark
+            }
+        },
+        copy: |from, to| {
+            to.hybrid_store.memory_spill_high_watermark =
+                from.hybrid_store.memory_spill_high_watermark
+        },
+        value: |c| c.hybrid_store.memory_spill_high_watermark.to_string(),
+        show: |c| (c.hybrid_store.memory_spill_high_watermark * 100.0).to_string(),
+    },
+    Key {
+        java: "rss.server.memory.shuffle.lowWaterMark.percentage",
+        spillway: "hybrid_store.memory_spill_low_watermark",
+        set: |c, v, java| {
+            c.hybrid_store.memory_spill_low_watermark = parse_fraction(v, java)?;
+            Ok(())
+        },
+        reset: |c, java_file| {
+            c.hybrid_store.memory_spill_low_watermark = if java_file {
+                JAVA_LOW_WATERMARK
+            } else {
+                super::HybridStoreConfig::default().memory_spill_low_watermark
+            }
+        },
+        copy: |from, to| {
+            to.hybrid_store.memory_spill_low_watermark =
+                from.hybrid_store.memory_spill_low_watermark
+        },
+        value: |c| c.hybrid_store.memory_spill_low_watermark.to_string(),
+        show: |c| (c.hybrid_store.memory_spill_low_watermark * 100.0).to_string(),
+    },
 ];
+
+/// Java's `Long.MAX_VALUE`, its "no limit" for the huge-partition limits.
+const JAVA_NO_LIMIT: u64 = i64::MAX as u64;
+
+/// Java's watermark defaults (75 % and 25 %), which a `server.conf` without them runs with.
+const JAVA_HIGH_WATERMARK: f64 = 0.75;
+const JAVA_LOW_WATERMARK: f64 = 0.25;
 
 fn parse_bool(v: &str) -> Result<bool, String> {
     match v.trim() {
@@ -124,6 +263,37 @@ fn parse_bool(v: &str) -> Result<bool, String> {
         t if t.eq_ignore_ascii_case("false") => Ok(false),
         t => Err(format!("{t:?} is not true or false")),
     }
+}
+
+/// A size in bytes: Java's syntax (`10g`, `1024`) or Spillway's (`"10G"`).
+fn parse_size(v: &str, java: bool) -> Result<u64, String> {
+    let v = v.trim();
+    if java {
+        let size = super::java::java_size(v)?;
+        u64::try_from(size).map_err(|_| format!("{size} must not be negative"))
+    } else {
+        v.parse::<ByteSize>()
+            .map(|b| b.as_u64())
+            .map_err(|e| format!("{v:?}: {e}"))
+    }
+}
+
+/// A fraction: Java's percentage in `0..=100`, or Spillway's fraction.
+fn parse_fraction(v: &str, java: bool) -> Result<f64, String> {
+    let v = v.trim();
+    if java {
+        let pct = super::java::java_double(v).ok_or_else(|| format!("{v:?} is not a number"))?;
+        if !(0.0..=100.0).contains(&pct) {
+            return Err(format!("{pct} is not a percentage in 0..=100"));
+        }
+        Ok(pct / 100.0)
+    } else {
+        v.parse().map_err(|_| format!("{v:?} is not a number"))
+    }
+}
+
+fn show_limit(limit: Option<ByteSize>) -> String {
+    limit.map_or(JAVA_NO_LIMIT, |b| b.as_u64()).to_string()
 }
 
 /// `(key, java)` for a key written either way; `java` says which.
@@ -155,24 +325,39 @@ impl std::fmt::Display for Refused {
     }
 }
 
+/// A component's reaction to a new config (Java's `ReconfigureListener`): it takes the keys it
+/// listens for from the config it is given. It may refuse (the change is then undone).
+pub type React = Box<dyn Fn(&Config) -> Result<(), String> + Send + Sync>;
+
+struct Listener {
+    /// Spillway names of the keys it listens for.
+    keys: &'static [&'static str],
+    react: React,
+}
+
 /// The running config and the components that react to it.
 pub struct Runtime {
     current: watch::Sender<Arc<Config>>,
-    /// Serialises changes (REST and file), so two never interleave their read-modify-write.
-    /// Held only while nothing awaits.
-    changing: parking_lot::Mutex<()>,
-    audit: RpcAudit,
+    /// The listeners, and the lock that serialises changes (REST and file), so two never
+    /// interleave their read-modify-write. Held only while nothing awaits.
+    listeners: parking_lot::Mutex<Vec<Listener>>,
 }
 
 impl Runtime {
-    /// `config` is the validated start-up config; `audit` the RPC audit log the planes share.
-    pub fn new(config: Config, audit: RpcAudit) -> Arc<Runtime> {
+    /// `config` is the validated start-up config.
+    pub fn new(config: Config) -> Arc<Runtime> {
         let (current, _) = watch::channel(Arc::new(config));
         Arc::new(Runtime {
             current,
-            changing: parking_lot::Mutex::new(()),
-            audit,
+            listeners: parking_lot::Mutex::new(Vec::new()),
         })
+    }
+
+    /// Calls `react` with the new config whenever one of `keys` (Spillway names) changes.
+    /// Components that read the config themselves ([`Runtime::subscribe`]) need none.
+    pub fn listen(&self, keys: &'static [&'static str], react: React) {
+        debug_assert!(keys.iter().all(|k| KEYS.iter().any(|r| r.spillway == *k)));
+        self.listeners.lock().push(Listener { keys, react });
     }
 
     /// The running config.
@@ -189,35 +374,34 @@ impl Runtime {
     /// nothing: the first key that is not reconfigurable or value that does not parse refuses
     /// the whole request.
     pub fn update(&self, update: &[(String, String)], delete: &[String]) -> Result<(), Refused> {
-        let _changing = self.changing.lock();
+        let listeners = self.listeners.lock();
         let mut next = (*self.current()).clone();
+        let java_file = !next.java_properties.is_empty();
         for (name, value) in update {
             let (key, java) = find(name).ok_or_else(|| not_reconfigurable(name))?;
             (key.set)(&mut next, value, java).map_err(|e| Refused(format!("{name}: {e}")))?;
         }
         for name in delete {
             let (key, _) = find(name).ok_or_else(|| not_reconfigurable(name))?;
-            (key.reset)(&mut next);
+            (key.reset)(&mut next, java_file);
         }
         // Java's `/conf` lists the keys as they were set (a deleted one disappears).
         let deleted: Vec<&str> = delete
             .iter()
             .filter_map(|n| find(n).map(|(k, _)| k.java))
             .collect();
-        self.apply(next, "REST", &deleted)
+        self.apply(&listeners, next, "REST", &deleted)
     }
 
     /// Applies the reconfigurable keys of a re-read config file; returns the other keys whose
     /// change needs a restart.
     fn apply_file(&self, file: &Config, origin: &str) -> Result<Vec<String>, Refused> {
-        let _changing = self.changing.lock();
+        let listeners = self.listeners.lock();
         let running = self.current();
         let mut next = (*running).clone();
         let mut absent = Vec::new();
         for key in &KEYS {
-            if (key.differs)(&next, file) {
-                copy_key(key, file, &mut next);
-            }
+            (key.copy)(file, &mut next);
             let java_file = !file.java_properties.is_empty();
             if java_file
                 && !file
@@ -229,18 +413,24 @@ impl Runtime {
             }
         }
         let restart = restart_keys(&running, file);
-        self.apply(next, origin, &absent)?;
+        self.apply(&listeners, next, origin, &absent)?;
         Ok(restart)
     }
 
     /// Validates `next`, brings the components along, and publishes it. `removed` are Java
     /// keys `/conf` no longer lists.
-    fn apply(&self, mut next: Config, origin: &str, removed: &[&str]) -> Result<(), Refused> {
+    fn apply(
+        &self,
+        listeners: &[Listener],
+        mut next: Config,
+        origin: &str,
+        removed: &[&str],
+    ) -> Result<(), Refused> {
         next.validate().map_err(|e| Refused(e.to_string()))?;
         let running = self.current();
         let changed: Vec<&Key> = KEYS
             .iter()
-            .filter(|k| (k.differs)(&running, &next))
+            .filter(|k| (k.value)(&running) != (k.value)(&next))
             .collect();
         if !next.java_properties.is_empty() || !running.java_properties.is_empty() {
             for key in &KEYS {
@@ -261,10 +451,19 @@ impl Runtime {
                 }
             }
         }
-        if changed.iter().any(|k| k.spillway.starts_with("audit.")) {
-            self.audit
-                .reconfigure(&next.audit)
-                .map_err(|e| Refused(format!("audit.rpc_log_path: {e}")))?;
+        let concerned = listeners
+            .iter()
+            .filter(|l| changed.iter().any(|k| l.keys.contains(&k.spillway)));
+        let mut reacted: Vec<&Listener> = Vec::new();
+        for listener in concerned {
+            if let Err(e) = (listener.react)(&next) {
+                // Back to the running values for those that already took the new ones.
+                for done in reacted {
+                    let _ = (done.react)(&running);
+                }
+                return Err(Refused(e));
+            }
+            reacted.push(listener);
         }
         for key in &changed {
             tracing::info!(
@@ -278,15 +477,6 @@ impl Runtime {
         }
         self.current.send_replace(Arc::new(next));
         Ok(())
-    }
-}
-
-fn copy_key(key: &Key, from: &Config, to: &mut Config) {
-    match key.spillway {
-        "audit.rpc_log" => to.audit.rpc_log = from.audit.rpc_log,
-        "audit.rpc_exclude" => to.audit.rpc_exclude = from.audit.rpc_exclude.clone(),
-        "metrics.push_interval" => to.metrics.push_interval = from.metrics.push_interval,
-        other => tracing::error!(key = other, "no copy rule for a reconfigurable key"),
     }
 }
 
@@ -304,7 +494,7 @@ fn restart_keys(running: &Config, file: &Config) -> Vec<String> {
     let mask = |c: &Config| {
         let mut c = c.clone();
         for key in &KEYS {
-            (key.reset)(&mut c);
+            (key.reset)(&mut c, false);
         }
         flatten(&c)
     };
@@ -429,7 +619,7 @@ mod tests {
     use super::*;
 
     fn runtime(config: Config) -> Arc<Runtime> {
-        Runtime::new(config, RpcAudit::off())
+        Runtime::new(config)
     }
 
     fn set(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -564,5 +754,81 @@ mod tests {
             c.grpc_port, 19999,
             "not reconfigurable: stays until restart"
         );
+    }
+}
+
+#[cfg(test)]
+mod java_syntax_tests {
+    use super::*;
+
+    #[test]
+    fn huge_partition_and_watermark_keys_take_javas_syntax() {
+        let r = Runtime::new(Config::default());
+        let set = |k: &str, v: &str| r.update(&[(k.to_owned(), v.to_owned())], &[]);
+        set("rss.server.huge-partition.size.threshold", "10g").unwrap();
+        set(
+            "rss.server.huge-partition.size.hard.limit",
+            "9223372036854775807",
+        )
+        .unwrap();
+        set("rss.server.huge-partition.split.limit", "-1").unwrap();
+        set("rss.server.memory.shuffle.highWaterMark.percentage", "70").unwrap();
+        set("rss.server.memory.shuffle.lowWaterMark.percentage", "30.5").unwrap();
+        let h = r.current().hybrid_store.clone();
+        assert_eq!(h.huge_partition_size_threshold, ByteSize(10 << 30));
+        assert_eq!(
+            h.huge_partition_hard_limit, None,
+            "Long.MAX_VALUE is no limit"
+        );
+        assert_eq!(h.huge_partition_split_limit, Some(ByteSize(0)));
+        assert_eq!(h.memory_spill_high_watermark, 0.7);
+        assert_eq!(h.memory_spill_low_watermark, 0.305);
+        // Spillway's names take Spillway's syntax.
+        set("hybrid_store.huge_partition_hard_limit", "64M").unwrap();
+        assert_eq!(
+            r.current().hybrid_store.huge_partition_hard_limit,
+            Some(ByteSize(64 << 20))
+        );
+        // Cross-field validation still applies: low above high is refused.
+        let e = set("hybrid_store.memory_spill_low_watermark", "0.9").unwrap_err();
+        assert!(
+            e.0.contains("hybrid_store.memory_spill_low_watermark"),
+            "{e}"
+        );
+        assert!(set("rss.server.memory.shuffle.highWaterMark.percentage", "101").is_err());
+    }
+
+    #[test]
+    fn a_refusing_listener_undoes_the_others() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let r = Runtime::new(Config::default());
+        let seen = Arc::new(AtomicBool::new(true));
+        let s = Arc::clone(&seen);
+        r.listen(
+            &["audit.rpc_log"],
+            Box::new(move |c| {
+                s.store(c.audit.rpc_log, Ordering::SeqCst);
+                Ok(())
+            }),
+        );
+        r.listen(
+            &["audit.rpc_log"],
+            Box::new(|c| {
+                if c.audit.rpc_log {
+                    Ok(())
+                } else {
+                    Err("no".into())
+                }
+            }),
+        );
+        let e = r
+            .update(&[("audit.rpc_log".into(), "false".into())], &[])
+            .unwrap_err();
+        assert_eq!(e.0, "no");
+        assert!(
+            seen.load(Ordering::SeqCst),
+            "the first listener is back on the running value"
+        );
+        assert!(r.current().audit.rpc_log);
     }
 }
