@@ -43,8 +43,11 @@
 //! - a file that no longer parses is logged and changes nothing (so does Java).
 //!
 //! The running values live in one `watch` channel of `Arc<Config>` snapshots: readers
-//! (`/api/shuffleServer/conf`, the push-gateway task) take a snapshot without a lock, and the
-//! audit filter, which the request path reads, is pushed into its atomics when it changes.
+//! (`/api/shuffleServer/conf`, the push-gateway task) take a snapshot without a lock. What the
+//! request path reads (the audit filter, the huge-partition limits, the watermarks) is pushed
+//! into the component's own atomics or counters by listeners that `server.rs` registers
+//! ([`Runtime::listen`], Java's `ReconfigurableRegistry.register`), so requests never look at
+//! the config.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -79,7 +79,9 @@ pub(super) async fn update(
         };
         update.push((key, value));
     }
-    tracing::info!(?update, delete = ?vo.delete, "dynamic config update requested");
+    // Keys only: a value sent under a wrong key may be a secret.
+    let keys: Vec<&str> = update.iter().map(|(k, _)| k.as_str()).collect();
+    tracing::info!(update = ?keys, delete = ?vo.delete, "dynamic config update requested");
     let runtime = Arc::clone(&s.runtime);
     // Turning the audit log on opens its file: blocking work, kept off the async workers.
     let result = tokio::task::spawn_blocking(move || runtime.update(&update, &vo.delete)).await;

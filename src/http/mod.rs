@@ -205,7 +205,8 @@ async fn text_metrics(
 /// A server started from a Java `server.conf` lists that file's keys as written, which is what
 /// Java's `ShuffleServerConf.getAll()` holds, so a dashboard or script that looks up an `rss.*`
 /// key finds it. A TOML config has no `rss.*` keys: it lists its own dotted keys. The Basic
-/// credentials are masked (Java shows them to anyone; the endpoint is open).
+/// credentials are masked (Java shows them to anyone; the endpoint is open). Both show the
+/// running values, as runtime reconfiguration left them.
 async fn conf(State(s): State<Arc<HttpState>>) -> Response {
     let config = s.runtime.current();
     let pairs = if config.java_properties.is_empty() {
