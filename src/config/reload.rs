@@ -554,28 +554,29 @@ async fn modified(path: &Path) -> Option<SystemTime> {
     tokio::fs::metadata(path).await.ok()?.modified().ok()
 }
 
-async fn reload(runtime: &Runtime, path: &Path, env: fn(&str) -> Option<String>) {
+/// Loads the file and applies it, on the blocking pool: loading reads the file, and turning
+/// the audit log on opens one.
+async fn reload(runtime: &Arc<Runtime>, path: &Path, env: fn(&str) -> Option<String>) {
     let owned = path.to_path_buf();
-    let loaded = tokio::task::spawn_blocking(move || Config::load(Some(&owned), &env)).await;
-    let file = match loaded {
-        Ok(Ok(file)) => file,
-        Ok(Err(e)) => {
-            tracing::error!(path = %path.display(), error = %e, "the changed config file does not load; nothing reconfigured");
-            return;
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "config reload task failed");
-            return;
-        }
-    };
-    match runtime.apply_file(&file, "file") {
-        Ok(restart) if !restart.is_empty() => tracing::warn!(
+    let runtime = Arc::clone(runtime);
+    let done = tokio::task::spawn_blocking(move || {
+        let file = Config::load(Some(&owned), &env).map_err(|e| {
+            format!("the changed config file does not load; nothing reconfigured: {e}")
+        })?;
+        runtime
+            .apply_file(&file, "file")
+            .map_err(|e| format!("config file change refused: {e}"))
+    })
+    .await;
+    match done {
+        Ok(Ok(restart)) if !restart.is_empty() => tracing::warn!(
             path = %path.display(),
             keys = %restart.join(", "),
             "the config file changed keys that only take effect after a restart"
         ),
-        Ok(_) => {}
-        Err(e) => tracing::error!(path = %path.display(), error = %e, "config file change refused"),
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::error!(path = %path.display(), "{e}"),
+        Err(e) => tracing::error!(error = %e, "config reload task failed"),
     }
 }
 
