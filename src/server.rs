@@ -46,6 +46,8 @@ pub struct Running {
     pub netty_addr: Option<SocketAddr>,
     /// Where the HTTP port (metrics, admin, pprof) listens; reported as `jetty_port`.
     pub http_addr: SocketAddr,
+    /// Where HTTPS listens (`[metrics.https]`, Java's `rss.jetty.https.port`); `None` without.
+    pub https_addr: Option<SocketAddr>,
     /// `<ip>-<grpcPort>` (`<ip>-<grpcPort>-<nettyPort>` with Netty, as Java): the id reported
     /// to coordinators and used as the file-name prefix.
     pub server_id: String,
@@ -131,6 +133,19 @@ pub async fn start(config: Config) -> Result<Running> {
     let http_addr = http_listener
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
+    // Key material before anything else starts, so a bad keystore stops start-up at once.
+    let https = match &config.metrics.https {
+        Some(https) => {
+            let tls = crate::http::tls::server_config(https).map_err(Error::Startup)?;
+            let listener = crate::http::bind(SocketAddr::new(bind.ip(), https.port), takeover)?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| Error::Startup(format!("local address of the HTTPS port: {e}")))?;
+            Some((listener, addr, tls))
+        }
+        None => None,
+    };
+    let https_addr = https.as_ref().map(|(_, addr, _)| *addr);
     let mut transport_tags = vec![crate::tasks::heartbeat::TAG_GRPC.to_owned()];
     if netty_addr.is_some() {
         transport_tags.push(crate::tasks::heartbeat::TAG_GRPC_NETTY.to_owned());
@@ -513,13 +528,74 @@ pub async fn start(config: Config) -> Result<Running> {
             grpc_stop.clone(),
         ))
     });
+    // What reacts to runtime reconfiguration: Java's listeners of the shuffle server.
+    let runtime = crate::config::reload::Runtime::new(config.clone());
+    {
+        let rpc = audit.rpc.clone();
+        runtime.listen(
+            &["audit.rpc_log", "audit.rpc_exclude"],
+            Box::new(move |c| {
+                rpc.reconfigure(&c.audit).map_err(|e| {
+                    format!("audit.rpc_log_path {}: {e}", c.audit.rpc_log_path.display())
+                })
+            }),
+        );
+        let registry = Arc::clone(&registry);
+        runtime.listen(
+            &[
+                "hybrid_store.huge_partition_size_threshold",
+                "hybrid_store.huge_partition_hard_limit",
+                "hybrid_store.huge_partition_split_limit",
+            ],
+            Box::new(move |c| {
+                let h = &c.hybrid_store;
+                registry.set_huge_partition_limits(
+                    h.huge_partition_size_threshold.as_u64(),
+                    h.huge_partition_hard_limit.map(|b| b.as_u64()),
+                    h.huge_partition_split_limit.map(|b| b.as_u64()),
+                );
+                Ok(())
+            }),
+        );
+        let budget = budget.clone();
+        runtime.listen(
+            &[
+                "hybrid_store.memory_spill_high_watermark",
+                "hybrid_store.memory_spill_low_watermark",
+            ],
+            Box::new(move |c| {
+                let h = &c.hybrid_store;
+                budget.set_watermarks(h.memory_spill_high_watermark, h.memory_spill_low_watermark);
+                Ok(())
+            }),
+        );
+    }
+    if let Some(path) = &config.source_path {
+        crate::config::reload::spawn_file_watch(
+            Arc::clone(&runtime),
+            path.clone(),
+            config.reconfigure_interval,
+            |name| std::env::var(name).ok(),
+            tasks_stop.clone(),
+            &tracker,
+        );
+    }
     let http = crate::http::router(Arc::new(crate::http::HttpState {
         metrics: Arc::clone(&metrics),
         registry: Arc::clone(&registry),
         config: config.clone(),
+        runtime: Arc::clone(&runtime),
         server_id: server_id.clone(),
         stop: late_stop.clone(),
     }));
+    if let Some((listener, _, tls)) = https {
+        tracker.spawn(crate::http::serve_tls(
+            listener,
+            tls,
+            http.clone(),
+            late_stop.clone(),
+        ));
+    }
     tracker.spawn(crate::http::serve(http_listener, http, late_stop.clone()));
     if let Some(endpoint) = &config.metrics.push_gateway_endpoint {
         crate::tasks::push_gateway::spawn(
@@ -530,6 +606,7 @@ pub async fn start(config: Config) -> Result<Running> {
                 grouping: config.metrics.grouping_key(),
                 interval: config.metrics.push_interval,
                 timeout: config.metrics.push_timeout,
+                reconfigured: Some(runtime.subscribe()),
             },
             server_id.clone(),
             late_stop.clone(),
@@ -545,11 +622,12 @@ pub async fn start(config: Config) -> Result<Running> {
         tasks_stop.clone(),
         &tracker,
     );
-    tracing::info!(%grpc_addr, ?netty_addr, %http_addr, server_id, "spillway listening");
+    tracing::info!(%grpc_addr, ?netty_addr, %http_addr, ?https_addr, server_id, "spillway listening");
     Ok(Running {
         grpc_addr,
         netty_addr,
         http_addr,
+        https_addr,
         server_id,
         registry,
         local,

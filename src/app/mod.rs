@@ -16,7 +16,7 @@ mod stats;
 mod write;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,6 +84,33 @@ pub struct Registration {
     pub properties: HashMap<String, String>,
 }
 
+/// "No limit" in [`HugeLimits`]: no partition reaches it (Java's `Long.MAX_VALUE` default).
+const NO_LIMIT: u64 = u64::MAX;
+
+/// The huge-partition limits as the request path reads them: one relaxed load each.
+#[derive(Debug)]
+struct HugeLimits {
+    threshold: AtomicU64,
+    /// [`NO_LIMIT`] for none.
+    hard: AtomicU64,
+    /// [`NO_LIMIT`] for none.
+    split: AtomicU64,
+}
+
+impl HugeLimits {
+    fn new(opts: &RegistryOptions) -> Self {
+        HugeLimits {
+            threshold: AtomicU64::new(opts.huge_partition_threshold),
+            hard: AtomicU64::new(opts.huge_partition_hard_limit.unwrap_or(NO_LIMIT)),
+            split: AtomicU64::new(opts.huge_partition_split_limit.unwrap_or(NO_LIMIT)),
+        }
+    }
+
+    fn get(limit: &AtomicU64) -> Option<u64> {
+        Some(limit.load(Ordering::Relaxed)).filter(|&l| l != NO_LIMIT)
+    }
+}
+
 /// The registry. Cheap to share behind an `Arc`.
 pub struct AppRegistry {
     apps: RwLock<HashMap<AppId, Arc<App>>>,
@@ -94,6 +121,9 @@ pub struct AppRegistry {
     reads: ReadBudget,
     status: ServerStatus,
     opts: RegistryOptions,
+    /// The huge-partition limits, which change at runtime (Java reads them through
+    /// `getReconfigurableConf` on every use); `opts` keeps their start-up values.
+    huge: HugeLimits,
     /// Runs the file part of app purges in the background.
     tracker: TaskTracker,
     /// Request counters for `/metrics` (shared with background purges).
@@ -120,6 +150,7 @@ impl AppRegistry {
             tickets,
             reads,
             status,
+            huge: HugeLimits::new(&opts),
             opts,
             tracker,
             stats: Arc::default(),
@@ -180,7 +211,28 @@ impl AppRegistry {
 
     /// A partition that received more than this is "huge" (`[hybrid_store]`).
     pub fn huge_partition_threshold(&self) -> u64 {
-        self.opts.huge_partition_threshold
+        self.huge.threshold.load(Ordering::Relaxed)
+    }
+
+    /// Partition size beyond which sends are refused for good.
+    pub fn huge_partition_hard_limit(&self) -> Option<u64> {
+        HugeLimits::get(&self.huge.hard)
+    }
+
+    /// Size beyond which `requireBuffer` asks a 0.10 client to split the partition.
+    pub fn huge_partition_split_limit(&self) -> Option<u64> {
+        HugeLimits::get(&self.huge.split)
+    }
+
+    /// New huge-partition limits (runtime reconfiguration); they apply from the next request.
+    pub fn set_huge_partition_limits(&self, threshold: u64, hard: Option<u64>, split: Option<u64>) {
+        self.huge.threshold.store(threshold, Ordering::Relaxed);
+        self.huge
+            .hard
+            .store(hard.unwrap_or(NO_LIMIT), Ordering::Relaxed);
+        self.huge
+            .split
+            .store(split.unwrap_or(NO_LIMIT), Ordering::Relaxed);
     }
 
     /// Registered partition ranges over all live apps (`partition_num_with_node`).

@@ -118,8 +118,7 @@ impl AppRegistry {
     /// post-0.10 commits of apache/uniffle, which match 0.10's protocol notes, SEMANTICS §3.1
     /// step 4c; the `HugePartitionUtils` versions at hand predate the split helper.)
     fn past_split_limit(&self, used: u64) -> bool {
-        self.opts
-            .huge_partition_split_limit
+        self.huge_partition_split_limit()
             .is_some_and(|limit| used > limit)
     }
 
@@ -168,7 +167,7 @@ impl AppRegistry {
     /// (`NO_BUFFER_FOR_HUGE_PARTITION`, retried) rather than to fail the task.
     fn check_huge(&self, buffer: &PartitionBuffer, extra: u64) -> Result<()> {
         let total = buffer.total_bytes() + extra;
-        if total > self.opts.huge_partition_threshold {
+        if total > self.huge_partition_threshold() {
             let in_memory = buffer.memory_bytes();
             if in_memory > self.opts.huge_partition_memory_limit {
                 return Err(Error::NoBufferForHugePartition {
@@ -180,7 +179,7 @@ impl AppRegistry {
                 });
             }
         }
-        if let Some(hard) = self.opts.huge_partition_hard_limit {
+        if let Some(hard) = self.huge_partition_hard_limit() {
             if total > hard {
                 return Err(Error::HugePartitionHardLimit {
                     partition: buffer.key().clone(),
@@ -250,7 +249,7 @@ impl AppRegistry {
                     what: format!("partition {partition}"),
                 })?;
             let buffer = self.buffer(&key)?;
-            if let Some(hard) = self.opts.huge_partition_hard_limit {
+            if let Some(hard) = self.huge_partition_hard_limit() {
                 let incoming: u64 = blocks.iter().map(|b| b.data.len() as u64).sum();
                 if buffer.total_bytes() + incoming > hard {
                     return Err(Error::HugePartitionHardLimit {
@@ -265,7 +264,8 @@ impl AppRegistry {
             if let Some(sizes) = self.stats().block_sizes.get() {
                 sizes.observe(app_id, blocks.iter().map(|b| b.data.len() as u64));
             }
-            let huge = (buffer.total_bytes() > self.opts.huge_partition_threshold)
+            let threshold = self.huge_partition_threshold();
+            let huge = (buffer.total_bytes() > threshold)
                 .then_some(self.opts.huge_partition_memory_limit / 2);
             let inserted =
                 self.store()
@@ -273,7 +273,7 @@ impl AppRegistry {
             app.add_data(inserted.bytes);
             // As Java's `markHugePartition` after each cached send: the lifetime counters
             // count a range once and an app once, the first time either is found huge.
-            if buffer.total_bytes() > self.opts.huge_partition_threshold && buffer.mark_huge() {
+            if buffer.total_bytes() > threshold && buffer.mark_huge() {
                 let stats = self.stats();
                 stats.huge_partitions.fetch_add(1, Ordering::Relaxed);
                 if app.mark_huge() {

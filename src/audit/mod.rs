@@ -30,22 +30,12 @@ pub struct AuditLogs {
 impl AuditLogs {
     /// Opens the logs `config` turns on; `dropped` is [`DROPPED`], labelled by `log`.
     pub fn open(config: &AuditConfig, dropped: &IntCounterVec) -> Result<AuditLogs> {
-        let rpc = if config.rpc_log {
-            let sink = writer::Sink::open(
-                &config.rpc_log_path,
-                "audit-rpc",
-                dropped.with_label_values(&["rpc"]),
-            )
-            .map_err(|e| {
-                Error::Startup(format!(
-                    "audit.rpc_log_path {}: {e}",
-                    config.rpc_log_path.display()
-                ))
-            })?;
-            RpcAudit::new(sink, &config.rpc_exclude)
-        } else {
-            RpcAudit::off()
-        };
+        let rpc = RpcAudit::open(config, dropped.with_label_values(&["rpc"])).map_err(|e| {
+            Error::Startup(format!(
+                "audit.rpc_log_path {}: {e}",
+                config.rpc_log_path.display()
+            ))
+        })?;
         Ok(AuditLogs { rpc })
     }
 

@@ -11,9 +11,15 @@
 
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime};
 
+use prometheus::IntCounter;
+
 use super::writer::{write_millis, Record, Sink};
+use crate::config::AuditConfig;
 
 /// The commands Java audits, by the name its line carries and its exclude list matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -516,16 +522,33 @@ pub fn write_java_socket_addr(out: &mut dyn Write, addr: SocketAddr) -> io::Resu
     }
 }
 
-/// The RPC audit log as the handlers see it: `None` when `audit.rpc_log` is off.
+/// The RPC audit log as the handlers see it. Its switch and exclude list can change at runtime
+/// (`rss.server.rpc.audit.log.enabled` / `.excludeList` are reconfigurable in Java), so both
+/// live in one atomic that every request reads once; the file is opened at start when the log
+/// is on, else by the first change that turns it on.
 #[derive(Clone, Default)]
 pub struct RpcAudit {
-    inner: Option<Inner>,
+    /// `None`: a log that can never record (tests, and servers built without an audit config).
+    inner: Option<Arc<Shared>>,
 }
 
-#[derive(Clone)]
-struct Inner {
-    excluded: u32,
-    sink: Sink<RpcRecord>,
+struct Shared {
+    /// [`ON`] plus one bit per excluded command ([`Command::bit`]).
+    filter: AtomicU32,
+    sink: OnceLock<Sink<RpcRecord>>,
+    /// Where a sink not yet open opens, and what it counts drops in; `None` for a log made
+    /// from an open sink.
+    opener: Option<(PathBuf, IntCounter)>,
+}
+
+/// The filter bit that turns the log on; the command bits sit below it.
+const ON: u32 = 1 << 31;
+
+fn exclude_bits(exclude: &[String]) -> u32 {
+    Command::ALL
+        .iter()
+        .filter(|c| exclude.iter().any(|e| e == c.name()))
+        .fold(0, |bits, c| bits | c.bit())
 }
 
 impl RpcAudit {
@@ -537,24 +560,62 @@ impl RpcAudit {
     /// A log writing to `sink`, skipping the commands named in `exclude` (names that are no
     /// command never match, as in Java).
     pub fn new(sink: Sink<RpcRecord>, exclude: &[String]) -> Self {
-        let excluded = Command::ALL
-            .iter()
-            .filter(|c| exclude.iter().any(|e| e == c.name()))
-            .fold(0, |bits, c| bits | c.bit());
+        let shared = Shared {
+            filter: AtomicU32::new(ON | exclude_bits(exclude)),
+            sink: OnceLock::from(sink),
+            opener: None,
+        };
         RpcAudit {
-            inner: Some(Inner { excluded, sink }),
+            inner: Some(Arc::new(shared)),
         }
+    }
+
+    /// The log `config` describes: its file opened now when it is on, else left closed until
+    /// a reconfiguration turns it on. `dropped` counts lines lost to a full queue.
+    pub fn open(config: &AuditConfig, dropped: IntCounter) -> io::Result<Self> {
+        let shared = Arc::new(Shared {
+            filter: AtomicU32::new(exclude_bits(&config.rpc_exclude)),
+            sink: OnceLock::new(),
+            opener: Some((config.rpc_log_path.clone(), dropped)),
+        });
+        let audit = RpcAudit {
+            inner: Some(shared),
+        };
+        audit.reconfigure(config)?;
+        Ok(audit)
+    }
+
+    /// Applies a new switch and exclude list; turning the log on opens its file first, and a
+    /// file that cannot be opened leaves the log as it was. Takes effect from the next request.
+    pub fn reconfigure(&self, config: &AuditConfig) -> io::Result<()> {
+        let Some(inner) = &self.inner else {
+            return Ok(());
+        };
+        if config.rpc_log && inner.sink.get().is_none() {
+            let Some((path, dropped)) = &inner.opener else {
+                return Err(io::Error::other("this audit log has no file to open"));
+            };
+            let sink = Sink::open(path, "audit-rpc", dropped.clone())?;
+            // Two changes racing to open: the loser's sink is dropped, which ends its writer.
+            let _ = inner.sink.set(sink);
+        }
+        let on = if config.rpc_log { ON } else { 0 };
+        inner
+            .filter
+            .store(on | exclude_bits(&config.rpc_exclude), Ordering::Relaxed);
+        Ok(())
     }
 
     /// Starts auditing one request, or `None` when the log is off or `command` is excluded;
     /// nothing is allocated before that check (Java creates a logger-less context then).
     pub fn begin(&self, command: Command, from: Option<SocketAddr>) -> Option<Entry> {
         let inner = self.inner.as_ref()?;
-        if inner.excluded & command.bit() != 0 {
+        let filter = inner.filter.load(Ordering::Relaxed);
+        if filter & ON == 0 || filter & command.bit() != 0 {
             return None;
         }
         Some(Entry {
-            sink: inner.sink.clone(),
+            sink: inner.sink.get()?.clone(),
             started: Instant::now(),
             command,
             from,
@@ -567,8 +628,8 @@ impl RpcAudit {
 
     /// Flushes and stops the writer (shutdown).
     pub async fn close(&self) {
-        if let Some(inner) = &self.inner {
-            inner.sink.close().await;
+        if let Some(sink) = self.inner.as_ref().and_then(|i| i.sink.get()) {
+            sink.close().await;
         }
     }
 }

@@ -9,6 +9,7 @@
 mod bytesize;
 mod error;
 pub mod java;
+pub mod reload;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -156,6 +157,12 @@ pub struct Config {
     /// Time between coordinator heartbeats. Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
+    /// How often the config file (`--config`) is checked for changes to the keys that can
+    /// change at runtime (see `config::reload`); a change is applied once the file's
+    /// modification time moves. Must be > 0. Default: `5s` (Java's
+    /// `rss.reconfigure.interval.sec`).
+    #[serde(with = "humantime_serde")]
+    pub reconfigure_interval: Duration,
     /// Address registered with coordinators; `None` means detect the local IP. Overridden by env
     /// `WORKER_IP`. Default: none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -191,6 +198,11 @@ pub struct Config {
     /// TOML config. Not a config key.
     #[serde(skip)]
     pub java_properties: Vec<(String, String)>,
+    /// The file this config was loaded from (`--config` or `WORKER_CONFIG_PATH`), which the
+    /// server re-reads every `reconfigure_interval` for runtime changes; `None` for built-in
+    /// defaults and configs made in code. Not a config key.
+    #[serde(skip)]
+    pub source_path: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -203,6 +215,7 @@ impl Default for Config {
             coordinator_quorum: Vec::new(),
             tags: Vec::new(),
             heartbeat_interval: Duration::from_secs(10),
+            reconfigure_interval: reload::DEFAULT_INTERVAL,
             worker_ip: None,
             memory_store: MemoryStoreConfig::default(),
             localfile_store: LocalfileStoreConfig::default(),
@@ -217,6 +230,7 @@ impl Default for Config {
             audit: AuditConfig::default(),
             health: HealthConfig::default(),
             java_properties: Vec::new(),
+            source_path: None,
         }
     }
 }
@@ -609,6 +623,11 @@ pub struct MetricsConfig {
     /// Its bucket bounds (Java `rss.server.metrics.blockSizeStatistics.buckets`); at least
     /// one when the histogram is on. Default: 32 KiB, 64 KiB, … 16 MiB (Java's).
     pub block_size_buckets: Vec<ByteSize>,
+    /// HTTPS on a port of its own beside `http_port`, serving the same endpoints (Java's
+    /// `rss.jetty.ssl.enable`, which adds a Jetty connector and keeps the HTTP one). None: HTTP
+    /// only. Default: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub https: Option<HttpsConfig>,
 }
 
 impl Default for MetricsConfig {
@@ -629,8 +648,38 @@ impl Default for MetricsConfig {
                 .into_iter()
                 .map(|k| ByteSize(k * ByteSize::KIB))
                 .collect(),
+            https: None,
         }
     }
+}
+
+/// `[metrics.https]`: the HTTPS listener and its key material. Either `keystore_path` (a
+/// PKCS#12 `.p12`/`.pfx` keystore, or one PEM file with the chain and the key), or `cert_path`
+/// with `key_path` (PEM). A JKS keystore is refused with the `keytool` command that converts it.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpsConfig {
+    /// The HTTPS port on `bind_ip` (Java's `rss.jetty.https.port`, which has no default); 0
+    /// picks a free port (tests). Must differ from the other listeners' ports.
+    pub port: u16,
+    /// PEM certificate chain, leaf first. Needs `key_path`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_path: Option<PathBuf>,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1) of `cert_path`. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_path: Option<PathBuf>,
+    /// A PKCS#12 keystore, or a PEM file holding the chain and the key (Java's
+    /// `rss.jetty.ssl.keystore.path`). Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keystore_path: Option<PathBuf>,
+    /// The keystore's password (`rss.jetty.ssl.keystore.password`); unset opens a keystore
+    /// without one. Never shown by the conf endpoint. Default: none.
+    #[serde(default, skip_serializing)]
+    pub keystore_password: Option<Secret>,
+    /// The key's password (`rss.jetty.ssl.keymanager.password`). A PKCS#12 keystore has one
+    /// password, so when set it must equal `keystore_password`. Default: none.
+    #[serde(default, skip_serializing)]
+    pub key_password: Option<Secret>,
 }
 
 impl MetricsConfig {
@@ -906,18 +955,19 @@ impl Config {
             None => non_empty_env(env, ENV_WORKER_CONFIG_PATH)
                 .map(|path| (ENV_WORKER_CONFIG_PATH, PathBuf::from(path))),
         };
-        let mut config = match source {
+        let mut config = match &source {
             Some((origin, path)) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    ConfigError::new(origin, format!("cannot read {}: {e}", path.display()))
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    ConfigError::new(*origin, format!("cannot read {}: {e}", path.display()))
                 })?;
-                java::parse_config_file(&path, &text).map_err(|mut e| {
+                java::parse_config_file(path, &text).map_err(|mut e| {
                     e.reason = format!("{} (in {})", e.reason, path.display());
                     e
                 })?
             }
             None => Config::default(),
         };
+        config.source_path = source.map(|(_, path)| path);
         config.apply_env(env);
         config.validate()?;
         Ok(config)

@@ -104,6 +104,14 @@ fn example_documents_every_key() {
     full.recovery.dir = Some("/data1/spillway-meta".into());
     full.localfile_store.disk_capacity = Some(ByteSize(ByteSize::GIB));
     full.health.script_path = Some("/etc/spillway/health.sh".into());
+    full.metrics.https = Some(super::HttpsConfig {
+        port: 19443,
+        cert_path: None,
+        key_path: None,
+        keystore_path: Some("/etc/spillway/server.p12".into()),
+        keystore_password: None,
+        key_password: None,
+    });
     let table = toml::Table::try_from(&full).unwrap();
     let mut all_keys = BTreeSet::new();
     for (key, value) in &table {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{
     AppConfig, AuditConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
-    HealthConfig, HybridStoreConfig, LimitsConfig, LocalfileStoreConfig, MemoryStoreConfig,
-    MetricsConfig, RecoveryConfig, ShutdownConfig, StoreType,
+    HealthConfig, HttpsConfig, HybridStoreConfig, LimitsConfig, LocalfileStoreConfig,
+    MemoryStoreConfig, MetricsConfig, RecoveryConfig, ShutdownConfig, StoreType,
 };
 
 impl Config {
@@ -40,6 +40,7 @@ impl Config {
             coordinator_quorum,
             tags,
             heartbeat_interval,
+            reconfigure_interval,
             worker_ip,
             memory_store,
             localfile_store,
@@ -54,6 +55,7 @@ impl Config {
             audit,
             health,
             java_properties: _,
+            source_path: _,
         } = self;
 
         if bind_ip.parse::<std::net::IpAddr>().is_err() {
@@ -76,6 +78,7 @@ impl Config {
             }
         }
         nonzero_duration("heartbeat_interval", *heartbeat_interval)?;
+        nonzero_duration("reconfigure_interval", *reconfigure_interval)?;
         if let Some(ip) = worker_ip {
             if ip.is_empty() || ip.contains(char::is_whitespace) {
                 return Err(ConfigError::new(
@@ -91,6 +94,13 @@ impl Config {
         hybrid_store.check()?;
         app.check()?;
         metrics.check(*grpc_port)?;
+        if let Some(https) = &metrics.https {
+            https.check([
+                ("grpc_port", i32::from(*grpc_port)),
+                ("netty_port", *netty_port),
+                ("metrics.http_port", i32::from(metrics.http_port)),
+            ])?;
+        }
         shutdown.check()?;
         recovery.check()?;
         limits.check()?;
@@ -498,6 +508,8 @@ impl MetricsConfig {
             top_n_apps: _,
             block_size_statistics,
             block_size_buckets,
+            // Checked with the other listeners' ports, in `HttpsConfig::check`.
+            https: _,
         } = self;
         if *block_size_statistics && block_size_buckets.is_empty() {
             return Err(ConfigError::new(
@@ -554,6 +566,51 @@ impl MetricsConfig {
             }
         }
         nonzero_duration("metrics.push_interval", *push_interval)
+    }
+}
+
+impl HttpsConfig {
+    /// The key material is one of the two shapes, and the port is the listener's own (`others`:
+    /// the other listeners' keys and ports; 0 and -1 never collide).
+    fn check(&self, others: [(&str, i32); 3]) -> Result<(), ConfigError> {
+        let HttpsConfig {
+            port,
+            cert_path,
+            key_path,
+            keystore_path,
+            keystore_password: _,
+            key_password: _,
+        } = self;
+        match (keystore_path, cert_path, key_path) {
+            (Some(_), None, None) | (None, Some(_), Some(_)) => {}
+            (Some(_), _, _) => {
+                return Err(ConfigError::new(
+                    "metrics.https.keystore_path",
+                    "set either keystore_path, or cert_path and key_path, not both",
+                ))
+            }
+            (None, Some(_), None) => {
+                return Err(ConfigError::new(
+                    "metrics.https.key_path",
+                    "is required with cert_path",
+                ))
+            }
+            (None, None, _) => {
+                return Err(ConfigError::new(
+                    "metrics.https.cert_path",
+                    "set cert_path and key_path (PEM), or keystore_path",
+                ))
+            }
+        }
+        for (key, other) in others {
+            if *port != 0 && i32::from(*port) == other {
+                return Err(ConfigError::new(
+                    "metrics.https.port",
+                    format!("{port} is also {key}; each listener needs its own port"),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

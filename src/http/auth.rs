@@ -132,14 +132,14 @@ impl AdminAuth {
                 mode = "credentials",
                 bearer = self.token.is_some(),
                 basic = self.basic.is_some(),
-                "HTTP admin endpoints (decommission, profiles) require credentials: `Authorization: Bearer <admin token>` or `Authorization: Basic \
+                "HTTP admin endpoints (decommission, profiles, reconfiguration) require credentials: `Authorization: Bearer <admin token>` or `Authorization: Basic \
                  <rss.http.basic.authorizationCredentials>`"
             );
             return;
         }
         tracing::info!(
             mode = "loopback",
-            "HTTP admin endpoints (decommission, profiles) answer loopback clients only: no admin token is set"
+            "HTTP admin endpoints (decommission, profiles, reconfiguration) answer loopback clients only: no admin token is set"
         );
         let private = bind_ip
             .parse::<IpAddr>()

@@ -11,16 +11,22 @@
 //! | `GET /status`, `GET /health` | JSON state; 200/503 | open |
 //! | `GET /admin/state` | JSON state | open |
 //! | `POST /admin/decommission`, `POST /admin/cancel_decommission` | ShuffleServerInternal over HTTP | admin |
+//! | `POST /api/shuffleServer/confOps/update`, `POST /confOps/update` | runtime reconfiguration, Java's `ConfOpsResource` (`conf_ops.rs`) | admin |
 //! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles | admin |
 //!
 //! "open" is unauthenticated, as in Uniffle. "admin" (`auth.rs`): with `metrics.admin_token` /
 //! env `SPILLWAY_ADMIN_TOKEN` set, every caller needs `Authorization: Bearer <token>` (else 401
 //! with `WWW-Authenticate: Bearer`); without one, loopback peers only (else 403). Refusals are
 //! logged and counted in `total_admin_requests_denied{reason}` of the `server` registry.
+//!
+//! With `[metrics.https]` the same router is also served over TLS on a port of its own
+//! (`tls.rs`), as Java's Jetty adds an HTTPS connector beside the HTTP one.
 
 mod admin;
 mod auth;
+mod conf_ops;
 mod pprof;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +41,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppRegistry;
+use crate::config::reload::Runtime;
 use crate::config::Config;
 use crate::metrics::{format, Kind, Metrics};
 
@@ -44,8 +51,11 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// Apps, status, stores.
     pub registry: Arc<AppRegistry>,
-    /// The running config (for `/api/shuffleServer/conf`).
+    /// The start-up config (the admin guard's credentials).
     pub config: Config,
+    /// The running config, as runtime reconfiguration leaves it (for
+    /// `/api/shuffleServer/conf` and the `confOps` endpoint).
+    pub runtime: Arc<Runtime>,
     /// `<ip>-<grpcPort>[-<nettyPort>]`.
     pub server_id: String,
     /// Stops long requests (profiles) early at shutdown.
@@ -66,6 +76,8 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/debug/pprof/profile", get(pprof::profile))
         .route("/debug/pprof/flamegraph", get(pprof::flamegraph))
         .route("/debug/pprof/heap", get(pprof::heap))
+        .route("/api/shuffleServer/confOps/update", post(conf_ops::update))
+        .route("/confOps/update", post(conf_ops::update))
         .route_layer(middleware::from_fn_with_state(auth, auth::require_admin));
     Router::new()
         .route("/metrics", get(json_all))
@@ -100,6 +112,33 @@ pub async fn serve(listener: TcpListener, router: Router, stop: CancellationToke
         .await
     {
         tracing::warn!(error = %e, ?addr, "HTTP server ended with an error");
+    }
+}
+
+/// Serves `router` over TLS on `listener` until `stop` fires, as [`serve`] does over TCP.
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    router: Router,
+    stop: CancellationToken,
+) {
+    let addr = listener.local_addr().ok();
+    let listener = match tls::TlsListener::new(listener, tls, stop.clone()) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, ?addr, "HTTPS listener failed");
+            return;
+        }
+    };
+    // `tap_io` only to get the peer address into `ConnectInfo`, which axum provides for
+    // tapped listeners of any kind.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
+    if let Err(e) = axum::serve(listener, service)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await
+    {
+        tracing::warn!(error = %e, ?addr, "HTTPS server ended with an error");
     }
 }
 
@@ -166,12 +205,14 @@ async fn text_metrics(
 /// A server started from a Java `server.conf` lists that file's keys as written, which is what
 /// Java's `ShuffleServerConf.getAll()` holds, so a dashboard or script that looks up an `rss.*`
 /// key finds it. A TOML config has no `rss.*` keys: it lists its own dotted keys. The Basic
-/// credentials are masked (Java shows them to anyone; the endpoint is open).
+/// credentials are masked (Java shows them to anyone; the endpoint is open). Both show the
+/// running values, as runtime reconfiguration left them.
 async fn conf(State(s): State<Arc<HttpState>>) -> Response {
-    let pairs = if s.config.java_properties.is_empty() {
-        flatten_config(&s.config)
+    let config = s.runtime.current();
+    let pairs = if config.java_properties.is_empty() {
+        crate::config::reload::flatten(&config)
     } else {
-        s.config
+        config
             .java_properties
             .iter()
             .map(|(k, v)| {
@@ -185,40 +226,4 @@ async fn conf(State(s): State<Arc<HttpState>>) -> Response {
         .map(|(k, v)| serde_json::json!({"argumentKey": k, "argumentValue": v}))
         .collect();
     Json(serde_json::json!({"code": 0, "data": data, "errMsg": "success"})).into_response()
-}
-
-/// Every config key as `(dotted.key, value)`; lists are joined with `,`.
-pub fn flatten_config(config: &Config) -> Vec<(String, String)> {
-    fn walk(prefix: &str, v: &toml::Value, out: &mut Vec<(String, String)>) {
-        match v {
-            toml::Value::Table(t) => {
-                for (k, v) in t {
-                    let key = if prefix.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{prefix}.{k}")
-                    };
-                    walk(&key, v, out);
-                }
-            }
-            toml::Value::String(s) => out.push((prefix.to_owned(), s.clone())),
-            toml::Value::Array(a) => out.push((
-                prefix.to_owned(),
-                a.iter()
-                    .map(|v| match v {
-                        toml::Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-            )),
-            other => out.push((prefix.to_owned(), other.to_string())),
-        }
-    }
-    let mut out = Vec::new();
-    match toml::Value::try_from(config) {
-        Ok(v) => walk("", &v, &mut out),
-        Err(e) => tracing::warn!(error = %e, "config does not serialize"),
-    }
-    out
 }

@@ -51,12 +51,15 @@ struct Counters {
     reserved: u64,
     used: u64,
     in_flush: u64,
+    /// The watermarks in bytes. Under the same lock as the counters: they change at runtime
+    /// (Java's buffer manager listens for its watermark percentages), and a snapshot must
+    /// never pair a new high mark with an old low one.
+    high: u64,
+    low: u64,
 }
 
 struct Inner {
     capacity: u64,
-    high: u64,
-    low: u64,
     counters: Mutex<Counters>,
     /// Woken when unflushed bytes pass the high watermark; the spiller waits on it.
     over_high: Notify,
@@ -83,9 +86,11 @@ impl MemoryBudget {
         MemoryBudget {
             inner: Arc::new(Inner {
                 capacity,
-                high: (capacity as f64 * high_ratio) as u64,
-                low: (capacity as f64 * low_ratio) as u64,
-                counters: Mutex::new(Counters::default()),
+                counters: Mutex::new(Counters {
+                    high: (capacity as f64 * high_ratio) as u64,
+                    low: (capacity as f64 * low_ratio) as u64,
+                    ..Counters::default()
+                }),
                 over_high: Notify::new(),
                 freed: Notify::new(),
             }),
@@ -119,8 +124,8 @@ impl MemoryBudget {
             reserved: c.reserved,
             used: c.used,
             in_flush: c.in_flush,
-            high_watermark: self.inner.high,
-            low_watermark: self.inner.low,
+            high_watermark: c.high,
+            low_watermark: c.low,
         }
     }
 
@@ -137,6 +142,20 @@ impl MemoryBudget {
     /// Waits until a commit pushes unflushed bytes over the high watermark.
     pub async fn over_high_watermark(&self) {
         self.inner.over_high.notified().await
+    }
+
+    /// New watermarks, as fractions of the capacity (runtime reconfiguration); wakes the
+    /// spiller when memory is already over the new high mark.
+    pub fn set_watermarks(&self, high_ratio: f64, low_ratio: f64) {
+        let over = {
+            let mut c = self.inner.counters.lock();
+            c.high = (self.inner.capacity as f64 * high_ratio) as u64;
+            c.low = (self.inner.capacity as f64 * low_ratio) as u64;
+            c.used.saturating_sub(c.in_flush) > c.high
+        };
+        if over {
+            self.inner.over_high.notify_one();
+        }
     }
 
     /// Configured capacity.
@@ -209,7 +228,7 @@ impl Reservation {
             let mut c = self.budget.inner.counters.lock();
             c.reserved -= actual;
             c.used += actual;
-            c.used - c.in_flush > self.budget.inner.high
+            c.used - c.in_flush > c.high
         };
         self.bytes -= actual;
         if notify {

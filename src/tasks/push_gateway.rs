@@ -10,9 +10,12 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use tokio::sync::watch;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::config::Config;
 use crate::metrics::{format, Kind, Metrics};
 
 /// Where and how to push.
@@ -24,8 +27,13 @@ pub struct PushOptions {
     pub job: String,
     /// Grouping key pairs; `instance` is appended by [`push_url`].
     pub grouping: Vec<(String, String)>,
-    /// Between pushes.
+    /// Between pushes, at start.
     pub interval: Duration,
+    /// The running config, whose `metrics.push_interval` may change at runtime (Java's
+    /// reporter listens for `rss.metrics.prometheus.pushgateway.report.interval.seconds`):
+    /// a new interval restarts the wait, so the next push is one new interval away, as Java
+    /// reschedules its reporter. `None`: the interval never changes.
+    pub reconfigured: Option<watch::Receiver<Arc<Config>>>,
     /// Deadline of one attempt.
     pub timeout: Duration,
 }
@@ -84,18 +92,30 @@ pub fn spawn(
         .map_err(|e| crate::error::Error::Startup(format!("push gateway client: {e}")))?;
     let url = push_url(&opts, &server_id);
     tracing::info!(%url, interval = ?opts.interval, "pushing metrics to the push gateway");
+    let mut reconfigured = opts.reconfigured.clone();
     tracker.spawn(async move {
         let mut failing = false;
+        let mut interval = opts.interval;
+        let mut next = Instant::now() + interval;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tokio::time::sleep(opts.interval) => {}
+                _ = tokio::time::sleep_until(next) => {}
+                changed = interval_change(&mut reconfigured) => {
+                    if changed != interval {
+                        tracing::info!(from = ?interval, to = ?changed, "push gateway interval changed");
+                        interval = changed;
+                        next = Instant::now() + interval;
+                    }
+                    continue;
+                }
             }
             let ok = push_with_retries(&client, &url, &metrics, &stop).await;
             if ok && failing {
                 tracing::info!(%url, "metrics push works again");
             }
             failing = !ok;
+            next = Instant::now() + interval;
         }
         // The final numbers: one attempt, bounded by the client's timeout.
         match push(&client, &url, &metrics).await {
@@ -104,6 +124,17 @@ pub fn spawn(
         }
     });
     Ok(())
+}
+
+/// The push interval after the next config change; never returns without one (or once the
+/// config can no longer change).
+async fn interval_change(config: &mut Option<watch::Receiver<Arc<Config>>>) -> Duration {
+    if let Some(rx) = config {
+        if rx.changed().await.is_ok() {
+            return rx.borrow_and_update().metrics.push_interval;
+        }
+    }
+    std::future::pending().await
 }
 
 async fn push_with_retries(
@@ -165,6 +196,7 @@ mod tests {
             ],
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(1),
+            reconfigured: None,
         };
         assert_eq!(
             push_url(&opts, "10.0.0.5-19999-17000"),

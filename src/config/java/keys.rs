@@ -320,11 +320,13 @@ pub static KEYS: &[JavaKey] = &[
         "0..=65535",
         "19998",
     ),
-    na(
+    mapped(
         "rss.jetty.https.port",
         Both,
         "(none)",
-        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+        &["metrics.https"],
+        "the HTTPS port (metrics.https.port), beside the HTTP one as Jetty's second connector; required with rss.jetty.ssl.enable",
+        "no HTTPS",
     ),
     na(
         "rss.jetty.maxPool.size",
@@ -332,35 +334,43 @@ pub static KEYS: &[JavaKey] = &[
         "256",
         "sizes a Java thread pool (Jetty); Spillway runs this work as async tasks, bounded by its own limits and concurrency keys",
     ),
-    na(
+    mapped(
         "rss.jetty.ssl.enable",
         Both,
         "false",
-        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+        &["metrics.https"],
+        "true serves HTTPS on rss.jetty.https.port with rss.jetty.ssl.keystore.path; false warns the other rss.jetty.ssl keys",
+        "false (HTTP only)",
     ),
-    na(
+    mapped(
         "rss.jetty.ssl.keymanager.password",
         Both,
         "(none)",
-        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+        &["metrics.https"],
+        "metrics.https.key_password; a PKCS#12 keystore has one password, so it must equal the keystore password",
+        "the keystore password",
     ),
-    na(
+    mapped(
         "rss.jetty.ssl.keystore.password",
         Both,
         "(none)",
-        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+        &["metrics.https"],
+        "metrics.https.keystore_password",
+        "none (a keystore without a password)",
     ),
-    na(
+    mapped(
         "rss.jetty.ssl.keystore.path",
         Both,
         "(none)",
-        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+        &["metrics.https"],
+        "metrics.https.keystore_path: PKCS#12 (.p12/.pfx) or PEM with chain and key; a JKS keystore is refused with the keytool command that converts it",
+        "none; required with rss.jetty.ssl.enable",
     ),
     na(
         "rss.jetty.ssl.truststore.password",
         Both,
         "(none)",
-        "not honoured yet: TLS on the HTTP port is being built (issue 21)",
+        "Jetty uses the keystore as its trust store and asks clients for no certificate, so the trust store is never consulted; Spillway asks for none either",
     ),
     na(
         "rss.jetty.stop.timeout",
@@ -456,11 +466,13 @@ pub static KEYS: &[JavaKey] = &[
         "40000",
         "Java picks port 0 from this range; Spillway lets the OS pick any free port",
     ),
-    na(
+    mapped(
         "rss.reconfigure.interval.sec",
         Both,
         "5",
-        "not honoured yet: runtime reconfiguration is being built (issue 21)",
+        &["reconfigure_interval"],
+        "seconds > 0: how often the config file is checked for changes to the keys that can change at runtime",
+        "5 s",
     ),
     na(
         "rss.rpc.client.type",

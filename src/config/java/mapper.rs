@@ -262,6 +262,7 @@ impl Mapper {
         self.map_push_gateway()?;
         self.map_top_n()?;
         self.map_kerberos()?;
+        self.map_reload()?;
         if let Some((e, stop)) = self.boolean("rss.server.decommission.shutdown")? {
             self.config.shutdown.after_decommission = stop;
             self.set_origin("shutdown.after_decommission", &e);

@@ -58,6 +58,7 @@ mod listeners;
 mod mapper;
 mod memory;
 mod metrics;
+mod reload;
 mod storage;
 mod syntax;
 #[cfg(test)]
@@ -71,6 +72,8 @@ use super::{Config, ConfigError};
 use mapper::Mapper;
 use syntax::{logical_lines, looks_like_properties};
 pub use syntax::{parse_properties, Property};
+/// Java's value syntax, for the keys runtime reconfiguration takes by their Java names.
+pub(crate) use values::{java_double, java_size};
 
 /// The Java key of the HTTP Basic credentials (a secret: masked wherever config is shown).
 pub const BASIC_CREDENTIALS_KEY: &str = "rss.http.basic.authorizationCredentials";

@@ -13,7 +13,7 @@ pub(super) fn java_long(s: &str) -> Option<i64> {
 
 /// A Java `long` option's value: with any byte-unit letter in it, a size string (digits and a
 /// unit, no sign, no fraction); otherwise `Long.parseLong`.
-pub(super) fn java_size(s: &str) -> Result<i64, String> {
+pub(crate) fn java_size(s: &str) -> Result<i64, String> {
     const HINT: &str = "expected a byte count or digits with b, k, kb, m, mb, g, gb, t, tb, p or \
                         pb, e.g. 40g";
     let lower = s.to_ascii_lowercase();
@@ -95,7 +95,7 @@ pub(super) fn java_duration(s: &str, unit_ms: i64) -> Result<i64, String> {
 }
 
 /// `Double.parseDouble` for the finite values a config can mean (a `d`/`f` suffix allowed).
-pub(super) fn java_double(s: &str) -> Option<f64> {
+pub(crate) fn java_double(s: &str) -> Option<f64> {
     let t = s.trim();
     let t = t.strip_suffix(['d', 'D', 'f', 'F']).unwrap_or(t);
     if !t
