@@ -641,8 +641,8 @@ impl Default for RecoveryConfig {
     }
 }
 
-/// `[audit]`: Uniffle's RPC audit log, written to a file of its own (independent of `RUST_LOG`)
-/// in the Java server's line format (see `src/audit/`).
+/// `[audit]`: Uniffle's RPC and storage audit logs, each written to a file of its own
+/// (independent of `RUST_LOG`) in the Java server's line format (see `src/audit/`).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
@@ -659,6 +659,14 @@ pub struct AuditConfig {
     /// Commands not logged, by the name the line carries (`rss.server.rpc.audit.log.excludeList`).
     /// Default: `["appHeartbeat"]` (as Java).
     pub rpc_exclude: Vec<String>,
+    /// The 0.10 storage audit log: one `w|…` line per spill written to local files or HDFS,
+    /// `d|…` lines per app or shuffle purge (`rss.server.storage.audit.log.enabled`).
+    /// Default: false (as Java).
+    pub storage_log: bool,
+    /// The storage audit file, appended to; its directory is created. Java's default is
+    /// `${RSS_LOG_DIR}/shuffle_server_storage_audit.log`; placed beside `rpc_log_path` for the
+    /// same reason. Default: `"/tmp/spillway/logs/shuffle_server_storage_audit.log"`.
+    pub storage_log_path: PathBuf,
 }
 
 impl Default for AuditConfig {
@@ -667,6 +675,8 @@ impl Default for AuditConfig {
             rpc_log: true,
             rpc_log_path: PathBuf::from("/tmp/spillway/logs/shuffle_server_rpc_audit.log"),
             rpc_exclude: vec!["appHeartbeat".into()],
+            storage_log: false,
+            storage_log_path: PathBuf::from("/tmp/spillway/logs/shuffle_server_storage_audit.log"),
         }
     }
 }

@@ -237,15 +237,29 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
             });
         }
     }
-    // The RPC audit log's directory: the rendered unit and container leave nothing else
+    // The audit logs' directories: the rendered unit and container leave nothing else
     // writable, and an audit file that cannot be opened stops start-up.
-    if config.audit.rpc_log {
-        if let Some(dir) = config.audit.rpc_log_path.parent() {
+    let audit_logs = [
+        (
+            config.audit.rpc_log,
+            &config.audit.rpc_log_path,
+            "audit.rpc_log_path",
+            "audit-log",
+        ),
+        (
+            config.audit.storage_log,
+            &config.audit.storage_log_path,
+            "audit.storage_log_path",
+            "storage-audit-log",
+        ),
+    ];
+    for (on, file, key, name) in audit_logs {
+        if let Some(dir) = file.parent().filter(|_| on) {
             let covered = writable.iter().any(|m| dir.starts_with(&m.path));
             if !covered {
                 writable.push(Mount {
-                    name: "audit-log".to_owned(),
-                    path: plain_path("audit.rpc_log_path", dir)?,
+                    name: name.to_owned(),
+                    path: plain_path(key, dir)?,
                     storage: AUDIT_CLAIM_SIZE,
                 });
             }

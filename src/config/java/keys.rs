@@ -593,6 +593,14 @@ pub static KEYS: &[JavaKey] = &[
         "128 MiB",
     ),
     mapped(
+        "rss.server.storage.audit.log.enabled",
+        Releases::Only010,
+        "false",
+        &["audit.storage_log"],
+        "boolean",
+        "false",
+    ),
+    mapped(
         "rss.server.storage.flushOperationTimeoutSec",
         Both,
         "",
