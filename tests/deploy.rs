@@ -544,8 +544,11 @@ fn check_dockerfile(config: &Config, text: &str) {
     // Operators' images are release builds; only the test passes PROFILE=dev.
     assert_eq!(find("ARG PROFILE=").len(), 1, "{text}");
     assert_eq!(find("ARG PROFILE=")[0].as_str(), "ARG PROFILE=release");
+    // The baked config is the file the server reads when nothing names one: an ENV
+    // WORKER_CONFIG_PATH would shadow the server.conf the Uniffle operator mounts.
+    assert!(find("ENV WORKER_CONFIG_PATH").is_empty(), "{text}");
     assert!(
-        find("ENV WORKER_CONFIG_PATH=/etc/spillway/config.toml").len() == 1,
+        text.contains(&format!("> {}", spillway::config::DEFAULT_CONFIG_FILE)),
         "{text}"
     );
     let user = find("USER ")[0];

@@ -9,6 +9,7 @@
 mod bytesize;
 mod error;
 pub mod java;
+pub mod operator;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -35,6 +36,10 @@ pub const ENV_WORKER_CONFIG_PATH: &str = "WORKER_CONFIG_PATH";
 /// Env variable that sets `metrics.admin_token` (kept out of config files that many can read).
 /// Empty means unset.
 pub const ENV_ADMIN_TOKEN: &str = "SPILLWAY_ADMIN_TOKEN";
+
+/// The config file read, if present, when nothing else names one: where the container image
+/// bakes its config (an env variable there would shadow the Uniffle operator's mount).
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/spillway/config.toml";
 
 /// A config value that must not reach logs: `Debug` prints `"<redacted>"`, so a config logged
 /// with `?config` does not leak it.
@@ -808,33 +813,56 @@ impl Config {
         Ok(config)
     }
 
+    /// The config file a start-up reads, with the origin errors name: `path` (`--config`), else
+    /// env `WORKER_CONFIG_PATH`, else the Uniffle operator's `server.conf`
+    /// ([`operator::default_config_file`]: `$RSS_CONF_DIR`, then the mount if present), else
+    /// [`DEFAULT_CONFIG_FILE`] if present; `None`: the built-in defaults.
+    pub fn source(
+        path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<(&'static str, PathBuf)> {
+        match path {
+            Some(path) => Some(("--config", path.to_path_buf())),
+            None => non_empty_env(env, ENV_WORKER_CONFIG_PATH)
+                .map(|path| (ENV_WORKER_CONFIG_PATH, PathBuf::from(path)))
+                .or_else(|| operator::default_config_file(env, &|p| p.exists()))
+                .or_else(|| {
+                    let file = Path::new(DEFAULT_CONFIG_FILE);
+                    file.exists()
+                        .then(|| (DEFAULT_CONFIG_FILE, file.to_path_buf()))
+                }),
+        }
+    }
+
     /// Loads the startup config: called once by `main`.
     ///
-    /// The file is `path` (the `--config` argument) if given, else the file named by env
-    /// `WORKER_CONFIG_PATH`, else none and the built-in defaults are used. Then env `WORKER_IP`
-    /// (if non-empty) replaces `worker_ip`, and the result is validated. `env` looks a variable
-    /// up, so tests pass a map instead of touching the process environment.
+    /// The file is [`Config::source`]'s; none: the built-in defaults. Then the Uniffle
+    /// operator's env applies ([`operator`]: ports and quorum where the file sets none,
+    /// `XMX_SIZE` as the heap a Java file's ratios size the buffers from, `RSS_IP`), then env
+    /// `WORKER_IP` (if non-empty) replaces `worker_ip`, and the result is validated. `env` looks
+    /// a variable up, so tests pass a map instead of touching the process environment.
     pub fn load(
         path: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let source = match path {
-            Some(path) => Some(("--config", path.to_path_buf())),
-            None => non_empty_env(env, ENV_WORKER_CONFIG_PATH)
-                .map(|path| (ENV_WORKER_CONFIG_PATH, PathBuf::from(path))),
-        };
+        let source = Self::source(path, env);
+        let heap = operator::heap_size(env)?;
+        let mut file_sets = operator::FileSets::default();
         let mut config = match source {
             Some((origin, path)) => {
                 let text = std::fs::read_to_string(&path).map_err(|e| {
                     ConfigError::new(origin, format!("cannot read {}: {e}", path.display()))
                 })?;
-                java::parse_config_file(&path, &text).map_err(|mut e| {
+                file_sets = operator::FileSets::of(&text, java::is_java_file(&path, &text));
+                java::parse_config_file(&path, &text, heap).map_err(|mut e| {
                     e.reason = format!("{} (in {})", e.reason, path.display());
                     e
                 })?
             }
             None => Config::default(),
         };
+        // The operator's env first: Spillway's own WORKER_IP then wins over RSS_IP.
+        operator::apply_env(&mut config, env, file_sets)?;
         config.apply_env(env);
         config.validate()?;
         Ok(config)
