@@ -233,7 +233,7 @@ impl Spiller {
                         &key.app,
                         key.shuffle,
                         key.range,
-                        placed.site.clone(),
+                        placed.site,
                         batch.batch.charged_bytes(),
                         began,
                         std::time::SystemTime::now(),
