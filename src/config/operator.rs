@@ -26,8 +26,8 @@
 //!   0.2); explicit capacities and TOML configs are unaffected;
 //! - `RSS_IP`: the address registered with the coordinators, over the file's (Java reads only the
 //!   env); Spillway's own `WORKER_IP` wins over it. Not an IP literal: start-up fails, as Java's;
-//! - `SERVICE_NAME`: `server` (or unset) runs; `coordinator` asks this image for the Java
-//!   coordinator, which it is not, so start-up fails instead of serving the wrong thing;
+//! - `SERVICE_NAME`: `coordinator` asks this image for the Java coordinator, which it is not, so
+//!   start-up fails instead of serving the wrong thing; any other value (`server`) runs;
 //! - `NODE_NAME`: not read by the Java server either.
 
 use std::path::{Path, PathBuf};
@@ -141,13 +141,15 @@ pub(super) fn apply_env(
     env: &dyn Fn(&str) -> Option<String>,
     file: FileSets,
 ) -> Result<(), ConfigError> {
+    // Only the operator's other value is refused: the name is generic enough that unrelated
+    // environments set it, and Java's start.sh acts on `server` and `coordinator` alone.
     if let Some(service) = non_empty_env(env, ENV_SERVICE_NAME) {
-        if service.trim() != "server" {
+        if service.trim() == "coordinator" {
             return Err(ConfigError::new(
                 ENV_SERVICE_NAME,
                 format!(
-                    "{service:?}: this image runs the shuffle server (SERVICE_NAME=server); \
-                     the Uniffle coordinator is another image"
+                    "{service:?} asks for the Uniffle coordinator; this binary is the shuffle \
+                     server (SERVICE_NAME=server)"
                 ),
             ));
         }
