@@ -1,10 +1,13 @@
 //! Cost of one RPC audit line on the request path: starting the entry, filling a
 //! requireBuffer record and queueing it (the writer thread formats it off the path), against
-//! the excluded / switched-off cases.
+//! the excluded / switched-off cases; and of one storage audit line on the spill path (a
+//! write record with a shared site), on and off.
 
 use criterion::{criterion_main, Criterion};
 use spillway::audit::rpc::{Args, Command, Ret, RpcAudit};
+use spillway::audit::storage::{StorageAudit, StorageSite};
 use spillway::audit::writer::Sink;
+use spillway::ids::{AppId, PartitionRange};
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::TempDir::new().unwrap();
@@ -38,6 +41,27 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("off", |b| {
         b.iter(|| off.begin(Command::RequireBuffer, from).is_some())
+    });
+    g.finish();
+
+    let sink = Sink::open(
+        &dir.path().join("storage_audit.log"),
+        "audit-bench-storage",
+        prometheus::IntCounter::new("dropped", "dropped").unwrap(),
+    )
+    .unwrap();
+    let on = StorageAudit::new(sink);
+    let off = StorageAudit::off();
+    let app = AppId::parse("application_1700000000000_0001").unwrap();
+    let site = StorageSite::local("/data1/rssdata");
+    let range = PartitionRange::new(3, 3).unwrap();
+    let now = std::time::SystemTime::now();
+    let mut g = c.benchmark_group("storage_audit");
+    g.bench_function("spill_line", |b| {
+        b.iter(|| on.written(&app, 3, range, Some(site.clone()), 1 << 20, now, now))
+    });
+    g.bench_function("off", |b| {
+        b.iter(|| off.written(&app, 3, range, Some(site.clone()), 1 << 20, now, now))
     });
     g.finish();
 }

@@ -294,6 +294,7 @@ pub async fn start(config: Config) -> Result<Running> {
             .store_type
             .uses_hdfs()
             .then_some(config.hdfs_store.max_concurrency),
+        audit: audit.storage.clone(),
     };
     // Server-side file reads (getLocalShuffleIndex/Data) come from local disks only; clients
     // read HDFS directly.
@@ -774,6 +775,17 @@ impl Running {
         if let Some(r) = &self.recovery {
             // The last-seen task wrote its final record on the way out.
             let _ = r.journal().flush().await;
+        }
+        // The final spill and the background purges have logged their storage lines.
+        if timed(
+            "flush storage audit log",
+            Duration::from_secs(10),
+            self.audit.close_storage(),
+        )
+        .await
+        .is_none()
+        {
+            tracing::warn!("storage audit log not flushed in time");
         }
         drop(self.state_lock);
         tracing::info!(?report, "spillway stopped");

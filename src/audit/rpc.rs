@@ -143,6 +143,23 @@ pub enum Args {
         /// `shuffleDataSize`: the number of partitions in the request.
         shuffle_data_size: usize,
     },
+    /// sendShuffleData over Netty: Java's Netty handler logs the ticket it took instead of the
+    /// client timestamp.
+    SendNetty {
+        /// `requireBufferId`.
+        require_buffer_id: i64,
+        /// `requireSize`: the ticket's reservation (0 when no ticket was taken).
+        require_size: i32,
+        /// `isPreAllocated`: whether the ticket was found.
+        is_pre_allocated: bool,
+        /// `requireBlocksSize`: `requireSize` less the frame's encoded length, floored at 0.
+        require_blocks_size: i32,
+        /// `stageAttemptNumber`: Java's Netty request has no such field on the wire (its
+        /// encoder writes none and its decoder reads none), so Java always logs 0.
+        stage_attempt_number: i32,
+        /// `partitionCount`.
+        partition_count: usize,
+    },
     /// requireBuffer.
     RequireBuffer {
         /// `requireSize`.
@@ -336,6 +353,19 @@ fn write_args(out: &mut dyn Write, args: &Args) -> io::Result<()> {
             out,
             "\targs{{requireBufferId={require_buffer_id}, timestamp={timestamp}, \
              stageAttemptNumber={stage_attempt_number}, shuffleDataSize={shuffle_data_size}"
+        )?,
+        Args::SendNetty {
+            require_buffer_id,
+            require_size,
+            is_pre_allocated,
+            require_blocks_size,
+            stage_attempt_number,
+            partition_count,
+        } => write!(
+            out,
+            "\targs{{requireBufferId={require_buffer_id}, requireSize={require_size}, \
+             isPreAllocated={is_pre_allocated}, requireBlocksSize={require_blocks_size}, \
+             stageAttemptNumber={stage_attempt_number}, partitionCount={partition_count}"
         )?,
         Args::RequireBuffer {
             require_size,

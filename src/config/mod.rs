@@ -9,6 +9,7 @@
 mod bytesize;
 mod error;
 pub mod java;
+pub mod operator;
 pub mod reload;
 #[cfg(test)]
 mod tests;
@@ -36,6 +37,10 @@ pub const ENV_WORKER_CONFIG_PATH: &str = "WORKER_CONFIG_PATH";
 /// Env variable that sets `metrics.admin_token` (kept out of config files that many can read).
 /// Empty means unset.
 pub const ENV_ADMIN_TOKEN: &str = "SPILLWAY_ADMIN_TOKEN";
+
+/// The config file read, if present, when nothing else names one: where the container image
+/// bakes its config (an env variable there would shadow the Uniffle operator's mount).
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/spillway/config.toml";
 
 /// A config value that must not reach logs: `Debug` prints `"<redacted>"`, so a config logged
 /// with `?config` does not leak it.
@@ -777,8 +782,8 @@ impl Default for RecoveryConfig {
     }
 }
 
-/// `[audit]`: Uniffle's RPC audit log, written to a file of its own (independent of `RUST_LOG`)
-/// in the Java server's line format (see `src/audit/`).
+/// `[audit]`: Uniffle's RPC and storage audit logs, each written to a file of its own
+/// (independent of `RUST_LOG`) in the Java server's line format (see `src/audit/`).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
@@ -795,6 +800,14 @@ pub struct AuditConfig {
     /// Commands not logged, by the name the line carries (`rss.server.rpc.audit.log.excludeList`).
     /// Default: `["appHeartbeat"]` (as Java).
     pub rpc_exclude: Vec<String>,
+    /// The 0.10 storage audit log: one `w|…` line per spill written to local files or HDFS,
+    /// `d|…` lines per app or shuffle purge (`rss.server.storage.audit.log.enabled`).
+    /// Default: false (as Java).
+    pub storage_log: bool,
+    /// The storage audit file, appended to; its directory is created. Java's default is
+    /// `${RSS_LOG_DIR}/shuffle_server_storage_audit.log`; placed beside `rpc_log_path` for the
+    /// same reason. Default: `"/tmp/spillway/logs/shuffle_server_storage_audit.log"`.
+    pub storage_log_path: PathBuf,
 }
 
 impl Default for AuditConfig {
@@ -803,6 +816,8 @@ impl Default for AuditConfig {
             rpc_log: true,
             rpc_log_path: PathBuf::from("/tmp/spillway/logs/shuffle_server_rpc_audit.log"),
             rpc_exclude: vec!["appHeartbeat".into()],
+            storage_log: false,
+            storage_log_path: PathBuf::from("/tmp/spillway/logs/shuffle_server_storage_audit.log"),
         }
     }
 }
@@ -940,27 +955,48 @@ impl Config {
         Ok(config)
     }
 
+    /// The config file a start-up reads, with the origin errors name: `path` (`--config`), else
+    /// env `WORKER_CONFIG_PATH`, else the Uniffle operator's `server.conf`
+    /// ([`operator::default_config_file`]: `$RSS_CONF_DIR`, then the mount if present), else
+    /// [`DEFAULT_CONFIG_FILE`] if present; `None`: the built-in defaults.
+    pub fn source(
+        path: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Option<(&'static str, PathBuf)> {
+        match path {
+            Some(path) => Some(("--config", path.to_path_buf())),
+            None => non_empty_env(env, ENV_WORKER_CONFIG_PATH)
+                .map(|path| (ENV_WORKER_CONFIG_PATH, PathBuf::from(path)))
+                .or_else(|| operator::default_config_file(env, &|p| p.exists()))
+                .or_else(|| {
+                    let file = Path::new(DEFAULT_CONFIG_FILE);
+                    file.exists()
+                        .then(|| (DEFAULT_CONFIG_FILE, file.to_path_buf()))
+                }),
+        }
+    }
+
     /// Loads the startup config: called once by `main`.
     ///
-    /// The file is `path` (the `--config` argument) if given, else the file named by env
-    /// `WORKER_CONFIG_PATH`, else none and the built-in defaults are used. Then env `WORKER_IP`
-    /// (if non-empty) replaces `worker_ip`, and the result is validated. `env` looks a variable
-    /// up, so tests pass a map instead of touching the process environment.
+    /// The file is [`Config::source`]'s; none: the built-in defaults. Then the Uniffle
+    /// operator's env applies ([`operator`]: ports and quorum where the file sets none,
+    /// `XMX_SIZE` as the heap a Java file's ratios size the buffers from, `RSS_IP`), then env
+    /// `WORKER_IP` (if non-empty) replaces `worker_ip`, and the result is validated. `env` looks
+    /// a variable up, so tests pass a map instead of touching the process environment.
     pub fn load(
         path: Option<&Path>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let source = match path {
-            Some(path) => Some(("--config", path.to_path_buf())),
-            None => non_empty_env(env, ENV_WORKER_CONFIG_PATH)
-                .map(|path| (ENV_WORKER_CONFIG_PATH, PathBuf::from(path))),
-        };
+        let source = Self::source(path, env);
+        let heap = operator::heap_size(env)?;
+        let mut file_sets = operator::FileSets::default();
         let mut config = match &source {
             Some((origin, path)) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
                     ConfigError::new(*origin, format!("cannot read {}: {e}", path.display()))
                 })?;
-                java::parse_config_file(path, &text).map_err(|mut e| {
+                file_sets = operator::FileSets::of(&text, java::is_java_file(path, &text));
+                java::parse_config_file(path, &text, heap).map_err(|mut e| {
                     e.reason = format!("{} (in {})", e.reason, path.display());
                     e
                 })?
@@ -968,6 +1004,8 @@ impl Config {
             None => Config::default(),
         };
         config.source_path = source.map(|(_, path)| path);
+        // The operator's env first: Spillway's own WORKER_IP then wins over RSS_IP.
+        operator::apply_env(&mut config, env, file_sets)?;
         config.apply_env(env);
         config.validate()?;
         Ok(config)

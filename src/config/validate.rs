@@ -116,11 +116,19 @@ impl AuditConfig {
             rpc_log,
             rpc_log_path,
             rpc_exclude: _,
+            storage_log,
+            storage_log_path,
         } = self;
         if *rpc_log && rpc_log_path.as_os_str().is_empty() {
             return Err(ConfigError::new(
                 "audit.rpc_log_path",
                 "is empty while audit.rpc_log is on",
+            ));
+        }
+        if *storage_log && storage_log_path.as_os_str().is_empty() {
+            return Err(ConfigError::new(
+                "audit.storage_log_path",
+                "is empty while audit.storage_log is on",
             ));
         }
         Ok(())

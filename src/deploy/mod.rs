@@ -20,9 +20,10 @@ const SYSTEMD: &str = include_str!("templates/spillway.service.in");
 /// The builder image follows the pinned toolchain, read at compile time so they cannot differ.
 const RUST_TOOLCHAIN: &str = include_str!("../../rust-toolchain.toml");
 
-/// Where containers find the config: `WORKER_CONFIG_PATH` points here in the image and the pod.
+/// Where containers find the config: the image bakes it at the file the server reads when
+/// nothing else names one, and the pod's `WORKER_CONFIG_PATH` points at its ConfigMap there.
 const CONFIG_DIR: &str = "/etc/spillway";
-const CONFIG_FILE: &str = "/etc/spillway/config.toml";
+const CONFIG_FILE: &str = spillway::config::DEFAULT_CONFIG_FILE;
 /// A fixed non-root uid/gid, so `fsGroup` and volume ownership agree between image and pod.
 const UID: u32 = 10001;
 /// How long the Kubernetes preStop hook waits for a decommissioned server's apps to finish.
@@ -67,6 +68,7 @@ struct Context {
     source: String,
     config_dir: &'static str,
     config_file: String,
+    operator_conf_dir: &'static str,
     config_toml: String,
     config_lines: Vec<String>,
     config_crc32: String,
@@ -102,16 +104,12 @@ struct Context {
     exe: String,
 }
 
-/// `spillway deploy KIND`: loads the config as a start-up would (`--config`, else
-/// `WORKER_CONFIG_PATH`, else defaults; validated) and prints the file to stdout.
+/// `spillway deploy KIND`: loads the config as a start-up would ([`Config::source`], else
+/// defaults; the env applied; validated) and prints the file to stdout.
 pub fn run(kind: Kind, config_path: Option<&Path>) -> Result<()> {
     let env = |key: &str| std::env::var(key).ok();
     let config = Config::load(config_path, &env)?;
-    let source = config_path.map(Path::to_path_buf).or_else(|| {
-        env(spillway::config::ENV_WORKER_CONFIG_PATH)
-            .filter(|p| !p.trim().is_empty())
-            .map(PathBuf::from)
-    });
+    let source = Config::source(config_path, &env).map(|(_, path)| path);
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .context("locating the spillway binary")?;
@@ -237,15 +235,29 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
             });
         }
     }
-    // The RPC audit log's directory: the rendered unit and container leave nothing else
+    // The audit logs' directories: the rendered unit and container leave nothing else
     // writable, and an audit file that cannot be opened stops start-up.
-    if config.audit.rpc_log {
-        if let Some(dir) = config.audit.rpc_log_path.parent() {
+    let audit_logs = [
+        (
+            config.audit.rpc_log,
+            &config.audit.rpc_log_path,
+            "audit.rpc_log_path",
+            "audit-log",
+        ),
+        (
+            config.audit.storage_log,
+            &config.audit.storage_log_path,
+            "audit.storage_log_path",
+            "storage-audit-log",
+        ),
+    ];
+    for (on, file, key, name) in audit_logs {
+        if let Some(dir) = file.parent().filter(|_| on) {
             let covered = writable.iter().any(|m| dir.starts_with(&m.path));
             if !covered {
                 writable.push(Mount {
-                    name: "audit-log".to_owned(),
-                    path: plain_path("audit.rpc_log_path", dir)?,
+                    name: name.to_owned(),
+                    path: plain_path(key, dir)?,
                     storage: AUDIT_CLAIM_SIZE,
                 });
             }
@@ -306,6 +318,7 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
         source,
         config_dir: CONFIG_DIR,
         config_file,
+        operator_conf_dir: spillway::config::operator::OPERATOR_CONF_DIR,
         config_lines: config_toml.lines().map(shell_quote).collect(),
         config_crc32: format!("{:08x}", crc32fast::hash(config_toml.as_bytes())),
         config_toml,

@@ -19,7 +19,7 @@ use super::body::{send_files, Body, Slices};
 use super::frame::{FrameError, Header, HEADER_LEN};
 use super::messages::{decode_send, ty, DataRequest, Request, Response, ResponseHead, SendRequest};
 use super::recv::Receiver;
-use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs};
+use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs, TicketSeen};
 use crate::error::{Error, Result};
 use crate::grpc::{convert, reply};
 use crate::limits::{ConnectionTable, Lease, LimitMetrics, RequestLimits};
@@ -359,8 +359,32 @@ impl Handler {
         match request {
             Request::Send(r) => {
                 let app_id = r.app_id.clone();
-                let result = self.send(r, msg_len);
-                Response::Rpc(head(request_id, "sendShuffleData", &app_id, &result)).into()
+                let entry = self.audit(Command::SendShuffleData, &r.app_id, r.shuffle_id, || {
+                    Args::None
+                });
+                let (require_buffer_id, partition_count) =
+                    (r.require_buffer_id, r.partitions.len());
+                let mut seen = TicketSeen::default();
+                let result = self.send(r, msg_len, &mut seen);
+                let head = head(request_id, "sendShuffleData", &app_id, &result);
+                if let Some(mut entry) = entry {
+                    // Java's `requireSize` is the ticket's int size, and `requireBlocksSize`
+                    // what is left of it after the frame's encoded length.
+                    let require_size = seen
+                        .require_size
+                        .map_or(0, |n| n.min(i32::MAX as u64) as i32);
+                    let frame = i32::try_from(msg_len).unwrap_or(i32::MAX);
+                    entry.args(Args::SendNetty {
+                        require_buffer_id,
+                        require_size,
+                        is_pre_allocated: seen.require_size.is_some(),
+                        require_blocks_size: require_size.saturating_sub(frame).max(0),
+                        stage_attempt_number: 0,
+                        partition_count,
+                    });
+                    entry.finish(status_name(head.status));
+                }
+                Response::Rpc(head).into()
             }
             Request::Index(r) => {
                 let entry = self.audit(
@@ -523,7 +547,7 @@ impl Handler {
     /// Type 3: the same checks and registry call as gRPC's sendShuffleData, with the frame's
     /// `msgLen` as the overhead the client reserved on top of its blocks (SEMANTICS §3.4).
     /// The payloads were received into buffers of their own, so they are stored as they are.
-    fn send(&self, r: SendRequest, msg_len: usize) -> Result<()> {
+    fn send(&self, r: SendRequest, msg_len: usize, seen: &mut TicketSeen) -> Result<()> {
         let app = convert::app_id(&r.app_id)?;
         self.shared.limits.partitions(PLANE, r.partitions.len())?;
         self.shared
@@ -554,13 +578,14 @@ impl Handler {
                 Ok((p, blocks))
             })
             .collect::<Result<Vec<_>>>()?;
-        self.shared.registry.send(
+        self.shared.registry.send_noting(
             &app,
             r.shuffle_id,
             r.require_buffer_id,
             parts,
             msg_len as u64,
             Payloads::Owned,
+            seen,
         )
     }
 

@@ -15,9 +15,10 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
-use crate::ids::PartitionKey;
+use crate::ids::{AppId, PartitionKey};
 use crate::store::{
-    BlockBatch, DataRead, FileTier, Health, IndexRead, Placement, PurgeScope, Tier, TierKind,
+    BlockBatch, DataRead, FileTier, Health, IndexRead, Placement, PurgeScope, StorageSite, Tier,
+    TierKind,
 };
 
 /// A [`FileTier`] wrapper that injects append failures, append stalls and bad health.
@@ -171,6 +172,7 @@ impl Tier for FaultyTier {
         Ok(Placement {
             kind: self.kind(),
             location: self.location(part),
+            site: self.site(part),
         })
     }
 
@@ -180,6 +182,14 @@ impl Tier for FaultyTier {
 
     fn location(&self, part: &PartitionKey) -> Option<String> {
         self.inner.location(part)
+    }
+
+    fn site(&self, part: &PartitionKey) -> Option<StorageSite> {
+        self.inner.site(part)
+    }
+
+    fn sites(&self, app: &AppId) -> Vec<StorageSite> {
+        self.inner.sites(app)
     }
 
     fn route(&self, part: &PartitionKey, batch: &BlockBatch) -> TierKind {

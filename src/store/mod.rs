@@ -11,6 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+pub use crate::audit::storage::StorageSite;
 use crate::error::Result;
 use crate::ids::{AppId, PartitionKey, ShuffleKey};
 
@@ -242,6 +243,19 @@ pub trait Tier: Send + Sync + 'static {
         self.kind()
     }
 
+    /// Where `part`'s last append went as Java's storage audit names it (`local` + the disk's
+    /// base path; the remote storage's host + path). Default: not audited.
+    fn site(&self, _part: &PartitionKey) -> Option<StorageSite> {
+        None
+    }
+
+    /// Every storage a purge of `app` deletes from, as Java's storage audit lists them (each
+    /// healthy local disk; the app's remote storage if it has one). Asked before the purge.
+    /// Default: none.
+    fn sites(&self, _app: &AppId) -> Vec<StorageSite> {
+        Vec::new()
+    }
+
     /// Appends like [`Tier::append`] and says where the batch landed. Only a tier that routes
     /// between others overrides it, so flush metrics count the tier that took the batch
     /// rather than the router in front of it.
@@ -250,6 +264,7 @@ pub trait Tier: Send + Sync + 'static {
         Ok(Placement {
             kind: self.kind(),
             location: self.location(part),
+            site: self.site(part),
         })
     }
 }
@@ -261,6 +276,8 @@ pub struct Placement {
     pub kind: TierKind,
     /// Its [`Tier::location`] for the batch's partition.
     pub location: Option<String>,
+    /// Its [`Tier::site`] for the batch's partition (the storage audit's host and path).
+    pub site: Option<StorageSite>,
 }
 
 /// The raw index of a partition as the client reads it.

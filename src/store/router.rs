@@ -25,7 +25,9 @@ use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::hdfs::HdfsTier;
 use crate::store::localfile::LocalFileTier;
-use crate::store::{BlockBatch, Health, Placement, PurgeScope, RemoteStorage, Tier, TierKind};
+use crate::store::{
+    BlockBatch, Health, Placement, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
+};
 
 /// See the module doc.
 pub struct TierRouter {
@@ -198,6 +200,15 @@ impl Tier for TierRouter {
             Some(e) => Err(e),
             None => Ok(freed),
         }
+    }
+
+    /// Both tiers' storages, local disks first (a purge deletes from both).
+    fn sites(&self, app: &AppId) -> Vec<StorageSite> {
+        let mut sites = self.local.as_ref().map_or_else(Vec::new, |l| l.sites(app));
+        if let Some(h) = &self.hdfs {
+            sites.extend(h.sites(app));
+        }
+        sites
     }
 
     /// Writable while any tier can take spills; `detail` names the tiers that cannot.

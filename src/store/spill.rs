@@ -46,6 +46,8 @@ pub struct SpillOptions {
     /// The HDFS tier's own append limit when the store type has HDFS (sizes the Hadoop
     /// pool of [`SpillPools`]).
     pub hdfs_concurrency: Option<usize>,
+    /// The storage audit log: a line per durable spill (and, through the store, per purge).
+    pub audit: crate::audit::StorageAudit,
 }
 
 struct Shared {
@@ -192,6 +194,7 @@ impl Spiller {
             // holding permits forever (the tier finishes or rolls back an abandoned append
             // before the partition is written again).
             let started;
+            let began;
             let pools = &self.shared.pools;
             let pool = if attempt == 0 {
                 pools.first(self.shared.target.route(&key, &batch.batch))
@@ -205,6 +208,7 @@ impl Spiller {
                 let _working = pool.work();
                 stats.attempt(kind, attempt > 0);
                 started = std::time::Instant::now();
+                began = std::time::SystemTime::now();
                 match tokio::time::timeout(
                     self.shared.opts.append_timeout,
                     self.shared.target.append_placed(&key, &batch.batch),
@@ -223,6 +227,17 @@ impl Spiller {
             };
             match result {
                 Ok(placed) => {
+                    // Java's `w|…` line: logged once the write is durable, with the event
+                    // size (what the batch cost in memory) and the write's own time span.
+                    self.shared.opts.audit.written(
+                        &key.app,
+                        key.shuffle,
+                        key.range,
+                        placed.site,
+                        batch.batch.charged_bytes(),
+                        began,
+                        std::time::SystemTime::now(),
+                    );
                     let data = batch.batch.data_bytes();
                     let huge_hdfs = match (&placed.location, placed.kind) {
                         (Some(host), TierKind::Hdfs) if batch.buffer.is_huge() => {
@@ -301,6 +316,11 @@ impl Spiller {
     /// Batches handed out and not yet finished.
     pub fn pending(&self) -> usize {
         self.shared.pending.load(Ordering::Acquire)
+    }
+
+    /// The options it was built with (the purges read the storage audit log from them).
+    pub fn options(&self) -> &SpillOptions {
+        &self.shared.opts
     }
 
     /// Write statistics since start, per target tier (read by `/metrics`).

@@ -212,8 +212,23 @@ impl TieredStore {
         self.purge_files(scope).await
     }
 
-    /// Removes `scope` from the file tiers only (memory was purged already).
+    /// Removes `scope` from the file tiers only (memory was purged already). App and shuffle
+    /// purges are the storage audit's `d|…` lines, logged before the files go, one per storage
+    /// the app may have data on, as Java's storage managers log them.
     pub async fn purge_files(&self, scope: &PurgeScope) -> Result<u64> {
+        let audit = &self.spiller.options().audit;
+        if audit.is_on() {
+            let shuffle = match scope {
+                PurgeScope::App(_) => Some(None),
+                PurgeScope::Shuffle(key) => Some(Some(key.shuffle)),
+                // The cleanup after a spill raced a purge: not a purge of Java's.
+                PurgeScope::Partition(_) => None,
+            };
+            if let Some(shuffle) = shuffle {
+                let app = scope.app();
+                audit.deleted(app, shuffle, self.target.sites(app));
+            }
+        }
         self.target.purge(scope).await
     }
 }

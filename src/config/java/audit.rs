@@ -14,6 +14,10 @@ impl Mapper {
             self.config.audit.rpc_exclude = java_list(&e.value);
             self.set_origin("audit.rpc_exclude", &e);
         }
+        if let Some((e, on)) = self.boolean("rss.server.storage.audit.log.enabled")? {
+            self.config.audit.storage_log = on;
+            self.set_origin("audit.storage_log", &e);
+        }
         Ok(())
     }
 }

@@ -1290,11 +1290,13 @@ pub static KEYS: &[JavaKey] = &[
         "size",
         "128 MiB",
     ),
-    na(
+    mapped(
         "rss.server.storage.audit.log.enabled",
         Only010,
         "false",
-        "not honoured yet: the storage audit log is being built (issue 21)",
+        &["audit.storage_log"],
+        "boolean",
+        "false",
     ),
     mapped(
         "rss.server.storage.flushOperationTimeoutSec",

@@ -102,14 +102,27 @@ pub struct JavaConfig {
     pub ignored: Vec<String>,
 }
 
-/// Reads a `--config` file in whichever format it is in (see the module docs).
-pub(super) fn parse_config_file(path: &Path, text: &str) -> Result<Config, ConfigError> {
-    let java_suffix = path
-        .extension()
+/// Whether a config file is read as a Java `server.conf` (see the module docs).
+pub(super) fn is_java_file(path: &Path, text: &str) -> bool {
+    looks_like_properties(text) || (has_java_suffix(path) && logical_lines(text).is_empty())
+}
+
+fn has_java_suffix(path: &Path) -> bool {
+    path.extension()
         .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("conf") || e.eq_ignore_ascii_case("properties"));
-    let is_java = looks_like_properties(text) || (java_suffix && logical_lines(text).is_empty());
-    if !is_java {
+        .is_some_and(|e| e.eq_ignore_ascii_case("conf") || e.eq_ignore_ascii_case("properties"))
+}
+
+/// Reads a `--config` file in whichever format it is in (see the module docs). `heap` is the
+/// Java heap the operator's `XMX_SIZE` names, which the `*.ratio` keys then apply to instead of
+/// [`available_memory`].
+pub(super) fn parse_config_file(
+    path: &Path,
+    text: &str,
+    heap: Option<u64>,
+) -> Result<Config, ConfigError> {
+    let java_suffix = has_java_suffix(path);
+    if !is_java_file(path, text) {
         return Config::parse_toml(text).map_err(|mut e| {
             if java_suffix {
                 e.reason = format!(
@@ -120,7 +133,7 @@ pub(super) fn parse_config_file(path: &Path, text: &str) -> Result<Config, Confi
             e
         });
     }
-    let loaded = from_properties(text, available_memory())?;
+    let loaded = from_properties(text, heap.or_else(available_memory))?;
     if !loaded.ignored.is_empty() {
         let warning = format!(
             "{}: {} Java server setting(s) are not used: {}",

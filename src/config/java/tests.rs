@@ -565,17 +565,22 @@ fn format_is_recognised_by_content_and_suffix() {
 
     let dir = tempfile::TempDir::new().unwrap();
     let toml_named_conf = dir.path().join("spillway.conf");
-    let c = parse_config_file(&toml_named_conf, "grpc_port = 1234\n").unwrap();
+    let c = parse_config_file(&toml_named_conf, "grpc_port = 1234\n", None).unwrap();
     assert_eq!(c.grpc_port, 1234);
-    let err = parse_config_file(&toml_named_conf, "grpc_portt = 1\n").unwrap_err();
+    let err = parse_config_file(&toml_named_conf, "grpc_portt = 1\n", None).unwrap_err();
     assert!(err.reason.contains("no rss.* key"), "{err}");
     // A Java file without a suffix, and an all-comments server.conf.
-    let c = parse_config_file(&dir.path().join("server"), "rss.rpc.server.port 1234\n").unwrap();
+    let c = parse_config_file(
+        &dir.path().join("server"),
+        "rss.rpc.server.port 1234\n",
+        None,
+    )
+    .unwrap();
     assert_eq!(c.grpc_port, 1234);
-    let c = parse_config_file(&dir.path().join("server.conf"), "# nothing\n").unwrap();
+    let c = parse_config_file(&dir.path().join("server.conf"), "# nothing\n", None).unwrap();
     assert_eq!(c.hybrid_store.memory_spill_high_watermark, 0.75);
     // A TOML file stays TOML.
-    let c = parse_config_file(&dir.path().join("c.toml"), "grpc_port = 1\n").unwrap();
+    let c = parse_config_file(&dir.path().join("c.toml"), "grpc_port = 1\n", None).unwrap();
     assert_eq!(c.grpc_port, 1);
 }
 

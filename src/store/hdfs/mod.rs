@@ -53,7 +53,7 @@ pub use self::identity::{Identity, WriteAs};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::{
-    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, Tier, TierKind,
+    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
 
 /// Mode of the directories the tier creates (`rwxr-xr-x`); files are created `rw-r--r--`.
@@ -398,6 +398,19 @@ impl Tier for HdfsTier {
             .as_deref()
             .and_then(|url| url.split_once("://").map(|(_, a)| a.to_owned()));
         Some(authority.unwrap_or_else(|| "default".to_owned()))
+    }
+
+    /// The app's remote storage path as the client registered it, and that URI's host.
+    fn site(&self, part: &PartitionKey) -> Option<StorageSite> {
+        self.sites(&part.app).pop()
+    }
+
+    /// The app's remote storage, when it registered one.
+    fn sites(&self, app: &AppId) -> Vec<StorageSite> {
+        self.entry(app)
+            .map(|entry| StorageSite::remote(&entry.target.lock().remote.path))
+            .into_iter()
+            .collect()
     }
 
     /// Writes the batch to a free slot's file pair under the app's remote storage, within

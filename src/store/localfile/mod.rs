@@ -55,7 +55,7 @@ pub use self::options::LocalFileOptions;
 pub use self::scan::ScanReport;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
-use crate::store::{BlockBatch, Health, PurgeScope, Tier, TierKind};
+use crate::store::{BlockBatch, Health, PurgeScope, StorageSite, Tier, TierKind};
 
 /// The local-file tier: see the module doc for layout and locking.
 ///
@@ -685,6 +685,24 @@ impl Tier for LocalFileTier {
         parts
             .last()
             .map(|p| p.disk.root.to_string_lossy().into_owned())
+    }
+
+    /// The disk of the partition's newest part (where the last append went).
+    fn site(&self, part: &PartitionKey) -> Option<StorageSite> {
+        let file = self.lookup(part)?;
+        let parts = file.parts.lock();
+        parts
+            .last()
+            .map(|p| StorageSite::local(&p.disk.root.to_string_lossy()))
+    }
+
+    /// Every disk not marked unhealthy, as Java lists every uncorrupted local storage.
+    fn sites(&self, _app: &AppId) -> Vec<StorageSite> {
+        self.disks
+            .iter()
+            .filter(|d| d.is_healthy())
+            .map(|d| StorageSite::local(&d.root.to_string_lossy()))
+            .collect()
     }
 
     /// Writable while at least `max(1, min_writable_disks)` disks are healthy and under the
