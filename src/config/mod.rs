@@ -377,6 +377,10 @@ pub struct HealthConfig {
     /// (`rss.server.health.checker.localStorageExecutionTimeoutMS`). Default: `60s`.
     #[serde(with = "humantime_serde")]
     pub disk_check_timeout: Duration,
+    /// Whether one data path whose probe fails (a corrupted storage, in Java's words) makes the
+    /// server unhealthy whatever the healthy share
+    /// (`rss.server.health.markUnhealthyOnceStorageCorruption`). Default: false.
+    pub unhealthy_on_failed_disk: bool,
     /// An executable run at every pass after the storage checker: the server is unhealthy when
     /// it exits non-zero, prints a line starting with `ERROR` on standard output, or outlives
     /// `script_timeout` (`rss.server.health.checker.script.path` with
@@ -398,6 +402,7 @@ impl Default for HealthConfig {
             disk_max_usage: 0.9,
             disk_recovery_usage: 0.8,
             disk_check_timeout: Duration::from_secs(60),
+            unhealthy_on_failed_disk: false,
             script_path: None,
             script_timeout: Duration::from_secs(5),
         }

@@ -346,6 +346,7 @@ impl HealthConfig {
             disk_max_usage,
             disk_recovery_usage,
             disk_check_timeout,
+            unhealthy_on_failed_disk: _,
             script_path,
             script_timeout,
         } = self;

@@ -68,6 +68,7 @@ impl HealthChecks {
                 recovery_usage: config.disk_recovery_usage,
                 min_healthy_share: config.min_healthy_disks_ratio,
                 probe_timeout: config.disk_check_timeout,
+                unhealthy_on_failed_disk: config.unhealthy_on_failed_disk,
             },
         );
         let script = match &config.script_path {

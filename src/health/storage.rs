@@ -21,6 +21,9 @@ pub(crate) struct StorageCheckOptions {
     /// A probe that takes longer leaves its path out of the healthy count
     /// (`rss.server.health.checker.localStorageExecutionTimeoutMS`).
     pub probe_timeout: Duration,
+    /// One failed probe makes the server unhealthy
+    /// (`rss.server.health.markUnhealthyOnceStorageCorruption`).
+    pub unhealthy_on_failed_disk: bool,
 }
 
 /// Per-path state kept between passes: Java keeps it in `LocalStorageChecker.StorageInfo`.
@@ -91,6 +94,13 @@ impl StorageChecker {
                 ));
             }
         }
+        let failed_probe = reports.iter().any(|r| r.status == DiskStatus::Unhealthy);
+        if self.opts.unhealthy_on_failed_disk && failed_probe {
+            return Err(format!(
+                "a data path failed its probe (health.unhealthy_on_failed_disk): {}",
+                bad.join("; ")
+            ));
+        }
         // Both sides are correctly rounded quotients, so equal fractions compare equal.
         if healthy as f64 / reports.len() as f64 >= self.opts.min_healthy_share {
             Ok(())
@@ -143,6 +153,7 @@ mod tests {
         recovery_usage: 0.8,
         min_healthy_share: 0.8,
         probe_timeout: Duration::from_secs(1),
+        unhealthy_on_failed_disk: false,
     };
 
     #[test]
@@ -209,5 +220,11 @@ mod tests {
         five[2] = report(2, Normal, 80);
         assert_eq!(c.judge(&five), Ok(()));
         assert!(c.judge(&[]).is_err(), "no path at all");
+        // markUnhealthyOnceStorageCorruption: the one failed probe (/d4) is enough.
+        c.opts.unhealthy_on_failed_disk = true;
+        let err = c.judge(&five).unwrap_err();
+        assert!(err.contains("/d4: probe failed"), "{err}");
+        five[4] = report(4, Normal, 10);
+        assert_eq!(c.judge(&five), Ok(()));
     }
 }

@@ -84,6 +84,12 @@ impl Mapper {
             self.config.health.disk_check_timeout = timeout;
             self.set_origin("health.disk_check_timeout", &e);
         }
+        if let Some((e, on)) =
+            self.boolean("rss.server.health.markUnhealthyOnceStorageCorruption")?
+        {
+            self.config.health.unhealthy_on_failed_disk = on;
+            self.set_origin("health.unhealthy_on_failed_disk", &e);
+        }
         if let Some((e, timeout)) =
             self.positive_duration("rss.server.health.checker.script.execute.timeout", 1)?
         {

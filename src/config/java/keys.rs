@@ -842,11 +842,13 @@ pub static KEYS: &[JavaKey] = &[
         "used when HealthScriptChecker is listed and health checks are on; unhealthy on a non-zero exit, a stdout line starting with ERROR, or the timeout",
         "none",
     ),
-    na(
+    mapped(
         "rss.server.health.markUnhealthyOnceStorageCorruption",
         Only010,
         "false",
-        "not honoured yet: Java's disk capacity and storage health checker are being built (issue 21)",
+        &["health.unhealthy_on_failed_disk"],
+        "boolean: with health checks on, one data path failing its probe makes the server UNHEALTHY whatever the healthy share",
+        "false",
     ),
     mapped(
         "rss.server.health.max.storage.usage.percentage",

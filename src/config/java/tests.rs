@@ -616,9 +616,11 @@ fn disk_capacity_init_failures_and_health_checks() {
          rss.server.health.checker.localStorageExecutionTimeoutMS 2000\n\
          rss.server.health.checker.class.names org.apache.uniffle.server.HealthScriptChecker\n\
          rss.server.health.checker.script.path /opt/check.sh\n\
-         rss.server.health.checker.script.execute.timeout 300\n",
+         rss.server.health.checker.script.execute.timeout 300\n\
+         rss.server.health.markUnhealthyOnceStorageCorruption true\n",
     );
     assert_eq!(c.ignored, Vec::<String>::new());
+    assert!(c.config.health.unhealthy_on_failed_disk);
     let (lf, h) = (&c.config.localfile_store, &c.config.health);
     assert_eq!(lf.disk_capacity, Some(ByteSize(100 * GIB)));
     assert_eq!(lf.disk_capacity_ratio, 0.5);
