@@ -84,29 +84,9 @@ async fn apps_expire_without_heartbeats_and_live_with_them() {
     s.running.shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn decommission_finishes_live_apps_then_stops_the_server() {
-    let mut s = start(1, |c| {
-        c.app.expiry_check_interval = Duration::from_millis(50)
-    })
-    .await;
-    register(&mut s.client, "live", 0, 0..1, false).await;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut internal = ShuffleServerInternalClient::new(channel);
-    let r = internal
-        .decommission(proto::DecommissionRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(status_of(r.status), StatusCode::Success);
-
-    // No new apps; the live one keeps working.
-    let r = s
-        .client
+/// A decommissioning or decommissioned server refuses a new app with INVALID_REQUEST.
+async fn assert_new_apps_refused(client: &mut Client) {
+    let r = client
         .register_shuffle(proto::ShuffleRegisterRequest {
             app_id: "newcomer".into(),
             partition_ranges: vec![proto::ShufflePartitionRange { start: 0, end: 0 }],
@@ -116,6 +96,35 @@ async fn decommission_finishes_live_apps_then_stops_the_server() {
         .unwrap()
         .into_inner();
     assert_eq!(status_of(r.status), StatusCode::InvalidRequest);
+}
+
+/// The `ShuffleServerInternal` service (decommission) on the server's gRPC port.
+async fn internal_client(s: &TestServer) -> ShuffleServerInternalClient<tonic::transport::Channel> {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    ShuffleServerInternalClient::new(channel)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decommission_finishes_live_apps_then_stops_the_server() {
+    let mut s = start(1, |c| {
+        c.app.expiry_check_interval = Duration::from_millis(50)
+    })
+    .await;
+    register(&mut s.client, "live", 0, 0..1, false).await;
+    let mut internal = internal_client(&s).await;
+    let r = internal
+        .decommission(proto::DecommissionRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+
+    // No new apps; the live one keeps working.
+    assert_new_apps_refused(&mut s.client).await;
     let expected = write_shuffle(&mut s.client, "live", 0, 1, 1, 2, 100).await;
     verify_shuffle(&mut s.client, "live", 0, &expected).await;
 
@@ -161,12 +170,7 @@ async fn decommissioned_server_stays_up_when_told_to() {
         c.shutdown.after_decommission = false;
     })
     .await;
-    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut internal = ShuffleServerInternalClient::new(channel);
+    let mut internal = internal_client(&s).await;
     internal
         .decommission(proto::DecommissionRequest {})
         .await
@@ -177,17 +181,7 @@ async fn decommissioned_server_stays_up_when_told_to() {
     })
     .await;
     // Still up: it answers, and refuses new apps as a decommissioned server does.
-    let r = s
-        .client
-        .register_shuffle(proto::ShuffleRegisterRequest {
-            app_id: "newcomer".into(),
-            partition_ranges: vec![proto::ShufflePartitionRange { start: 0, end: 0 }],
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(status_of(r.status), StatusCode::InvalidRequest);
+    assert_new_apps_refused(&mut s.client).await;
     // Several watcher rounds later it has still not stopped itself.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!s.running.has_stopped_by_itself());
