@@ -246,6 +246,7 @@ pub async fn start(config: Config) -> Result<Running> {
             file_prefix: server_id.clone(),
             max_concurrency: h.max_concurrency,
             partition_write_max_concurrency: h.partition_write_max_concurrency,
+            partition_write_max_concurrency_limit: h.partition_write_max_concurrency_limit,
             write_timeout: h.write_timeout,
             failure_cooldown: h.failure_cooldown,
             identity: {

@@ -722,3 +722,68 @@ async fn storage_audit_names_the_remote_storage() {
         "{text}"
     );
 }
+
+/// `maxConcurrencyPerPartitionToWrite` of `registerShuffle` (Spark's
+/// `spark.rss.client.max.concurrency.of.per-partition.write`), as the Java server applies it:
+/// capped by `partition_write_max_concurrency_limit`, 0 meaning the server's own value. With one
+/// writer the pair is `<serverId>_0`, with several `<serverId>_<writer>_0`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_asks_for_its_own_hdfs_writers_per_partition() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let superuser = admin(&url);
+    let mut s = start(0, move |c| {
+        c.store_type = StoreType::MemoryHdfs;
+        c.hdfs_store.partition_write_max_concurrency = 1;
+        c.hdfs_store.partition_write_max_concurrency_limit = 4;
+    })
+    .await;
+    let root = format!("/{}", unique("rss"));
+    superuser.mkdirs(&root, 0o777, true).await.unwrap();
+    let remote = format!("{url}{root}");
+    let server_id = s.running.server_id.clone();
+    for (app, asked, several) in [
+        ("application_1_0001_7", 0, false),
+        ("application_1_0002_7", 8, true),
+    ] {
+        s.client
+            .register_shuffle(proto::ShuffleRegisterRequest {
+                app_id: app.into(),
+                shuffle_id: 0,
+                partition_ranges: vec![proto::ShufflePartitionRange { start: 0, end: 0 }],
+                remote_storage: Some(proto::RemoteStorage {
+                    path: remote.clone(),
+                    remote_storage_conf: Vec::new(),
+                }),
+                user: "alice".into(),
+                max_concurrency_per_partition_to_write: asked,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        write_shuffle(&mut s.client, app, 0, 1, 1, 2, 500).await;
+        finish(&mut s.client, app, 0).await;
+        let names: Vec<String> = superuser
+            .list_status(&format!("{root}/{app}/0/0-0"), false)
+            .await
+            .expect("the partition's HDFS directory")
+            .into_iter()
+            .map(|f| f.path.rsplit('/').next().unwrap().to_owned())
+            .collect();
+        let stem = if several {
+            format!("{server_id}_0_0")
+        } else {
+            format!("{server_id}_0")
+        };
+        assert!(
+            names.contains(&format!("{stem}.data")),
+            "asked {asked}: {names:?}"
+        );
+        let data = superuser
+            .get_file_info(&format!("{root}/{app}/0/0-0/{stem}.data"))
+            .await
+            .unwrap();
+        assert_eq!(data.length, 2 * 500, "both blocks of the partition");
+    }
+    s.running.shutdown().await;
+}

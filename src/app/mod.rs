@@ -82,6 +82,9 @@ pub struct Registration {
     pub remote_storage: Option<RemoteStorage>,
     /// Client properties (0.10 sends the whole SparkConf).
     pub properties: HashMap<String, String>,
+    /// Writers per partition the app asks for on HDFS (`maxConcurrencyPerPartitionToWrite`,
+    /// Spark's `spark.rss.client.max.concurrency.of.per-partition.write`); 0: the server's.
+    pub partition_writers: i32,
 }
 
 /// "No limit" in [`HugeLimits`]: no partition reaches it (Java's `Long.MAX_VALUE` default).
@@ -349,6 +352,8 @@ impl AppRegistry {
             app.set_registration(reg.user, reg.remote_storage, reg.properties);
             self.store
                 .register_app(&reg.app, &app.user(), app.remote_storage().as_ref());
+            self.store
+                .set_partition_writers(&reg.app, reg.partition_writers);
             app.shuffle_or_insert(reg.shuffle, reg.local_order)
         };
         for range in reg.ranges {

@@ -110,6 +110,7 @@ impl Fixture {
                 user: String::new(),
                 remote_storage: None,
                 properties: Default::default(),
+                partition_writers: 0,
             })
             .await
             .unwrap();
@@ -524,6 +525,7 @@ async fn decommissioning_refuses_new_apps_only() {
             user: String::new(),
             remote_storage: None,
             properties: Default::default(),
+            partition_writers: 0,
         })
         .await
         .unwrap_err();

@@ -418,8 +418,12 @@ pub struct HdfsStoreConfig {
     pub max_concurrency: usize,
     /// Concurrent writes to one partition's HDFS files; each concurrent writer has its own file
     /// pair (`<serverId>_<writerIndex>_<failTimes>`; `<serverId>_<failTimes>` when 1). At least 1.
-    /// Default: 20.
+    /// Default: 20. An app may ask for its own number at registration
+    /// (`maxConcurrencyPerPartitionToWrite`), capped by the next key.
     pub partition_write_max_concurrency: usize,
+    /// The most writers per partition an app may ask for. Default: 2147483647 (Java's
+    /// `rss.server.max.concurrency.limit.of.per-partition.write`: no cap).
+    pub partition_write_max_concurrency_limit: usize,
     /// In `MEMORY_LOCALFILE_HDFS`, a spill batch at least this large goes to HDFS (so do all
     /// spills of a huge partition); smaller ones go to local files. Uniffle's
     /// `rss.server.flush.cold.storage.threshold.size`. Must be > 0. Default: `"64M"`.
@@ -465,6 +469,7 @@ impl Default for HdfsStoreConfig {
         HdfsStoreConfig {
             max_concurrency: 10,
             partition_write_max_concurrency: 20,
+            partition_write_max_concurrency_limit: i32::MAX as usize,
             cold_storage_threshold_size: ByteSize(64 << 20),
             write_timeout: Duration::from_secs(30),
             failure_cooldown: Duration::from_secs(10),

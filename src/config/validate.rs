@@ -383,6 +383,7 @@ impl HdfsStoreConfig {
         let HdfsStoreConfig {
             max_concurrency,
             partition_write_max_concurrency,
+            partition_write_max_concurrency_limit,
             cold_storage_threshold_size,
             write_timeout,
             failure_cooldown,
@@ -411,6 +412,10 @@ impl HdfsStoreConfig {
         at_least_one(
             "hdfs_store.partition_write_max_concurrency",
             *partition_write_max_concurrency,
+        )?;
+        at_least_one(
+            "hdfs_store.partition_write_max_concurrency_limit",
+            *partition_write_max_concurrency_limit,
         )?;
         nonzero_size(
             "hdfs_store.cold_storage_threshold_size",

@@ -358,6 +358,7 @@ impl ShuffleServer for ShuffleService {
                     user: req.user,
                     remote_storage: remote,
                     properties: req.properties.into_iter().collect(),
+                    partition_writers: req.max_concurrency_per_partition_to_write,
                 })
                 .await
         }

@@ -120,6 +120,13 @@ impl TieredStore {
         }
     }
 
+    /// The HDFS writers per partition an app asked for at registration (0: the server's).
+    pub fn set_partition_writers(&self, app: &AppId, requested: i32) {
+        if let Some(hdfs) = self.router.as_ref().and_then(|r| r.hdfs()) {
+            hdfs.set_partition_writers(app, requested);
+        }
+    }
+
     /// Health of everything spills can go to.
     pub fn health(&self) -> crate::store::Health {
         self.target.health()

@@ -26,6 +26,12 @@ impl Mapper {
             }
             None => self.positive_count("rss.server.max.concurrency.of.single.partition.writer")?,
         };
+        if let Some((e, n)) =
+            self.positive_count("rss.server.max.concurrency.limit.of.per-partition.write")?
+        {
+            self.config.hdfs_store.partition_write_max_concurrency_limit = n;
+            self.set_origin("hdfs_store.partition_write_max_concurrency_limit", &e);
+        }
         if let Some((e, n)) = per_partition {
             self.config.hdfs_store.partition_write_max_concurrency = n;
             self.set_origin("hdfs_store.partition_write_max_concurrency", &e);

@@ -1006,11 +1006,13 @@ pub static KEYS: &[JavaKey] = &[
         "percent / 100",
         "85 %",
     ),
-    na(
+    mapped(
         "rss.server.max.concurrency.limit.of.per-partition.write",
         Both,
         "2147483647",
-        "not honoured yet: the per-app HDFS write concurrency and its server cap are not built (issue 21)",
+        &["hdfs_store.partition_write_max_concurrency_limit"],
+        ">= 1: caps the HDFS writers per partition an app asks for at registration (maxConcurrencyPerPartitionToWrite > 0); an app that asks for none gets rss.server.max.concurrency.of.per-partition.write",
+        "2147483647 (Java's: no cap)",
     ),
     mapped(
         "rss.server.max.concurrency.of.per-partition.write",

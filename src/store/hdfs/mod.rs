@@ -66,8 +66,11 @@ pub struct HdfsOptions {
     pub file_prefix: String,
     /// Appends in flight across the server.
     pub max_concurrency: usize,
-    /// Writer slots (file pairs) per partition.
+    /// Writer slots (file pairs) per partition, unless the app asks for its own.
     pub partition_write_max_concurrency: usize,
+    /// The most writer slots an app may ask for (Java's
+    /// `rss.server.max.concurrency.limit.of.per-partition.write`).
+    pub partition_write_max_concurrency_limit: usize,
     /// An append taking longer is abandoned and its file pair retired.
     pub write_timeout: Duration,
     /// After a failure, how long [`HdfsTier::may_try`] says no.
@@ -93,6 +96,8 @@ struct AppEntry {
     gate: Arc<tokio::sync::RwLock<bool>>,
     target: parking_lot::Mutex<Target>,
     partitions: parking_lot::Mutex<HashMap<(i32, PartitionRange), Arc<Slots>>>,
+    /// Writer slots a partition of this app gets when it first spills here.
+    writers: std::sync::atomic::AtomicUsize,
 }
 
 /// Where and as whom an app's files are written.
@@ -164,10 +169,34 @@ impl HdfsTier {
                 gate: Arc::new(tokio::sync::RwLock::new(false)),
                 target: parking_lot::Mutex::new(target.clone()),
                 partitions: parking_lot::Mutex::new(HashMap::new()),
+                writers: std::sync::atomic::AtomicUsize::new(
+                    self.opts.partition_write_max_concurrency.max(1),
+                ),
             })
         });
         *entry.target.lock() = target;
         Ok(())
+    }
+
+    /// The writer slots per partition for `app`, as Java's `getMaxConcurrencyWriting`: what the
+    /// app asked for (`maxConcurrencyPerPartitionToWrite` > 0) capped by the server's limit,
+    /// else the server's own per-partition value. Partitions that already spilled keep theirs.
+    pub fn set_partition_writers(&self, app: &AppId, requested: i32) {
+        let writers = self.writers_for(requested);
+        if let Some(entry) = self.entry(app) {
+            entry
+                .writers
+                .store(writers, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn writers_for(&self, requested: i32) -> usize {
+        let n = if requested > 0 {
+            (requested as usize).min(self.opts.partition_write_max_concurrency_limit)
+        } else {
+            self.opts.partition_write_max_concurrency
+        };
+        n.max(1)
     }
 
     /// Whether `app` registered a remote storage this tier can write to.
@@ -431,7 +460,7 @@ impl Tier for HdfsTier {
             return Err(no_storage());
         }
         let target = entry.target.lock().clone();
-        let n = self.opts.partition_write_max_concurrency.max(1);
+        let n = entry.writers.load(std::sync::atomic::Ordering::Relaxed);
         let slots = Arc::clone(
             entry
                 .partitions

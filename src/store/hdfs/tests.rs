@@ -33,6 +33,7 @@ fn options(slots: usize) -> HdfsOptions {
         file_prefix: SERVER_ID.to_owned(),
         max_concurrency: 4,
         partition_write_max_concurrency: slots,
+        partition_write_max_concurrency_limit: i32::MAX as usize,
         write_timeout: Duration::from_secs(60),
         failure_cooldown: Duration::from_secs(1),
         identity: Identity::default(),
@@ -145,6 +146,54 @@ fn identity(simple_user: &str, write_as: WriteAs) -> HdfsOptions {
         ..Identity::default()
     };
     o
+}
+
+/// An app's `maxConcurrencyPerPartitionToWrite`, as Java's `getMaxConcurrencyWriting`: above 0
+/// it is capped by the server's limit, else the server's own value applies. Seen in the file
+/// names: one writer names its pair `<id>_<fail>`, several `<id>_<writer>_<fail>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_ask_for_their_own_partition_writers_up_to_the_limit() {
+    let url = cluster_url().await;
+    let admin = admin(&url);
+    for (requested, writers, name) in [
+        (0, 1, format!("{SERVER_ID}_0")),
+        (5, 2, format!("{SERVER_ID}_0_0")),
+        (1, 1, format!("{SERVER_ID}_0")),
+    ] {
+        let root = root_owned_by(&admin, "writers", "rss").await;
+        let mut opts = identity("rss", WriteAs::Auto);
+        opts.partition_write_max_concurrency = 1;
+        opts.partition_write_max_concurrency_limit = 2;
+        let tier = HdfsTier::new(opts);
+        assert_eq!(
+            tier.writers_for(requested),
+            writers,
+            "requested {requested}"
+        );
+        let app = AppId::parse("app-writers_1").unwrap();
+        let remote = RemoteStorage {
+            path: format!("{url}{root}/"),
+            conf: Vec::new(),
+        };
+        tier.register_app(&app, "alice", &remote).unwrap();
+        tier.set_partition_writers(&app, requested);
+        let p = PartitionKey::new(app, 0, crate::ids::PartitionRange::new(0, 0).unwrap());
+        let batch = BlockBatch::new(vec![test_block(1, 0, payload(1, 64))]);
+        tier.append(&p, &batch).await.expect("append");
+        let mut names: Vec<String> = admin
+            .list_status(&format!("{root}/app-writers_1/0/0-0"), false)
+            .await
+            .expect("list")
+            .into_iter()
+            .map(|s| s.path.rsplit('/').next().unwrap().to_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![format!("{name}.data"), format!("{name}.index")],
+            "requested {requested}"
+        );
+    }
 }
 
 /// The Uniffle layout, names and identity: `<root>/<app>/<shuffle>/<s>-<e>/<id>_<fail>.{data,index}`
