@@ -34,6 +34,7 @@ pub mod listen;
 pub mod memory;
 pub mod metrics;
 pub mod netty;
+pub mod periodic;
 pub mod proto;
 pub mod recovery;
 pub mod server;

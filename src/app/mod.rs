@@ -528,7 +528,7 @@ impl AppRegistry {
         tracker: &TaskTracker,
     ) {
         let registry = Arc::clone(self);
-        crate::tasks::periodic(tracker, interval, cancel, move || {
+        crate::periodic::periodic(tracker, interval, cancel, move || {
             let registry = Arc::clone(&registry);
             async move {
                 registry.expire().await;

@@ -133,7 +133,7 @@ impl Tickets {
         tracker: &TaskTracker,
     ) {
         let tickets = Arc::clone(self);
-        crate::tasks::periodic(tracker, interval, cancel, move || {
+        crate::periodic::periodic(tracker, interval, cancel, move || {
             let n = tickets.sweep();
             if n > 0 {
                 tracing::debug!(expired = n, "expired require-buffer tickets");

@@ -1,0 +1,33 @@
+//! The one loop shape the side tasks share: tick on tokio time (so tests can pause it), stop
+//! promptly on cancellation. A module of its own so the registry and the memory accounting,
+//! which the side tasks read, can run periodic work without depending on them.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Runs `tick` every `interval` (first run one interval from now) until `cancel` fires.
+/// A slow tick delays the next one instead of bunching them up.
+pub fn periodic<F, Fut>(
+    tracker: &TaskTracker,
+    interval: Duration,
+    cancel: CancellationToken,
+    mut tick: F,
+) where
+    F: FnMut() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    tracker.spawn(async move {
+        let mut ticker = tokio::time::interval_at(Instant::now() + interval, interval);
+        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = ticker.tick() => tick().await,
+            }
+        }
+    });
+}
