@@ -40,4 +40,5 @@ pub mod recovery;
 pub mod server;
 pub mod status;
 pub mod store;
+pub mod summary;
 pub mod tasks;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::metrics::summary::Summary;
+use crate::summary::Summary;
 
 /// Lifetime counters and in-progress gauges of the registry.
 #[derive(Default)]

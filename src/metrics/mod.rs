@@ -23,7 +23,7 @@ pub mod netty;
 pub mod pools;
 pub mod process;
 pub mod server;
-pub mod summary;
+pub use crate::summary;
 
 use std::str::FromStr;
 use std::sync::Arc;

@@ -9,9 +9,8 @@ use prometheus::{IntCounter, IntGauge, Registry};
 use super::grpc::SharedSummary;
 use super::summary::Summary;
 use super::{counter, gauge, now_ms};
-use crate::netty::Request;
 
-/// Java's `NettyMetrics` request names, indexed by [`kind_of`].
+/// Java's `NettyMetrics` request names, indexed by [`RequestKind`].
 const REQUESTS: [&str; 5] = [
     "send_shuffle_data_request",
     "get_local_shuffle_data_request",
@@ -34,15 +33,20 @@ pub struct NettyMetrics {
     requests: Vec<PerRequest>,
 }
 
-/// The request's slot in [`REQUESTS`] and its client timestamp, if it carries one.
-fn kind_of(request: &Request) -> (usize, Option<i64>) {
-    match request {
-        Request::Send(r) => (0, Some(r.timestamp)),
-        Request::Data(r) => (1, Some(r.timestamp)),
-        Request::Index(_) => (2, None),
-        Request::Memory(r) => (3, Some(r.timestamp)),
-        Request::Sorted(r) => (4, Some(r.timestamp)),
-    }
+/// The Netty request types Java counts, in [`REQUESTS`] order. The Netty plane says which one
+/// a decoded request is, so this module needs nothing of the plane's types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// `SendShuffleDataRequest`.
+    Send = 0,
+    /// `GetLocalShuffleDataRequest`.
+    Data = 1,
+    /// `GetLocalShuffleIndexRequest`.
+    Index = 2,
+    /// `GetMemoryShuffleDataRequest`.
+    Memory = 3,
+    /// `GetSortedShuffleDataRequest`.
+    Sorted = 4,
 }
 
 impl NettyMetrics {
@@ -87,11 +91,10 @@ impl NettyMetrics {
         self.handle_exceptions.inc();
     }
 
-    /// A decoded request is about to be handled; the guard records its process latency when
-    /// dropped.
-    pub fn request(&self, request: &Request) -> RequestGuard<'_> {
-        let (slot, timestamp) = kind_of(request);
-        let r = &self.requests[slot];
+    /// A decoded request of `kind`, sent by the client at `timestamp` (ms, if it says), is
+    /// about to be handled; the guard records its process latency when dropped.
+    pub fn request(&self, kind: RequestKind, timestamp: Option<i64>) -> RequestGuard<'_> {
+        let r = &self.requests[kind as usize];
         r.in_flight.inc();
         r.total.inc();
         if let Some(ts) = timestamp {

@@ -212,6 +212,19 @@ fn app(c: &mut Cursor) -> Result<String, FrameError> {
 }
 
 impl Request {
+    /// Which of Java's Netty request metrics counts this request, and the client's send time
+    /// (ms) when the request carries one (for the transport latency).
+    pub fn metric_kind(&self) -> (crate::metrics::netty::RequestKind, Option<i64>) {
+        use crate::metrics::netty::RequestKind;
+        match self {
+            Request::Send(r) => (RequestKind::Send, Some(r.timestamp)),
+            Request::Data(r) => (RequestKind::Data, Some(r.timestamp)),
+            Request::Index(_) => (RequestKind::Index, None),
+            Request::Memory(r) => (RequestKind::Memory, Some(r.timestamp)),
+            Request::Sorted(r) => (RequestKind::Sorted, Some(r.timestamp)),
+        }
+    }
+
     /// Whether `ty` is a request this server decodes; anything else closes the connection
     /// before its body is read.
     pub fn is_request_type(t: i8) -> bool {

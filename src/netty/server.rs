@@ -281,7 +281,8 @@ impl Handler {
                 let msg = frame.slice(HEADER_LEN..HEADER_LEN + header.msg_len);
                 (Request::decode(header.ty, msg)?, Some(frame))
             };
-            let timing = self.shared.metrics.request(&request);
+            let (kind, sent_at) = request.metric_kind();
+            let timing = self.shared.metrics.request(kind, sent_at);
             let reply = self.handle(request, header.msg_len).await;
             drop(timing);
             // The request's bytes are in the registry (accounted by the memory budget) or gone.

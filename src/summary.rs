@@ -5,6 +5,9 @@
 //! Observations are kept for [`WINDOW`] (simpleclient's default max age is 10 minutes), at most
 //! [`MAX_SAMPLES`] of them (the oldest go first); quantiles are exact over what is kept and are
 //! computed at scrape time, so the hot path only pushes one value under a short lock.
+//!
+//! A module of its own (not under `metrics`) because the registry records into summaries that
+//! the metrics module reads: neither imports the other for it.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
