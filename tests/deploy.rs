@@ -52,10 +52,12 @@ fn render(kind: &str, config: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-/// The config a container gets: as loaded, without the per-host `worker_ip`.
+/// The config a container gets: as loaded, without the per-host `worker_ip`, and without the
+/// file it was read from (the baked copy is read from the image's own path).
 fn load(path: &Path) -> Config {
     let mut config = Config::load(Some(path), &|_: &str| None).unwrap();
     config.worker_ip = None;
+    config.source_path = None;
     config
 }
 
