@@ -32,8 +32,8 @@ use tokio_util::task::TaskTracker;
 use crate::config::CoordinatorConfig;
 use crate::proto;
 
-pub use assign::{AssignError, AssignRequest, RangeAssignment};
 pub use apps::AppSnapshot;
+pub use assign::{AssignError, AssignRequest, RangeAssignment};
 pub use registry::{NodeReport, ServerNode, ServerRegistry};
 pub use service::CoordinatorService;
 

@@ -424,7 +424,10 @@ mod tests {
         registry.upsert_report(node(), NodeReport::from_heartbeat(&req, 1_000));
         registry.upsert_report(node(), NodeReport::from_heartbeat(&req, 2_000));
         let (_, report) = registry.get_report("a").unwrap();
-        assert_eq!((report.registration_ms, report.timestamp_ms), (1_000, 2_000));
+        assert_eq!(
+            (report.registration_ms, report.timestamp_ms),
+            (1_000, 2_000)
+        );
         assert_eq!(report.pre_allocated_memory, 7);
         assert_eq!(report.version, "0.10.0");
         assert_eq!(report.start_time_ms, -1, "not sent: Java's -1");

@@ -249,8 +249,15 @@ async fn summary(State(ctx): Ctx) -> Response {
         .iter()
         .filter(|(n, _)| !excluded.contains(&n.id))
         .map(|(n, _)| (n.id.as_str(), n.status))
-        .chain(lost.iter().map(|(n, _)| (n.id.as_str(), ServerStatus::Lost)))
-        .chain(excluded.iter().map(|id| (id.as_str(), ServerStatus::Excluded)));
+        .chain(
+            lost.iter()
+                .map(|(n, _)| (n.id.as_str(), ServerStatus::Lost)),
+        )
+        .chain(
+            excluded
+                .iter()
+                .map(|id| (id.as_str(), ServerStatus::Excluded)),
+        );
     for (id, status) in statuses {
         if seen.insert(id) {
             *counts.entry(status.as_str_name()).or_insert(0) += 1;
@@ -275,7 +282,11 @@ fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<Option<T>, 
     }
     serde_json::from_slice(body).map(Some).map_err(|e| {
         tracing::info!(error = %e, "coordinator REST call with a malformed JSON body");
-        (StatusCode::BAD_REQUEST, format!("malformed JSON body: {e}\n")).into_response()
+        (
+            StatusCode::BAD_REQUEST,
+            format!("malformed JSON body: {e}\n"),
+        )
+            .into_response()
     })
 }
 
@@ -489,7 +500,9 @@ fn select_apps(apps: Vec<AppSnapshot>, req: &ApplicationRequest) -> Result<Vec<V
     selected.sort_by(|a, b| a.app_id.cmp(&b.app_id));
     // Java's `subList` bounds, with its exception texts.
     let from = (req.current_page - 1).saturating_mul(req.page_size);
-    let to = from.saturating_add(req.page_size).min(selected.len() as i64);
+    let to = from
+        .saturating_add(req.page_size)
+        .min(selected.len() as i64);
     if from < 0 {
         return Err(format!("fromIndex = {from}"));
     }

@@ -92,9 +92,10 @@ pub fn router(state: Arc<HttpState>) -> Router {
         Some(ctx) => {
             use crate::coordinator::rest;
             rest::open_routes(Arc::clone(ctx))
-                .merge(rest::admin_routes(Arc::clone(ctx)).route_layer(
-                    middleware::from_fn_with_state(auth, auth::require_admin),
-                ))
+                .merge(
+                    rest::admin_routes(Arc::clone(ctx))
+                        .route_layer(middleware::from_fn_with_state(auth, auth::require_admin)),
+                )
                 .merge(
                     Router::new()
                         .route("/api/coordinator/conf", get(conf))
