@@ -276,7 +276,7 @@ struct ServerIds {
 
 /// The JSON body, or `Ok(None)` when there is none; a malformed body is a 400 with the reason,
 /// as Jersey's JSON reader answers.
-fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<Option<T>, Response> {
+fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<Option<T>, Refused> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
@@ -286,9 +286,12 @@ fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<Option<T>, 
             StatusCode::BAD_REQUEST,
             format!("malformed JSON body: {e}\n"),
         )
-            .into_response()
     })
 }
+
+/// A request answered with a bare HTTP error instead of the envelope, as Jersey does for a
+/// body it cannot read.
+type Refused = (StatusCode, String);
 
 #[derive(Clone, Copy)]
 enum Op {
@@ -299,7 +302,7 @@ enum Op {
 async fn batch(ctx: &RestContext, body: &Bytes, op: Op) -> Response {
     let ids = match json_body::<ServerIds>(body) {
         Ok(req) => req.unwrap_or_default().server_ids.unwrap_or_default(),
-        Err(resp) => return resp,
+        Err(refused) => return refused.into_response(),
     };
     if ids.is_empty() {
         return fail("Parameter[serverIds] should not be empty!");
@@ -397,16 +400,15 @@ async fn delete_server(State(ctx): Ctx, Query(q): Query<ServerIdQuery>) -> Respo
 }
 
 /// The body of add/removeExcludeNodes: `{"excludeNodes": [...]}`.
-fn exclude_ids(body: &Bytes) -> Result<Vec<String>, Response> {
+fn exclude_ids(body: &Bytes) -> Result<Vec<String>, Refused> {
     let map: HashMap<String, Option<Vec<String>>> = json_body(body)?.unwrap_or_default();
     match map.get("excludeNodes") {
         Some(Some(ids)) => Ok(ids.clone()),
         // Java dereferences the missing list and answers a bare 500.
         _ => Err((
             StatusCode::INTERNAL_SERVER_ERROR,
-            "the body needs {\"excludeNodes\": [<server id>, ...]}\n",
-        )
-            .into_response()),
+            "the body needs {\"excludeNodes\": [<server id>, ...]}\n".to_owned(),
+        )),
     }
 }
 
@@ -417,7 +419,7 @@ async fn add_exclude(State(ctx): Ctx, body: Bytes) -> Response {
             ctx.coordinator.exclude(ids);
             success(json!("success"))
         }
-        Err(resp) => resp,
+        Err(refused) => refused.into_response(),
     }
 }
 
@@ -428,7 +430,7 @@ async fn remove_exclude(State(ctx): Ctx, body: Bytes) -> Response {
             ctx.coordinator.unexclude(ids.iter().map(String::as_str));
             success(json!("success"))
         }
-        Err(resp) => resp,
+        Err(refused) => refused.into_response(),
     }
 }
 
@@ -465,7 +467,7 @@ async fn applications(State(ctx): Ctx, body: Bytes) -> Response {
     let req = match json_body::<ApplicationRequest>(&body) {
         Ok(Some(req)) => req,
         Ok(None) => return fail("ApplicationRequest Is not null"),
-        Err(resp) => return resp,
+        Err(refused) => return refused.into_response(),
     };
     match select_apps(ctx.coordinator.apps(), &req) {
         Ok(page) => success(Value::Array(page)),
