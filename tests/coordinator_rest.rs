@@ -384,6 +384,22 @@ async fn every_endpoint_answers_javas_shapes() {
         )
         .await;
     assert_eq!(page["data"][0]["user"], "bob");
+    // The admin CLI sends the heartbeat range as JSON numbers (ms).
+    let page = http
+        .post(
+            "/api/server/applications",
+            r#"{"heartBeatStartTime": 0, "heartBeatEndTime": 4102444800000, "pageSize": 2}"#,
+        )
+        .await;
+    assert_eq!(page["code"], 0, "{page}");
+    assert_eq!(page["data"].as_array().unwrap().len(), 2);
+    let page = http
+        .post(
+            "/api/server/applications",
+            r#"{"heartBeatStartTime": 4102444800000}"#,
+        )
+        .await;
+    assert_eq!(page["data"], Value::Array(vec![]));
     let empty = http.post("/api/server/applications", "").await;
     assert_eq!(empty["code"], -1);
     assert_eq!(empty["errMsg"], "ApplicationRequest Is not null");

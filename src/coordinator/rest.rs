@@ -434,16 +434,50 @@ async fn remove_exclude(State(ctx): Ctx, body: Bytes) -> Response {
     }
 }
 
-/// Java's `ApplicationRequest`, with its defaults (page 1 of 10).
+/// Java's `ApplicationRequest`, with its defaults (page 1 of 10). The admin CLI
+/// (`UniffleRestClient`/`AdminRestApi`) sends the heartbeat bounds as JSON numbers although the
+/// fields are strings; Jackson coerces between the two, so this reader does as well.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 struct ApplicationRequest {
     applications: Option<HashSet<String>>,
+    #[serde(deserialize_with = "lenient_int")]
     page_size: i64,
+    #[serde(deserialize_with = "lenient_int")]
     current_page: i64,
+    #[serde(deserialize_with = "lenient_string")]
     heart_beat_start_time: Option<String>,
+    #[serde(deserialize_with = "lenient_string")]
     heart_beat_end_time: Option<String>,
     app_id_regex: Option<String>,
+}
+
+/// A string field given as a string, a number or null.
+fn lenient_string<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(None),
+        Value::String(s) => Ok(Some(s)),
+        Value::Number(n) => Ok(Some(n.to_string())),
+        other => Err(serde::de::Error::custom(format!(
+            "expected a string or a number, got {other}"
+        ))),
+    }
+}
+
+/// An int field given as a number or a numeric string.
+fn lenient_int<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Number(n) => n
+            .as_i64()
+            .ok_or_else(|| serde::de::Error::custom(format!("not an integer: {n}"))),
+        Value::String(s) => s
+            .trim()
+            .parse()
+            .map_err(|_| serde::de::Error::custom(format!("not an integer: {s}"))),
+        other => Err(serde::de::Error::custom(format!(
+            "expected an integer, got {other}"
+        ))),
+    }
 }
 
 impl Default for ApplicationRequest {
@@ -670,6 +704,14 @@ mod tests {
             select_apps(apps.clone(), &req).unwrap_err(),
             "heartBeatStartTime value must be a number!"
         );
+        // The admin CLI's body: bounds as numbers, sizes as numbers or strings.
+        let req: ApplicationRequest = serde_json::from_str(
+            r#"{"heartBeatStartTime": 1020, "heartBeatEndTime": "1021", "pageSize": "1",
+                "currentPage": 2}"#,
+        )
+        .unwrap();
+        assert_eq!(ids(&select_apps(apps.clone(), &req).unwrap()), ["app_21"]);
+        assert!(serde_json::from_str::<ApplicationRequest>(r#"{"pageSize": []}"#).is_err());
         let req = ApplicationRequest {
             applications: Some(["app_03".to_owned(), "nope".to_owned()].into()),
             ..Default::default()
