@@ -424,6 +424,9 @@ async fn every_endpoint_answers_javas_shapes() {
         .iter()
         .any(|i| i["argumentKey"] == "coordinator.enabled" && i["argumentValue"] == "true"));
 
+    // The admin CLI's refreshAccessChecker: no checker is configured, so nothing to reload.
+    assert_eq!(http.get("/api/admin/refreshChecker").await, Value::Null);
+
     // Java's metrics resource on this path belongs to the coordinator metrics work; a server
     // without the coordinator answers these paths as a Java shuffle server does.
     let (code, _) = Http::new(&b).raw_get("/api/server/nodes").await;

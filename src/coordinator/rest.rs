@@ -66,6 +66,7 @@ pub fn open_routes(ctx: Arc<RestContext>) -> Router {
         .route("/api/app/userTotal", get(user_total))
         .route("/api/app/appInfos", get(app_infos))
         .route("/api/coordinator/info", get(info))
+        .route("/api/admin/refreshChecker", get(refresh_checker))
         .with_state(ctx)
 }
 
@@ -619,6 +620,15 @@ async fn app_infos(State(ctx): Ctx) -> Response {
             })
             .collect(),
     ))
+}
+
+/// `GET /api/admin/refreshChecker` (the admin CLI's `refreshAccessChecker`): Java reloads each
+/// configured access checker and answers `data: null`. The embedded coordinator admits every
+/// app (no checker is configured, as in Java with `rss.coordinator.access.checkers` empty), so
+/// there is nothing to reload; access checkers added later must reload here.
+async fn refresh_checker() -> Response {
+    tracing::info!("refreshChecker: no access checkers are configured, nothing to refresh");
+    success(Value::Null)
 }
 
 /// `GET /api/coordinator/info`: string values, as Java's `Map<String, String>`; the id is
