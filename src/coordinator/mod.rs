@@ -6,7 +6,7 @@
 //! - `apps.rs`: apps from registration/heartbeats/assignments, with the load assigned to each
 //! - `assign.rs`: the assignment rule (pure), see its module doc
 //! - `service.rs`: the tonic handlers; every RPC answers with a status code, never a gRPC error
-//! - `rest.rs`: the Java coordinator's REST API (`/api/server/*`, `/api/app/*`,
+//! - `rest/`: the Java coordinator's REST API (`/api/server/*`, `/api/app/*`,
 //!   `/api/coordinator/*`) on the HTTP port, including decommission over `ShuffleServerInternal`
 //!
 //! Shuffle servers, this one included, reach it through ordinary heartbeats to

@@ -13,7 +13,7 @@
 //! | `POST /admin/decommission`, `POST /admin/cancel_decommission` | ShuffleServerInternal over HTTP | admin |
 //! | `POST /api/shuffleServer/confOps/update`, `POST /confOps/update` | runtime reconfiguration, Java's `ConfOpsResource` (`conf_ops.rs`) | admin |
 //! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles | admin |
-//! | `/api/server/*`, `/api/app/*`, `GET /api/coordinator/info`, `GET /api/coordinator/conf` | the Java coordinator's REST API, only with `coordinator.enabled` (`coordinator/rest.rs`) | open |
+//! | `/api/server/*`, `/api/app/*`, `GET /api/coordinator/info`, `GET /api/coordinator/conf` | the Java coordinator's REST API, only with `coordinator.enabled` (`coordinator/rest/`) | open |
 //! | `POST /api/server/[{id}/]decommission`, `…/cancelDecommission` | decommission through the coordinator | admin |
 //!
 //! "open" is unauthenticated, as in Uniffle. "admin" (`auth.rs`): with `metrics.admin_token` /
