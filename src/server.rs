@@ -589,6 +589,15 @@ pub async fn start(config: Config) -> Result<Running> {
         runtime: Arc::clone(&runtime),
         server_id: server_id.clone(),
         stop: late_stop.clone(),
+        coordinator: coordinator.as_ref().map(|c| {
+            Arc::new(crate::coordinator::rest::RestContext {
+                coordinator: Arc::clone(c),
+                ip: identity.ip.clone(),
+                grpc_port: identity.grpc_port,
+                http_port: identity.jetty_port,
+                start_time_ms: identity.start_time_ms,
+            })
+        }),
     }));
     if let Some((listener, _, tls)) = https {
         tracker.spawn(crate::http::serve_tls(

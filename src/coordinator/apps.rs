@@ -15,6 +15,31 @@ struct AppEntry {
     user: String,
     /// Partitions assigned per server id, over all of the app's shuffles.
     assigned: HashMap<String, u64>,
+    /// Wall clock of the first time the app was heard from, ms since the epoch (REST API).
+    registration_ms: i64,
+    /// Wall clock of the last registration, heartbeat or assignment, ms since the epoch.
+    update_ms: i64,
+    /// Client version and commit from `registerApplicationInfo` (0.10 clients).
+    version: String,
+    git_commit_id: String,
+}
+
+/// One live app as the coordinator REST API shows it (Java's `AppInfo` with its user).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppSnapshot {
+    /// The app id.
+    pub app_id: String,
+    /// From `registerApplicationInfo`; empty for apps only heard from by heartbeat, as Java
+    /// files them under the user `""`.
+    pub user: String,
+    /// First heard from, ms since the epoch.
+    pub registration_ms: i64,
+    /// Last heard from, ms since the epoch.
+    pub update_ms: i64,
+    /// Client version (empty when not sent).
+    pub version: String,
+    /// Client commit (empty when not sent).
+    pub git_commit_id: String,
 }
 
 /// The apps, keyed by app id. Plain data: the coordinator keeps it behind one lock so that
@@ -24,6 +49,8 @@ struct AppEntry {
 pub(super) struct Apps {
     timeout: Duration,
     apps: HashMap<String, AppEntry>,
+    /// Apps ever heard from (Java's `total_app_num` counter, shown by `/api/app/total`).
+    total: u64,
 }
 
 impl Apps {
@@ -31,16 +58,56 @@ impl Apps {
         Apps {
             timeout,
             apps: HashMap::new(),
+            total: 0,
         }
     }
 
     /// Marks `app_id` alive at `now`, creating it if new.
     pub(super) fn touch(&mut self, app_id: &str, now: Instant) {
+        let wall = crate::tasks::heartbeat::now_ms();
+        let total = &mut self.total;
         let entry = self.apps.entry(app_id.to_owned()).or_insert_with(|| {
             tracing::debug!(app_id, "coordinator: new app");
-            AppEntry::default()
+            *total += 1;
+            AppEntry {
+                registration_ms: wall,
+                ..AppEntry::default()
+            }
         });
         entry.last_seen = Some(now);
+        entry.update_ms = wall;
+    }
+
+    /// Records the client's version and commit (`registerApplicationInfo`, 0.10 clients).
+    pub(super) fn set_client(&mut self, app_id: &str, version: &str, git_commit_id: &str) {
+        if let Some(entry) = self.apps.get_mut(app_id) {
+            entry.version = version.to_owned();
+            entry.git_commit_id = git_commit_id.to_owned();
+        }
+    }
+
+    /// Apps ever heard from since start.
+    pub(super) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// The apps alive at `now`, sorted by app id.
+    pub(super) fn snapshots(&self, now: Instant) -> Vec<AppSnapshot> {
+        let mut out: Vec<AppSnapshot> = self
+            .apps
+            .iter()
+            .filter(|(_, e)| self.is_live(e, now))
+            .map(|(id, e)| AppSnapshot {
+                app_id: id.clone(),
+                user: e.user.clone(),
+                registration_ms: e.registration_ms,
+                update_ms: e.update_ms,
+                version: e.version.clone(),
+                git_commit_id: e.git_commit_id.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.app_id.cmp(&b.app_id));
+        out
     }
 
     /// `registerApplicationInfo`: touch plus the user.
@@ -131,6 +198,12 @@ mod tests {
         let load = apps.load(t0 + Duration::from_secs(60));
         assert_eq!(load, HashMap::from([("a".into(), 4), ("b".into(), 3)]));
         assert_eq!(apps.live_count(t0 + Duration::from_secs(60)), 2);
+        assert_eq!(apps.total(), 2);
+        let snaps = apps.snapshots(t0 + Duration::from_secs(60));
+        assert_eq!(snaps[0].app_id, "app1");
+        assert_eq!(snaps[0].user, "");
+        assert_eq!(snaps[1].user, "alice");
+        assert!(snaps[1].registration_ms > 0 && snaps[1].update_ms >= snaps[1].registration_ms);
 
         // app1 is silent past the timeout: its load no longer counts, even before a sweep.
         let later = t0 + Duration::from_secs(61);

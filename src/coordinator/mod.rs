@@ -6,6 +6,8 @@
 //! - `apps.rs`: apps from registration/heartbeats/assignments, with the load assigned to each
 //! - `assign.rs`: the assignment rule (pure), see its module doc
 //! - `service.rs`: the tonic handlers; every RPC answers with a status code, never a gRPC error
+//! - `rest/`: the Java coordinator's REST API (`/api/server/*`, `/api/app/*`,
+//!   `/api/coordinator/*`) on the HTTP port, including decommission over `ShuffleServerInternal`
 //!
 //! Shuffle servers, this one included, reach it through ordinary heartbeats to
 //! `<host>:<grpc_port>`; nothing here special-cases the local server.
@@ -13,9 +15,10 @@
 mod apps;
 pub mod assign;
 pub mod registry;
+pub mod rest;
 mod service;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,8 +32,9 @@ use tokio_util::task::TaskTracker;
 use crate::config::CoordinatorConfig;
 use crate::proto;
 
+pub use apps::AppSnapshot;
 pub use assign::{AssignError, AssignRequest, RangeAssignment};
-pub use registry::{ServerNode, ServerRegistry};
+pub use registry::{NodeReport, ServerNode, ServerRegistry};
 pub use service::CoordinatorService;
 
 use apps::Apps;
@@ -80,6 +84,9 @@ pub struct Coordinator {
     instance_tag: u32,
     /// Counts `accessCluster` calls, so each id is unique within the instance.
     access_count: AtomicU64,
+    /// Server ids never assigned, whatever their status (Java's excluded nodes). Changed at
+    /// runtime through the REST API; short sections, never held across an await.
+    excluded: Mutex<BTreeSet<String>>,
 }
 
 impl Coordinator {
@@ -97,6 +104,7 @@ impl Coordinator {
             options,
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
+            excluded: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -115,7 +123,8 @@ impl Coordinator {
     pub fn heartbeat(&self, req: &proto::ShuffleServerHeartBeatRequest) -> bool {
         match ServerNode::from_heartbeat(req, Instant::now()) {
             Some(node) => {
-                self.servers.upsert(node);
+                let report = NodeReport::from_heartbeat(req, crate::tasks::heartbeat::now_ms());
+                self.servers.upsert_report(node, report);
                 true
             }
             None => false,
@@ -129,7 +138,11 @@ impl Coordinator {
         app_id: &str,
         req: &AssignRequest<'_>,
     ) -> Result<Vec<proto::PartitionRangeAssignment>, AssignError> {
-        let live = self.servers.live();
+        let mut live = self.servers.live();
+        {
+            let excluded = self.excluded.lock();
+            live.retain(|s| !excluded.contains(&s.id));
+        }
         let mut apps = self.apps.lock();
         let now = Instant::now();
         let load = apps.load(now);
@@ -156,9 +169,50 @@ impl Coordinator {
         self.apps.lock().register(app_id, user, Instant::now());
     }
 
+    /// Records the client version of a registered app (0.10 `registerApplicationInfo`).
+    pub fn set_app_client(&self, app_id: &str, version: &str, git_commit_id: &str) {
+        self.apps.lock().set_client(app_id, version, git_commit_id);
+    }
+
     /// Apps heard from within the app timeout.
     pub fn app_count(&self) -> usize {
         self.apps.lock().live_count(Instant::now())
+    }
+
+    /// Apps ever heard from since start (Java's `total_app_num`).
+    pub fn app_total(&self) -> u64 {
+        self.apps.lock().total()
+    }
+
+    /// The live apps, sorted by app id.
+    pub fn apps(&self) -> Vec<AppSnapshot> {
+        self.apps.lock().snapshots(Instant::now())
+    }
+
+    /// Adds server ids to the exclude set: they are not assigned from the next assignment on,
+    /// live or not (an id may be excluded before its server first heartbeats).
+    pub fn exclude(&self, ids: impl IntoIterator<Item = String>) {
+        let mut excluded = self.excluded.lock();
+        for id in ids {
+            if excluded.insert(id.clone()) {
+                tracing::info!(server_id = %id, "server excluded from assignment");
+            }
+        }
+    }
+
+    /// Takes server ids out of the exclude set.
+    pub fn unexclude<'a>(&self, ids: impl IntoIterator<Item = &'a str>) {
+        let mut excluded = self.excluded.lock();
+        for id in ids {
+            if excluded.remove(id) {
+                tracing::info!(server_id = %id, "server no longer excluded from assignment");
+            }
+        }
+    }
+
+    /// The excluded server ids, sorted.
+    pub fn excluded(&self) -> BTreeSet<String> {
+        self.excluded.lock().clone()
     }
 
     /// Partitions assigned per server id, over the live apps: the load the next assignment

@@ -1,7 +1,8 @@
 //! `ServerRegistry`: the shuffle servers that heartbeat to this coordinator, keyed by server id,
-//! and when each was last heard from.
+//! and when each was last heard from; the servers lost to the heartbeat timeout, kept until an
+//! operator deletes them (`DELETE /api/server/deleteServer`), as the Java coordinator keeps them.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -89,13 +90,72 @@ impl ServerNode {
     }
 }
 
+/// What a heartbeat says beyond what assignment needs: the coordinator REST API shows it
+/// (`/api/server/nodes`). Kept apart from [`ServerNode`] so the assignment rule's inputs stay
+/// small.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeReport {
+    /// Outstanding `requireBuffer` reservations.
+    pub pre_allocated_memory: i64,
+    /// Flush events queued or in progress.
+    pub event_num_in_flush: i32,
+    /// Per local disk, keyed by mount point.
+    pub storage_info: BTreeMap<String, proto::StorageInfo>,
+    /// Process start, ms since the epoch (0.10 servers; -1 when not sent, as Java's default).
+    pub start_time_ms: i64,
+    /// Uniffle version string (0.10 servers; empty when not sent).
+    pub version: String,
+    /// Short commit id (0.10 servers; empty when not sent).
+    pub git_commit_id: String,
+    /// `rss.server.displayMetricsList` values (0.10 servers).
+    pub display_metrics: BTreeMap<String, String>,
+    /// Wall clock of the first heartbeat of this registration, ms since the epoch.
+    pub registration_ms: i64,
+    /// Wall clock of the last heartbeat, ms since the epoch.
+    pub timestamp_ms: i64,
+}
+
+impl NodeReport {
+    /// The report in `req`, received at `now_ms` (wall clock).
+    pub fn from_heartbeat(req: &proto::ShuffleServerHeartBeatRequest, now_ms: i64) -> Self {
+        NodeReport {
+            pre_allocated_memory: req.pre_allocated_memory,
+            event_num_in_flush: req.event_num_in_flush,
+            storage_info: req
+                .storage_info
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            start_time_ms: req.start_time_ms.unwrap_or(-1),
+            version: req.version.clone().unwrap_or_default(),
+            git_commit_id: req.git_commit_id.clone().unwrap_or_default(),
+            display_metrics: req
+                .display_metrics
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            registration_ms: now_ms,
+            timestamp_ms: now_ms,
+        }
+    }
+}
+
+/// A server as the registry holds it.
+#[derive(Debug, Clone)]
+struct Entry {
+    node: ServerNode,
+    report: NodeReport,
+}
+
 /// The live shuffle servers. A server silent for longer than the timeout is never returned,
 /// even before [`ServerRegistry::sweep`] removes it, so expiry does not depend on sweep timing.
 #[derive(Debug)]
 pub struct ServerRegistry {
     timeout: Duration,
     /// `parking_lot` mutex: sections are map lookups and copies, never an await.
-    servers: Mutex<HashMap<String, ServerNode>>,
+    servers: Mutex<HashMap<String, Entry>>,
+    /// Servers the sweep found silent, with status LOST, until deleted or heard from again.
+    lost: Mutex<BTreeMap<String, Entry>>,
 }
 
 impl ServerRegistry {
@@ -104,17 +164,91 @@ impl ServerRegistry {
         ServerRegistry {
             timeout,
             servers: Mutex::new(HashMap::new()),
+            lost: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// Inserts or replaces the server `node.id` (a heartbeat).
+    /// Inserts or replaces the server `node.id` (a heartbeat) with an empty report.
     pub fn upsert(&self, node: ServerNode) {
+        self.upsert_report(node, NodeReport::default());
+    }
+
+    /// Inserts or replaces the server `node.id` with what its heartbeat reported. The
+    /// registration time of a server already live is kept; a lost server that heartbeats again
+    /// leaves the lost list and registers anew, as Java's node check does.
+    pub fn upsert_report(&self, node: ServerNode, mut report: NodeReport) {
         let mut servers = self.servers.lock();
-        if !servers.contains_key(&node.id) {
-            tracing::info!(server_id = %node.id, ip = %node.ip, port = node.grpc_port,
-                tags = ?node.tags, status = ?node.status, "shuffle server joined");
+        match servers.get(&node.id) {
+            Some(old) if self.is_live(&old.node, node.last_seen) => {
+                report.registration_ms = old.report.registration_ms;
+            }
+            _ => {
+                tracing::info!(server_id = %node.id, ip = %node.ip, port = node.grpc_port,
+                    tags = ?node.tags, status = ?node.status, "shuffle server joined");
+            }
         }
-        servers.insert(node.id.clone(), node);
+        let id = node.id.clone();
+        servers.insert(id.clone(), Entry { node, report });
+        drop(servers);
+        self.lost.lock().remove(&id);
+    }
+
+    /// Live servers with their reports, sorted by id.
+    pub fn live_reports(&self) -> Vec<(ServerNode, NodeReport)> {
+        let now = Instant::now();
+        let mut live: Vec<(ServerNode, NodeReport)> = self
+            .servers
+            .lock()
+            .values()
+            .filter(|e| self.is_live(&e.node, now))
+            .map(|e| (e.node.clone(), e.report.clone()))
+            .collect();
+        live.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+        live
+    }
+
+    /// The live server `id` with its report.
+    pub fn get_report(&self, id: &str) -> Option<(ServerNode, NodeReport)> {
+        let now = Instant::now();
+        self.servers
+            .lock()
+            .get(id)
+            .filter(|e| self.is_live(&e.node, now))
+            .map(|e| (e.node.clone(), e.report.clone()))
+    }
+
+    /// Servers lost to the heartbeat timeout, status LOST, sorted by id: those the sweep moved
+    /// out and those silent but not yet swept, so the answer does not depend on sweep timing.
+    pub fn lost(&self) -> Vec<(ServerNode, NodeReport)> {
+        let now = Instant::now();
+        let mut lost: BTreeMap<String, (ServerNode, NodeReport)> = self
+            .lost
+            .lock()
+            .iter()
+            .map(|(id, e)| (id.clone(), (e.node.clone(), e.report.clone())))
+            .collect();
+        for e in self.servers.lock().values() {
+            if !self.is_live(&e.node, now) {
+                let mut node = e.node.clone();
+                node.status = ServerStatus::Lost;
+                lost.insert(node.id.clone(), (node, e.report.clone()));
+            }
+        }
+        lost.into_values().collect()
+    }
+
+    /// Forgets the lost server `id` (Java's `deleteLostServerById`); false when no lost server
+    /// has that id.
+    pub fn delete_lost(&self, id: &str) -> bool {
+        if self.lost.lock().remove(id).is_some() {
+            return true;
+        }
+        let now = Instant::now();
+        let mut servers = self.servers.lock();
+        match servers.get(id) {
+            Some(e) if !self.is_live(&e.node, now) => servers.remove(id).is_some(),
+            _ => false,
+        }
     }
 
     /// Live servers (heard from within the timeout), any status, sorted by id so callers are
@@ -125,8 +259,8 @@ impl ServerRegistry {
             .servers
             .lock()
             .values()
-            .filter(|s| self.is_live(s, now))
-            .cloned()
+            .filter(|e| self.is_live(&e.node, now))
+            .map(|e| e.node.clone())
             .collect();
         live.sort_by(|a, b| a.id.cmp(&b.id));
         live
@@ -138,8 +272,8 @@ impl ServerRegistry {
         self.servers
             .lock()
             .get(id)
-            .filter(|s| self.is_live(s, now))
-            .cloned()
+            .filter(|e| self.is_live(&e.node, now))
+            .map(|e| e.node.clone())
     }
 
     /// How many servers are live.
@@ -148,24 +282,32 @@ impl ServerRegistry {
         self.servers
             .lock()
             .values()
-            .filter(|s| self.is_live(s, now))
+            .filter(|e| self.is_live(&e.node, now))
             .count()
     }
 
-    /// Forgets servers silent for longer than the timeout; returns how many went.
+    /// Moves servers silent for longer than the timeout to the lost list (status LOST);
+    /// returns how many went.
     pub fn sweep(&self) -> usize {
         let now = Instant::now();
-        let mut servers = self.servers.lock();
-        let before = servers.len();
-        servers.retain(|id, s| {
-            let live = self.is_live(s, now);
+        let mut gone = Vec::new();
+        self.servers.lock().retain(|id, e| {
+            let live = self.is_live(&e.node, now);
             if !live {
-                tracing::warn!(server_id = %id, silent_for = ?now.duration_since(s.last_seen),
+                tracing::warn!(server_id = %id, silent_for = ?now.duration_since(e.node.last_seen),
                     "shuffle server lost: no heartbeat within the timeout");
+                let mut lost = e.clone();
+                lost.node.status = ServerStatus::Lost;
+                gone.push(lost);
             }
             live
         });
-        before - servers.len()
+        let n = gone.len();
+        let mut lost = self.lost.lock();
+        for e in gone {
+            lost.insert(e.node.id.clone(), e);
+        }
+        n
     }
 
     fn is_live(&self, server: &ServerNode, now: Instant) -> bool {
@@ -246,11 +388,48 @@ mod tests {
         assert_eq!(registry.live_count(), 1);
         assert!(registry.get("a").is_none());
         assert_eq!(registry.live()[0].id, "b");
+        // Silent but not yet swept: already listed as lost.
+        assert_eq!(registry.lost()[0].0.status, ServerStatus::Lost);
         assert_eq!(registry.sweep(), 1);
         assert_eq!(registry.sweep(), 0);
+        let lost = registry.lost();
+        assert_eq!(lost.len(), 1);
+        assert_eq!(
+            (lost[0].0.id.as_str(), lost[0].0.status),
+            ("a", ServerStatus::Lost)
+        );
+        assert!(!registry.delete_lost("b"), "b is live, not lost");
 
-        // A heartbeat brings a server back.
+        // A heartbeat brings a server back, off the lost list.
         registry.upsert(ServerNode::from_heartbeat(&heartbeat("a"), Instant::now()).unwrap());
         assert_eq!(registry.live_count(), 2);
+        assert!(registry.lost().is_empty());
+
+        // Lost again, then deleted by the operator.
+        tokio::time::advance(Duration::from_secs(31)).await;
+        registry.sweep();
+        assert_eq!(registry.lost().len(), 2);
+        assert!(registry.delete_lost("a"));
+        assert!(!registry.delete_lost("a"));
+        assert_eq!(registry.lost()[0].0.id, "b");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_report_keeps_its_first_registration_time() {
+        let registry = ServerRegistry::new(Duration::from_secs(30));
+        let mut req = heartbeat("a");
+        req.pre_allocated_memory = 7;
+        req.version = Some("0.10.0".into());
+        let node = || ServerNode::from_heartbeat(&heartbeat("a"), Instant::now()).unwrap();
+        registry.upsert_report(node(), NodeReport::from_heartbeat(&req, 1_000));
+        registry.upsert_report(node(), NodeReport::from_heartbeat(&req, 2_000));
+        let (_, report) = registry.get_report("a").unwrap();
+        assert_eq!(
+            (report.registration_ms, report.timestamp_ms),
+            (1_000, 2_000)
+        );
+        assert_eq!(report.pre_allocated_memory, 7);
+        assert_eq!(report.version, "0.10.0");
+        assert_eq!(report.start_time_ms, -1, "not sent: Java's -1");
     }
 }

@@ -197,6 +197,11 @@ impl CoordinatorServer for CoordinatorService {
     ) -> Rpc<proto::ApplicationInfoResponse> {
         let req = request.into_inner();
         self.coordinator.register_app(&req.app_id, &req.user);
+        self.coordinator.set_app_client(
+            &req.app_id,
+            req.version.as_deref().unwrap_or_default(),
+            req.git_commit_id.as_deref().unwrap_or_default(),
+        );
         tracing::info!(app_id = %req.app_id, user = %req.user,
             version = req.version.as_deref().unwrap_or(""), "app registered with the coordinator");
         Ok(Response::new(proto::ApplicationInfoResponse {

@@ -13,6 +13,8 @@
 //! | `POST /admin/decommission`, `POST /admin/cancel_decommission` | ShuffleServerInternal over HTTP | admin |
 //! | `POST /api/shuffleServer/confOps/update`, `POST /confOps/update` | runtime reconfiguration, Java's `ConfOpsResource` (`conf_ops.rs`) | admin |
 //! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles | admin |
+//! | `/api/server/*`, `/api/app/*`, `GET /api/coordinator/info`, `GET /api/coordinator/conf` | the Java coordinator's REST API, only with `coordinator.enabled` (`coordinator/rest/`) | open |
+//! | `POST /api/server/[{id}/]decommission`, `…/cancelDecommission` | decommission through the coordinator | admin |
 //!
 //! "open" is unauthenticated, as in Uniffle. "admin" (`auth.rs`): with `metrics.admin_token` /
 //! env `SPILLWAY_ADMIN_TOKEN` set, every caller needs `Authorization: Bearer <token>` (else 401
@@ -60,6 +62,9 @@ pub struct HttpState {
     pub server_id: String,
     /// Stops long requests (profiles) early at shutdown.
     pub stop: CancellationToken,
+    /// The embedded coordinator's REST API; `None` when the coordinator is off, and then its
+    /// paths answer 404 as a Java shuffle server's do.
+    pub coordinator: Option<Arc<crate::coordinator::rest::RestContext>>,
 }
 
 /// The router over `state`. Built once per server: it also logs which admin mode applies.
@@ -78,7 +83,27 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/debug/pprof/heap", get(pprof::heap))
         .route("/api/shuffleServer/confOps/update", post(conf_ops::update))
         .route("/confOps/update", post(conf_ops::update))
-        .route_layer(middleware::from_fn_with_state(auth, auth::require_admin));
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&auth),
+            auth::require_admin,
+        ));
+    // Java puts `@Authorization` on the decommission calls only.
+    let coordinator = match &state.coordinator {
+        Some(ctx) => {
+            use crate::coordinator::rest;
+            rest::open_routes(Arc::clone(ctx))
+                .merge(
+                    rest::admin_routes(Arc::clone(ctx))
+                        .route_layer(middleware::from_fn_with_state(auth, auth::require_admin)),
+                )
+                .merge(
+                    Router::new()
+                        .route("/api/coordinator/conf", get(conf))
+                        .with_state(Arc::clone(&state)),
+                )
+        }
+        None => Router::new(),
+    };
     Router::new()
         .route("/metrics", get(json_all))
         .route("/metrics/{kind}", get(json_metrics))
@@ -99,6 +124,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/admin/state", get(admin::status))
         .merge(admin)
         .with_state(state)
+        .merge(coordinator)
 }
 
 /// Serves `router` on `listener` until `stop` fires; in-flight requests finish first (the
@@ -201,6 +227,8 @@ async fn text_metrics(
 }
 
 /// Java's `{"code":0,"data":[{"argumentKey":…,"argumentValue":…}],"errMsg":"success"}`.
+/// Also `/api/coordinator/conf` (Java's `CoordinatorConfVO` has the same two fields): the
+/// embedded coordinator shares the process and its config.
 ///
 /// A server started from a Java `server.conf` lists that file's keys as written, which is what
 /// Java's `ShuffleServerConf.getAll()` holds, so a dashboard or script that looks up an `rss.*`

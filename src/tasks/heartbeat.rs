@@ -47,11 +47,11 @@ pub const MIN_DEADLINE: Duration = Duration::from_secs(1);
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 
 /// The crate version reported as `version`.
-const VERSION: &str = env!("CARGO_PKG_VERSION");
+pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// The commit reported as `gitCommitId`: set by `build.rs` when git (or `GIT_COMMIT`) was
 /// available at build time.
-const GIT_COMMIT: &str = match option_env!("SPILLWAY_GIT_COMMIT") {
+pub(crate) const GIT_COMMIT: &str = match option_env!("SPILLWAY_GIT_COMMIT") {
     Some(commit) => commit,
     None => "unknown",
 };
