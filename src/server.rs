@@ -430,12 +430,17 @@ pub async fn start(config: Config) -> Result<Running> {
         checks.spawn(registry.status().clone(), tasks_stop.clone(), &tracker);
     }
 
-    let coordinator = config.coordinator.enabled.then(|| {
-        let coordinator = Arc::new(Coordinator::new((&config.coordinator).into()));
-        coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
-        tracing::info!("embedded coordinator enabled on the gRPC port");
-        coordinator
-    });
+    let coordinator = match config.coordinator.enabled {
+        true => {
+            let coordinator =
+                Arc::new(Coordinator::open((&config.coordinator).into()).map_err(Error::Startup)?);
+            coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
+            coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
+            tracing::info!("embedded coordinator enabled on the gRPC port");
+            Some(coordinator)
+        }
+        false => None,
+    };
 
     let grpc_stop = CancellationToken::new();
     let limits = &config.limits;

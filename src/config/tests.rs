@@ -718,6 +718,7 @@ fn config() -> impl Strategy<Value = Config> {
                 shuffle_server_number: server_number,
                 remote_storage_path,
                 client_conf,
+                ..CoordinatorConfig::default()
             };
             if c.metrics.http_port == c.grpc_port {
                 c.metrics.http_port = 0;
