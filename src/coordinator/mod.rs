@@ -384,9 +384,9 @@ impl Coordinator {
     }
 
     /// `fetchRemoteStorage`: the app's remote storage, chosen once by app count (APP_BALANCE).
-    /// Marks the app alive, so its choice is released when it expires.
+    /// The choice is released when the app expires; like Java, this call alone does not make
+    /// the app known (clients register and heartbeat it first).
     pub fn remote_storage(&self, app_id: &str) -> Option<RemoteStorage> {
-        self.apps.lock().touch(app_id, Instant::now());
         self.storages.lock().pick(app_id)
     }
 
