@@ -74,7 +74,7 @@ impl WatchedFile {
 pub(super) fn parse_lines(text: &str, comments: bool) -> HashSet<String> {
     text.lines()
         .map(str::trim)
-        .filter(|line| !line.is_empty() && !(comments && line.starts_with('#')))
+        .filter(|line| !(line.is_empty() || comments && line.starts_with('#')))
         .map(str::to_owned)
         .collect()
 }
