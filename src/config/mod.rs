@@ -920,9 +920,9 @@ pub struct CoordinatorConfig {
     /// Default: `60s` (Uniffle's `rss.coordinator.app.expired`).
     #[serde(with = "humantime_serde")]
     pub app_heartbeat_timeout: Duration,
-    /// Servers per shuffle when the client asks for -1/0 (`assignmentShuffleServerNumber`);
-    /// capped by the servers available. At least 1. Default: 9 (Uniffle's
-    /// `rss.coordinator.shuffle.nodes.max`).
+    /// Servers per shuffle when the client asks for -1/0 (`assignmentShuffleServerNumber`), and
+    /// the most a client may ask for, as in Uniffle; capped by the servers available. At least 1.
+    /// Default: 9 (Uniffle's `rss.coordinator.shuffle.nodes.max`).
     pub shuffle_server_number: usize,
     /// Remote storage path answered by `fetchRemoteStorage` (e.g. `hdfs://ns/rss`); `None`
     /// answers an empty path. Default: none.

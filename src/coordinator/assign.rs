@@ -115,6 +115,17 @@ pub enum AssignError {
         /// The tags asked for.
         require_tags: Vec<String>,
     },
+    /// `MUST_DIFF` found fewer distinct hosts than `dataReplica`.
+    #[error(
+        "There isn't enough shuffle servers: dataReplica is {needed} but the assignable servers \
+         are on {hosts} distinct host(s) and the host strategy is MUST_DIFF"
+    )]
+    NotEnoughHosts {
+        /// `dataReplica`.
+        needed: usize,
+        /// Distinct IPs among the assignable servers.
+        hosts: usize,
+    },
 }
 
 /// One partition range and its replicas, in replica order.
@@ -207,11 +218,9 @@ pub fn assign<'a>(
     let chosen = pick_hosts(&candidates, wanted, policy.host);
     // MUST_DIFF may find fewer distinct IPs than replicas need.
     if chosen.len() < replica {
-        return Err(AssignError::NotEnoughServers {
+        return Err(AssignError::NotEnoughHosts {
             needed: replica,
-            found: chosen.len(),
-            live: live.len(),
-            require_tags: req.require_tags.to_vec(),
+            hosts: chosen.len(),
         });
     }
     let used = chosen.len();
@@ -708,14 +717,17 @@ mod tests {
             host: HostStrategy::MustDiff,
             ..round(9)
         };
-        assert!(matches!(
-            assign(&servers, &HashMap::new(), &req, &must),
-            Err(AssignError::NotEnoughServers {
+        let err = assign(&servers, &HashMap::new(), &req, &must).unwrap_err();
+        assert_eq!(
+            err,
+            AssignError::NotEnoughHosts {
                 needed: 4,
-                found: 3,
-                ..
-            })
-        ));
+                hosts: 3
+            }
+        );
+        assert!(err
+            .to_string()
+            .starts_with("There isn't enough shuffle servers"));
     }
 
     #[test]

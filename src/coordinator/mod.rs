@@ -56,7 +56,8 @@ pub struct CoordinatorOptions {
     pub server_timeout: Duration,
     /// Apps silent for longer are forgotten, with their load.
     pub app_timeout: Duration,
-    /// Servers per shuffle when the client asks for -1/0.
+    /// Servers per shuffle when the client asks for -1/0 or more; the most one shuffle gets
+    /// (Java's `shuffle.nodes.max`).
     pub default_server_number: usize,
     /// Remote storage paths, comma-separated, for `fetchRemoteStorage`; `None` answers an
     /// empty path. The dynamic client conf file's own path list replaces it when it has one.
@@ -114,7 +115,11 @@ impl From<&CoordinatorConfig> for CoordinatorOptions {
             quota_file: config
                 .quota_path
                 .clone()
-                .map(|p| (p, config.quota_update_interval / 2)),
+                // Java polls at half the interval; kept above zero for the timer.
+                .map(|p| {
+                    let half = config.quota_update_interval / 2;
+                    (p, half.max(Duration::from_millis(1)))
+                }),
             access_candidates_file: config
                 .access_candidates_path
                 .clone()
