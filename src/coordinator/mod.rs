@@ -40,6 +40,8 @@ use crate::proto;
 pub use access::{AccessCheckerKind, AccessOptions, AccessRequest};
 pub use assign::RangeAssignment;
 pub use assign::{AssignError, AssignPolicy, AssignRequest, HostStrategy, PartitionStrategy};
+/// For the Java `coordinator.conf` mapping of `rss.coordinator.remote.storage.cluster.conf`.
+pub use files::parse_cluster_conf;
 pub use registry::{ServerNode, ServerRegistry};
 pub use service::CoordinatorService;
 pub use storage::RemoteStorage;
