@@ -166,6 +166,13 @@ pub async fn start(config: Config) -> Result<Running> {
     metrics.register_server(Box::new(audit_dropped.clone()))?;
     let audit = AuditLogs::open(&config.audit, &audit_dropped)?;
 
+    // Before any task starts, so a refused coordinator file leaves nothing running.
+    let coordinator = match config.coordinator.enabled {
+        true => Some(Arc::new(
+            Coordinator::open((&config.coordinator).into()).map_err(Error::Startup)?,
+        )),
+        false => None,
+    };
     let tracker = TaskTracker::new();
     let tasks_stop = CancellationToken::new();
     let spill_stop = CancellationToken::new();
@@ -431,12 +438,11 @@ pub async fn start(config: Config) -> Result<Running> {
         checks.spawn(registry.status().clone(), tasks_stop.clone(), &tracker);
     }
 
-    let coordinator = config.coordinator.enabled.then(|| {
-        let coordinator = Arc::new(Coordinator::new((&config.coordinator).into()));
+    if let Some(coordinator) = &coordinator {
         coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
+        coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
         tracing::info!("embedded coordinator enabled on the gRPC port");
-        coordinator
-    });
+    }
 
     let grpc_stop = CancellationToken::new();
     let limits = &config.limits;

@@ -925,9 +925,9 @@ pub struct CoordinatorConfig {
     /// Default: `60s` (Uniffle's `rss.coordinator.app.expired`).
     #[serde(with = "humantime_serde")]
     pub app_heartbeat_timeout: Duration,
-    /// Servers per shuffle when the client asks for -1/0 (`assignmentShuffleServerNumber`);
-    /// capped by the servers available. At least 1. Default: 9 (Uniffle's
-    /// `rss.coordinator.shuffle.nodes.max`).
+    /// Servers per shuffle when the client asks for -1/0 (`assignmentShuffleServerNumber`), and
+    /// the most a client may ask for, as in Uniffle; capped by the servers available. At least 1.
+    /// Default: 9 (Uniffle's `rss.coordinator.shuffle.nodes.max`).
     pub shuffle_server_number: usize,
     /// Remote storage path answered by `fetchRemoteStorage` (e.g. `hdfs://ns/rss`); `None`
     /// answers an empty path. Default: none.
@@ -935,8 +935,74 @@ pub struct CoordinatorConfig {
     pub remote_storage_path: Option<String>,
     /// Client settings served by `fetchClientConf`/`fetchClientConfV2`. Clients apply a key
     /// only if their own config lacks it, prefixing `spark.`/`mapreduce.` themselves, so
-    /// `rss.storage.type` reaches every engine. Default: empty.
+    /// `rss.storage.type` reaches every engine. The dynamic client conf file's items override
+    /// these. Default: empty.
     pub client_conf: BTreeMap<String, String>,
+    /// Hadoop conf items per remote storage cluster, keyed by the host of a path in
+    /// `remote_storage_path` (Uniffle's `rss.coordinator.remote.storage.cluster.conf`,
+    /// `host,k=v;...` there). Default: empty.
+    pub remote_storage_cluster_conf: BTreeMap<String, BTreeMap<String, String>>,
+    /// Servers per IP: `PREFER_DIFF` (distinct hosts first), `MUST_DIFF` or `NONE`.
+    /// Default: `PREFER_DIFF` (Uniffle's `rss.coordinator.assignment.host.strategy`).
+    pub assignment_host_strategy: crate::coordinator::HostStrategy,
+    /// Range layout: `CONTINUOUS` (adjacent partitions per server, sized from the client's
+    /// `estimateTaskConcurrency`) or `ROUND`. Default: `CONTINUOUS` (Uniffle's
+    /// `rss.coordinator.select.partition.strategy`).
+    pub select_partition_strategy: crate::coordinator::PartitionStrategy,
+    /// `accessCluster` checkers in order: `cluster_load`, `quota`, `candidates`. Default: none
+    /// (everyone is admitted). Uniffle's `rss.coordinator.access.checkers` defaults to cluster
+    /// load + quota; Spillway does not, because the load checker then needs
+    /// `shuffle_server_number` (9) servers and would send every app of a single-binary
+    /// service back to Spark's sort shuffle.
+    pub access_checkers: Vec<crate::coordinator::AccessCheckerKind>,
+    /// `cluster_load`: a server is available with at least this percentage of its memory free;
+    /// in `[0, 100]`. Default: 15 (Uniffle's `rss.coordinator.access.loadChecker.memory.percentage`).
+    pub access_load_memory_percentage: f64,
+    /// `cluster_load`: available servers needed; unset: the count the client asks for, else
+    /// `shuffle_server_number`. At least 1. Default: unset (Uniffle's
+    /// `rss.coordinator.access.loadChecker.serverNum.threshold`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_load_server_num_threshold: Option<usize>,
+    /// `candidates`: file of allowed access ids, one per line; must list one at start-up.
+    /// Default: none (Uniffle's `rss.coordinator.access.candidates.path`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_candidates_path: Option<PathBuf>,
+    /// How often the candidates file is checked for changes. Must be > 0. Default: `120s`
+    /// (Uniffle's `rss.coordinator.access.candidates.updateIntervalSec`).
+    #[serde(with = "humantime_serde")]
+    pub access_candidates_update_interval: Duration,
+    /// `quota`: running apps per user when the quota file does not name the user; negative
+    /// means unlimited. Default: -1 (Uniffle's `rss.coordinator.quota.default.app.num`).
+    pub quota_default_app_num: i64,
+    /// `quota`: file of `user = appNum` lines. Default: none (Uniffle's
+    /// `rss.coordinator.quota.default.path`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota_path: Option<PathBuf>,
+    /// The quota file is checked every half of this, as Uniffle does. Must be > 0. Default:
+    /// `60s` (Uniffle's `rss.coordinator.quota.update.interval`).
+    #[serde(with = "humantime_serde")]
+    pub quota_update_interval: Duration,
+    /// Serve the dynamic client conf file through `fetchClientConf(V2)`. Default: false
+    /// (Uniffle's `rss.coordinator.dynamicClientConf.enabled`).
+    pub dynamic_client_conf_enabled: bool,
+    /// The dynamic client conf file, Uniffle's LEGACY format (`key value` per line; the
+    /// `rss.coordinator.remote.storage.path` and `...cluster.conf` lines set the remote
+    /// storage). Required when enabled. Default: none (Uniffle's
+    /// `rss.coordinator.dynamicClientConf.path`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dynamic_client_conf_path: Option<PathBuf>,
+    /// How often the dynamic client conf file is checked for changes. Must be > 0. Default:
+    /// `120s` (Uniffle's `rss.coordinator.dynamicClientConf.updateIntervalSec`).
+    #[serde(with = "humantime_serde")]
+    pub dynamic_client_conf_update_interval: Duration,
+    /// File of excluded server ids, one per line, `#` comments: they are not assigned.
+    /// Default: none (Uniffle's `rss.coordinator.exclude.nodes.file.path`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclude_nodes_file_path: Option<PathBuf>,
+    /// How often the exclude-nodes file is checked for changes. Must be > 0. Default: `60s`
+    /// (Uniffle's `rss.coordinator.exclude.nodes.check.interval.ms`).
+    #[serde(with = "humantime_serde")]
+    pub exclude_nodes_check_interval: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -949,6 +1015,22 @@ impl Default for CoordinatorConfig {
             shuffle_server_number: 9,
             remote_storage_path: None,
             client_conf: BTreeMap::new(),
+            remote_storage_cluster_conf: BTreeMap::new(),
+            assignment_host_strategy: crate::coordinator::HostStrategy::PreferDiff,
+            select_partition_strategy: crate::coordinator::PartitionStrategy::Continuous,
+            access_checkers: Vec::new(),
+            access_load_memory_percentage: 15.0,
+            access_load_server_num_threshold: None,
+            access_candidates_path: None,
+            access_candidates_update_interval: Duration::from_secs(120),
+            quota_default_app_num: -1,
+            quota_path: None,
+            quota_update_interval: Duration::from_secs(60),
+            dynamic_client_conf_enabled: false,
+            dynamic_client_conf_path: None,
+            dynamic_client_conf_update_interval: Duration::from_secs(120),
+            exclude_nodes_file_path: None,
+            exclude_nodes_check_interval: Duration::from_secs(60),
         }
     }
 }

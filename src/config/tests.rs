@@ -98,6 +98,11 @@ fn example_documents_every_key() {
     full.hybrid_store.huge_partition_hard_limit = Some(ByteSize(ByteSize::GIB));
     full.hybrid_store.huge_partition_split_limit = Some(ByteSize(ByteSize::GIB));
     full.coordinator.remote_storage_path = Some("hdfs://ns/rss".into());
+    full.coordinator.access_load_server_num_threshold = Some(3);
+    full.coordinator.access_candidates_path = Some("/etc/spillway/candidates".into());
+    full.coordinator.quota_path = Some("/etc/spillway/quota".into());
+    full.coordinator.dynamic_client_conf_path = Some("/etc/spillway/dynamic_client.conf".into());
+    full.coordinator.exclude_nodes_file_path = Some("/etc/spillway/exclude_nodes".into());
     full.hdfs_store.kerberos_principal = Some("rss@EXAMPLE.COM".into());
     full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
     full.hdfs_store.user = Some("rss".into());
@@ -488,6 +493,62 @@ fn invalid_samples_name_the_key() {
             "coordinator.remote_storage_path",
         ),
         (
+            "[coordinator]\nremote_storage_path = \"hdfs://a/x,,hdfs://b/x\"",
+            "coordinator.remote_storage_path",
+        ),
+        (
+            "[coordinator]\nremote_storage_cluster_conf = { \"a,b\" = { k = \"v\" } }",
+            "coordinator.remote_storage_cluster_conf",
+        ),
+        (
+            "[coordinator]\nassignment_host_strategy = \"SAME\"",
+            "coordinator.assignment_host_strategy",
+        ),
+        (
+            "[coordinator]\nselect_partition_strategy = \"round\"",
+            "coordinator.select_partition_strategy",
+        ),
+        (
+            "[coordinator]\naccess_checkers = [\"banned\"]",
+            "coordinator.access_checkers",
+        ),
+        (
+            "[coordinator]\naccess_load_memory_percentage = 100.5",
+            "coordinator.access_load_memory_percentage",
+        ),
+        (
+            "[coordinator]\naccess_load_memory_percentage = -1.0",
+            "coordinator.access_load_memory_percentage",
+        ),
+        (
+            "[coordinator]\naccess_load_server_num_threshold = 0",
+            "coordinator.access_load_server_num_threshold",
+        ),
+        (
+            "[coordinator]\naccess_checkers = [\"candidates\"]",
+            "coordinator.access_candidates_path",
+        ),
+        (
+            "[coordinator]\naccess_candidates_update_interval = \"0s\"",
+            "coordinator.access_candidates_update_interval",
+        ),
+        (
+            "[coordinator]\nquota_update_interval = \"0s\"",
+            "coordinator.quota_update_interval",
+        ),
+        (
+            "[coordinator]\ndynamic_client_conf_enabled = true",
+            "coordinator.dynamic_client_conf_path",
+        ),
+        (
+            "[coordinator]\ndynamic_client_conf_update_interval = \"0s\"",
+            "coordinator.dynamic_client_conf_update_interval",
+        ),
+        (
+            "[coordinator]\nexclude_nodes_check_interval = \"0s\"",
+            "coordinator.exclude_nodes_check_interval",
+        ),
+        (
             "[coordinator]\nremote_storage_path = \"hdfs://a b\"",
             "coordinator.remote_storage_path",
         ),
@@ -718,6 +779,7 @@ fn config() -> impl Strategy<Value = Config> {
                 shuffle_server_number: server_number,
                 remote_storage_path,
                 client_conf,
+                ..CoordinatorConfig::default()
             };
             if c.metrics.http_port == c.grpc_port {
                 c.metrics.http_port = 0;

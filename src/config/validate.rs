@@ -651,7 +651,76 @@ impl CoordinatorConfig {
             shuffle_server_number,
             remote_storage_path,
             client_conf,
+            remote_storage_cluster_conf,
+            assignment_host_strategy: _,
+            select_partition_strategy: _,
+            access_checkers,
+            access_load_memory_percentage,
+            access_load_server_num_threshold,
+            access_candidates_path,
+            access_candidates_update_interval,
+            quota_default_app_num: _,
+            quota_path: _,
+            quota_update_interval,
+            dynamic_client_conf_enabled,
+            dynamic_client_conf_path,
+            dynamic_client_conf_update_interval,
+            exclude_nodes_file_path: _,
+            exclude_nodes_check_interval,
         } = self;
+        if !(0.0..=100.0).contains(access_load_memory_percentage) {
+            return Err(ConfigError::new(
+                "coordinator.access_load_memory_percentage",
+                format!("must be in [0, 100], got {access_load_memory_percentage}"),
+            ));
+        }
+        if *access_load_server_num_threshold == Some(0) {
+            return Err(ConfigError::new(
+                "coordinator.access_load_server_num_threshold",
+                "must be at least 1 when set",
+            ));
+        }
+        let candidates_on =
+            access_checkers.contains(&crate::coordinator::AccessCheckerKind::Candidates);
+        if candidates_on && access_candidates_path.is_none() {
+            return Err(ConfigError::new(
+                "coordinator.access_candidates_path",
+                "must be set when access_checkers includes \"candidates\"",
+            ));
+        }
+        if *dynamic_client_conf_enabled && dynamic_client_conf_path.is_none() {
+            return Err(ConfigError::new(
+                "coordinator.dynamic_client_conf_path",
+                "must be set when dynamic_client_conf_enabled is true",
+            ));
+        }
+        nonzero_duration(
+            "coordinator.access_candidates_update_interval",
+            *access_candidates_update_interval,
+        )?;
+        nonzero_duration("coordinator.quota_update_interval", *quota_update_interval)?;
+        nonzero_duration(
+            "coordinator.dynamic_client_conf_update_interval",
+            *dynamic_client_conf_update_interval,
+        )?;
+        nonzero_duration(
+            "coordinator.exclude_nodes_check_interval",
+            *exclude_nodes_check_interval,
+        )?;
+        for (cluster, items) in remote_storage_cluster_conf {
+            if cluster.is_empty() || cluster.contains([',', ';', '=']) {
+                return Err(ConfigError::new(
+                    "coordinator.remote_storage_cluster_conf",
+                    format!("{cluster:?}: expected a storage host"),
+                ));
+            }
+            if items.keys().any(|k| k.trim().is_empty()) {
+                return Err(ConfigError::new(
+                    "coordinator.remote_storage_cluster_conf",
+                    format!("{cluster:?}: keys must be non-empty"),
+                ));
+            }
+        }
         nonzero_duration(
             "coordinator.server_heartbeat_timeout",
             *server_heartbeat_timeout,
@@ -659,10 +728,10 @@ impl CoordinatorConfig {
         nonzero_duration("coordinator.app_heartbeat_timeout", *app_heartbeat_timeout)?;
         at_least_one("coordinator.shuffle_server_number", *shuffle_server_number)?;
         if let Some(path) = remote_storage_path {
-            if path.is_empty() || path.contains(char::is_whitespace) {
+            if path.split(',').any(|p| p.trim().is_empty()) || path.contains(char::is_whitespace) {
                 return Err(ConfigError::new(
                     "coordinator.remote_storage_path",
-                    format!("{path:?}: expected a path or URI without spaces"),
+                    format!("{path:?}: expected paths or URIs without spaces, comma-separated"),
                 ));
             }
         }

@@ -149,19 +149,20 @@ impl Apps {
         self.apps.values().filter(|e| self.is_live(e, now)).count()
     }
 
-    /// Forgets apps silent for longer than the timeout, and with them their load; returns how
-    /// many went.
-    pub(super) fn sweep(&mut self, now: Instant) -> usize {
-        let before = self.apps.len();
+    /// Forgets apps silent for longer than the timeout, and with them their load; returns the
+    /// ids that went, so their remote storage choice can be released.
+    pub(super) fn sweep(&mut self, now: Instant) -> Vec<String> {
         let timeout = self.timeout;
+        let mut expired = Vec::new();
         self.apps.retain(|app_id, entry| {
             let live = Self::live_within(entry, now, timeout);
             if !live {
                 tracing::info!(app_id, user = %entry.user, "coordinator: app expired");
+                expired.push(app_id.clone());
             }
             live
         });
-        before - self.apps.len()
+        expired
     }
 
     fn is_live(&self, entry: &AppEntry, now: Instant) -> bool {
@@ -209,13 +210,13 @@ mod tests {
         let later = t0 + Duration::from_secs(61);
         assert_eq!(apps.load(later), HashMap::from([("b".into(), 2)]));
         assert_eq!(apps.live_count(later), 1);
-        assert_eq!(apps.sweep(later), 1);
-        assert_eq!(apps.sweep(later), 0);
+        assert_eq!(apps.sweep(later), ["app1"]);
+        assert!(apps.sweep(later).is_empty());
 
         // A heartbeat keeps an app alive.
         apps.touch("app2", later);
-        assert_eq!(apps.sweep(later + Duration::from_secs(60)), 0);
-        assert_eq!(apps.sweep(later + Duration::from_secs(61)), 1);
+        assert!(apps.sweep(later + Duration::from_secs(60)).is_empty());
+        assert_eq!(apps.sweep(later + Duration::from_secs(61)).len(), 1);
         assert!(apps.load(later).is_empty());
     }
 }

@@ -2,21 +2,32 @@
 //! ranges. A pure function of the servers, their current load and the request, so it is tested
 //! without a network and gives the same answer for the same inputs.
 //!
-//! The rule (a deterministic form of Uniffle's `PARTITION_BALANCE` + `ROUND`):
-//! 1. candidates are the live servers that are `ACTIVE`, not in `faultyServerIds`, and carry
-//!    every required tag;
-//! 2. servers used = the requested number (> 0) or the configured default, raised to
-//!    `dataReplica` and capped by the candidates;
-//! 3. candidates are ranked by `availableMemory / (assignedPartitions + average)`, highest
-//!    first, where `average = max(1, partitionNum × dataReplica / candidates)` keeps an idle
-//!    server from winning by memory alone; ties go to the less loaded server, then the lower id;
-//! 4. the top servers take the ranges round-robin: range `k`'s replicas are the `dataReplica`
-//!    servers after those of range `k − 1`, so replicas of a range are distinct and every
-//!    server gets the same number of ranges (±1).
+//! The rule is the Java 0.10 coordinator's `PARTITION_BALANCE` (PartitionBalanceAssignmentStrategy
+//! with AbstractAssignmentStrategy's host and partition strategies), made deterministic:
+//! 1. candidates are the live servers that are `ACTIVE`, not excluded (the caller filters),
+//!    not in `faultyServerIds`, and carry every required tag;
+//! 2. candidates are ranked by `availableMemory / (assignedPartitions + average)`, highest
+//!    first, where `average = max(1, partitionNum × dataReplica / shuffle_nodes_max)` as in
+//!    Java keeps an idle server from winning by memory alone; ties (which Java leaves to hash
+//!    order) go to the less loaded server, then the lower id;
+//! 3. servers wanted = the requested number when `0 < n < shuffle_nodes_max`, else
+//!    `shuffle_nodes_max`, capped by the candidates. Java does not raise it to `dataReplica`
+//!    and then hands a range the same server twice; Spillway raises it, so replicas are always
+//!    distinct servers;
+//! 4. the [`HostStrategy`] picks that many from the ranking: `PREFER_DIFF` (Java's default)
+//!    takes one server per IP first and fills up with the rest in rank order, `MUST_DIFF`
+//!    takes only one server per IP (possibly fewer), `NONE` takes the top ones;
+//! 5. the [`PartitionStrategy`] lays the ranges on them: `ROUND` gives range `k` the
+//!    `dataReplica` servers after those of range `k − 1`; `CONTINUOUS` (Java's default) cuts
+//!    the ranges into groups of adjacent ranges sized from `estimateTaskConcurrency` (Java's
+//!    `CoordinatorUtils.generateRangesGroup`), and group `i`'s replica `r` is server
+//!    `(i + r) mod servers`, so a task's neighbouring partitions share a server.
 //!
 //! The caller adds the result to the app's load, so the next shuffle prefers other servers.
 
 use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
 
 use crate::proto::ServerStatus;
 
@@ -41,6 +52,45 @@ pub struct AssignRequest<'a> {
     pub require_tags: &'a [String],
     /// Servers the client has seen fail (`faultyServerIds`).
     pub faulty_server_ids: &'a [String],
+    /// Tasks the client expects to run at once (`estimateTaskConcurrency`, 0.7+; 0 from older
+    /// clients); sizes the `CONTINUOUS` groups.
+    pub estimate_task_concurrency: i32,
+}
+
+/// How many servers one IP may contribute (`rss.coordinator.assignment.host.strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum HostStrategy {
+    /// Distinct IPs first, then the rest by rank: spreads replicas over machines when it can.
+    #[default]
+    PreferDiff,
+    /// Distinct IPs only, even if that yields fewer servers than wanted.
+    MustDiff,
+    /// The top-ranked servers, whatever their IPs.
+    None,
+}
+
+/// How ranges are laid on the chosen servers (`rss.coordinator.select.partition.strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum PartitionStrategy {
+    /// Ranges one by one round-robin.
+    Round,
+    /// Adjacent ranges in groups sized from `estimateTaskConcurrency` (Java's default).
+    #[default]
+    Continuous,
+}
+
+/// The coordinator-wide part of the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AssignPolicy {
+    /// `coordinator.shuffle_server_number` (Java's `rss.coordinator.shuffle.nodes.max`): the
+    /// most servers one shuffle gets, and the divisor of the balance average.
+    pub shuffle_nodes_max: usize,
+    /// See [`HostStrategy`].
+    pub host: HostStrategy,
+    /// See [`PartitionStrategy`].
+    pub partition: PartitionStrategy,
 }
 
 /// Why no assignment could be made; answered as `INTERNAL_ERROR` with this text as `retMsg`.
@@ -65,6 +115,17 @@ pub enum AssignError {
         /// The tags asked for.
         require_tags: Vec<String>,
     },
+    /// `MUST_DIFF` found fewer distinct hosts than `dataReplica`.
+    #[error(
+        "There isn't enough shuffle servers: dataReplica is {needed} but the assignable servers \
+         are on {hosts} distinct host(s) and the host strategy is MUST_DIFF"
+    )]
+    NotEnoughHosts {
+        /// `dataReplica`.
+        needed: usize,
+        /// Distinct IPs among the assignable servers.
+        hosts: usize,
+    },
 }
 
 /// One partition range and its replicas, in replica order.
@@ -78,16 +139,15 @@ pub struct RangeAssignment<'a> {
     pub servers: Vec<&'a ServerNode>,
 }
 
-/// Applies the module's rule. `live` are the servers heard from within the timeout; `load` is
-/// the partitions already assigned per server id (missing = 0); `default_server_number` is
-/// `coordinator.shuffle_server_number`.
+/// Applies the module's rule. `live` are the servers heard from within the timeout and not
+/// excluded; `load` is the partitions already assigned per server id (missing = 0).
 ///
 /// `partition_num == 0` is Ok with no ranges, whatever the servers.
 pub fn assign<'a>(
     live: &'a [ServerNode],
     load: &HashMap<String, u64>,
     req: &AssignRequest<'_>,
-    default_server_number: usize,
+    policy: &AssignPolicy,
 ) -> Result<Vec<RangeAssignment<'a>>, AssignError> {
     if req.partition_num < 0 {
         return Err(AssignError::Invalid(format!(
@@ -139,13 +199,14 @@ pub fn assign<'a>(
         });
     }
 
+    let max = policy.shuffle_nodes_max.max(1);
     let wanted = match usize::try_from(req.server_number) {
-        Ok(n) if n > 0 => n,
-        _ => default_server_number,
+        Ok(n) if n > 0 && n < max => n,
+        _ => max,
     };
-    let used = wanted.max(replica).min(candidates.len());
+    let wanted = wanted.max(replica).min(candidates.len());
 
-    let average = (partitions as u64 * replica as u64 / candidates.len() as u64).max(1);
+    let average = (partitions as u64 * replica as u64 / max as u64).max(1);
     let load_of = |s: &ServerNode| load.get(&s.id).copied().unwrap_or(0);
     let score = |s: &ServerNode| s.available_memory.max(0) as f64 / (load_of(s) + average) as f64;
     candidates.sort_by(|a, b| {
@@ -154,25 +215,131 @@ pub fn assign<'a>(
             .then_with(|| load_of(a).cmp(&load_of(b)))
             .then_with(|| a.id.cmp(&b.id))
     });
-    candidates.truncate(used);
-
-    let mut ranges = Vec::with_capacity(range_count as usize);
-    let mut next = 0usize;
-    for k in 0..range_count {
-        let start = k * per_range;
-        let end = (start + per_range - 1).min(partitions - 1);
-        let servers = (0..replica)
-            .map(|r| candidates[(next + r) % used])
-            .collect();
-        next = (next + replica) % used;
-        // Both fit in i32: they lie in 0..partition_num.
-        ranges.push(RangeAssignment {
-            start: start as i32,
-            end: end as i32,
-            servers,
+    let chosen = pick_hosts(&candidates, wanted, policy.host);
+    // MUST_DIFF may find fewer distinct IPs than replicas need.
+    if chosen.len() < replica {
+        return Err(AssignError::NotEnoughHosts {
+            needed: replica,
+            hosts: chosen.len(),
         });
     }
+    let used = chosen.len();
+
+    let range_of = |k: i64| {
+        let start = k * per_range;
+        let end = (start + per_range - 1).min(partitions - 1);
+        // Both fit in i32: they lie in 0..partition_num.
+        (start as i32, end as i32)
+    };
+    let mut ranges = Vec::with_capacity(range_count as usize);
+    match policy.partition {
+        PartitionStrategy::Round => {
+            let mut next = 0usize;
+            for k in 0..range_count {
+                let (start, end) = range_of(k);
+                let servers = (0..replica).map(|r| chosen[(next + r) % used]).collect();
+                next = (next + replica) % used;
+                ranges.push(RangeAssignment {
+                    start,
+                    end,
+                    servers,
+                });
+            }
+        }
+        PartitionStrategy::Continuous => {
+            let groups = range_groups(
+                partitions,
+                per_range,
+                used as i64,
+                req.estimate_task_concurrency,
+            );
+            let mut k = 0i64;
+            for (group, size) in groups.into_iter().enumerate() {
+                let servers: Vec<&ServerNode> =
+                    (0..replica).map(|r| chosen[(group + r) % used]).collect();
+                for _ in 0..size {
+                    let (start, end) = range_of(k);
+                    ranges.push(RangeAssignment {
+                        start,
+                        end,
+                        servers: servers.clone(),
+                    });
+                    k += 1;
+                }
+            }
+        }
+    }
     Ok(ranges)
+}
+
+/// Takes `wanted` servers from `ranked` (best first) under `strategy`, keeping rank order.
+fn pick_hosts<'a>(
+    ranked: &[&'a ServerNode],
+    wanted: usize,
+    strategy: HostStrategy,
+) -> Vec<&'a ServerNode> {
+    if strategy == HostStrategy::None {
+        return ranked.iter().take(wanted).copied().collect();
+    }
+    let mut ips: HashSet<&str> = HashSet::new();
+    let mut chosen: Vec<&ServerNode> = Vec::with_capacity(wanted);
+    for server in ranked {
+        if chosen.len() >= wanted {
+            break;
+        }
+        if ips.insert(server.ip.as_str()) {
+            chosen.push(server);
+        }
+    }
+    if strategy == HostStrategy::PreferDiff && chosen.len() < wanted {
+        for server in ranked {
+            if chosen.len() >= wanted {
+                break;
+            }
+            if !chosen.iter().any(|c| c.id == server.id) {
+                chosen.push(server);
+            }
+        }
+    }
+    chosen
+}
+
+/// Sizes of the groups of adjacent ranges that `CONTINUOUS` gives one server each, in order,
+/// as Java's `CoordinatorUtils.generateRangesGroup` cuts them: with `c = min(partitions,
+/// estimateTaskConcurrency)`, full rounds of `servers` groups of
+/// `max(1, c / (servers × partitionNumPerRange))` ranges, then a last round spreading the
+/// remainder as evenly as possible, larger groups first. So `c` concurrent tasks reading
+/// neighbouring partitions mostly hit different servers.
+pub fn range_groups(
+    partitions: i64,
+    per_range: i64,
+    servers: i64,
+    estimate_task_concurrency: i32,
+) -> Vec<i64> {
+    if partitions <= 0 || per_range <= 0 || servers <= 0 {
+        return Vec::new();
+    }
+    let ranges = (partitions + per_range - 1) / per_range;
+    let concurrency = partitions.min(i64::from(estimate_task_concurrency));
+    let per_group = if concurrency > servers * per_range {
+        concurrency / (servers * per_range)
+    } else {
+        1
+    };
+    let round_size = per_group * servers;
+    let rounds = ranges / round_size;
+    let remain = ranges % round_size;
+    let last_per_group = remain / servers;
+    let last_extra = remain % servers;
+    let mut sizes = Vec::new();
+    sizes.extend(std::iter::repeat_n(per_group, (rounds * servers) as usize));
+    for g in 0..servers {
+        let size = last_per_group + i64::from(g < last_extra);
+        if size > 0 {
+            sizes.push(size);
+        }
+    }
+    sizes
 }
 
 /// Partitions each server received in `ranges` (a range of `n` partitions counts `n` for each of
@@ -228,6 +395,16 @@ mod tests {
             server_number: -1,
             require_tags: &[],
             faulty_server_ids: &[],
+            estimate_task_concurrency: 0,
+        }
+    }
+
+    /// Java's `ROUND` with no host rule: the plain round-robin the older tests describe.
+    fn round(shuffle_nodes_max: usize) -> AssignPolicy {
+        AssignPolicy {
+            shuffle_nodes_max,
+            host: HostStrategy::None,
+            partition: PartitionStrategy::Round,
         }
     }
 
@@ -261,7 +438,7 @@ mod tests {
     fn spreads_single_partition_ranges_evenly() {
         let servers = three();
         let req = request(10, 1);
-        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        let ranges = assign(&servers, &HashMap::new(), &req, &round(9)).unwrap();
         assert_eq!(ranges.len(), 10);
         let counts = check_cover(&ranges, &req);
         assert_eq!(counts.values().copied().collect::<Vec<_>>(), [4, 3, 3]);
@@ -279,7 +456,7 @@ mod tests {
             partition_num_per_range: 3,
             ..request(7, 2)
         };
-        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        let ranges = assign(&servers, &HashMap::new(), &req, &round(9)).unwrap();
         assert_eq!(
             ranges.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>(),
             [(0, 2), (3, 5), (6, 6)]
@@ -300,7 +477,7 @@ mod tests {
             require_tags: &tags,
             ..request(4, 1)
         };
-        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        let ranges = assign(&servers, &HashMap::new(), &req, &round(9)).unwrap();
         let used: HashSet<String> = ranges.iter().flat_map(ids).collect();
         assert_eq!(used, HashSet::from(["a".into(), "b".into()]));
 
@@ -309,11 +486,11 @@ mod tests {
             faulty_server_ids: &faulty,
             ..req
         };
-        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        let ranges = assign(&servers, &HashMap::new(), &req, &round(9)).unwrap();
         assert!(ranges.iter().all(|r| ids(r) == ["b"]));
 
         servers[1].status = ServerStatus::Decommissioning;
-        let err = assign(&servers, &HashMap::new(), &req, 9).unwrap_err();
+        let err = assign(&servers, &HashMap::new(), &req, &round(9)).unwrap_err();
         assert_eq!(
             err,
             AssignError::NotEnoughServers {
@@ -333,7 +510,7 @@ mod tests {
             ServerStatus::Excluded,
         ] {
             servers[1].status = status;
-            assert!(assign(&servers, &HashMap::new(), &req, 9).is_err());
+            assert!(assign(&servers, &HashMap::new(), &req, &round(9)).is_err());
         }
     }
 
@@ -345,7 +522,7 @@ mod tests {
                 server_number,
                 ..request(30, replica)
             };
-            let ranges = assign(&servers, &HashMap::new(), &req, default).unwrap();
+            let ranges = assign(&servers, &HashMap::new(), &req, &round(default)).unwrap();
             check_cover(&ranges, &req).len()
         };
         assert_eq!(used(2, 1, 9), 2);
@@ -369,14 +546,14 @@ mod tests {
             ..request(1, 1)
         };
         let pick = |load: &HashMap<String, u64>| {
-            ids(&assign(&servers, load, &req, 9).unwrap()[0])[0].clone()
+            ids(&assign(&servers, load, &req, &round(9)).unwrap()[0])[0].clone()
         };
         assert_eq!(pick(&HashMap::new()), "b");
         // b: 5000/(4+1) = 1000 < c: 2000/(0+1).
         assert_eq!(pick(&HashMap::from([("b".into(), 4)])), "c");
         // Negative memory reports count as none.
         let servers = vec![server("a", -5, &[]), server("b", 0, &[])];
-        let ranges = assign(&servers, &HashMap::from([("a".into(), 1)]), &req, 9).unwrap();
+        let ranges = assign(&servers, &HashMap::from([("a".into(), 1)]), &req, &round(9)).unwrap();
         assert_eq!(ids(&ranges[0]), ["b"], "equal scores: the less loaded wins");
     }
 
@@ -390,7 +567,7 @@ mod tests {
         };
         let mut picked = Vec::new();
         for _ in 0..3 {
-            let ranges = assign(&servers, &load, &req, 9).unwrap();
+            let ranges = assign(&servers, &load, &req, &round(9)).unwrap();
             picked.push(ids(&ranges[0])[0].clone());
             for (id, n) in partitions_per_server(&ranges) {
                 *load.entry(id).or_insert(0) += n;
@@ -403,10 +580,10 @@ mod tests {
     #[test]
     fn bad_requests_are_errors_and_zero_partitions_is_empty() {
         let servers = three();
-        assert!(assign(&servers, &HashMap::new(), &request(0, 1), 9)
+        assert!(assign(&servers, &HashMap::new(), &request(0, 1), &round(9))
             .unwrap()
             .is_empty());
-        assert!(assign(&[], &HashMap::new(), &request(0, 1), 9)
+        assert!(assign(&[], &HashMap::new(), &request(0, 1), &round(9))
             .unwrap()
             .is_empty());
         for req in [
@@ -421,14 +598,14 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    assign(&servers, &HashMap::new(), &req, 9),
+                    assign(&servers, &HashMap::new(), &req, &round(9)),
                     Err(AssignError::Invalid(_))
                 ),
                 "{req:?}"
             );
         }
         assert!(matches!(
-            assign(&servers, &HashMap::new(), &request(4, 4), 9),
+            assign(&servers, &HashMap::new(), &request(4, 4), &round(9)),
             Err(AssignError::NotEnoughServers {
                 needed: 4,
                 found: 3,
@@ -436,7 +613,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            assign(&[], &HashMap::new(), &request(4, 1), 9),
+            assign(&[], &HashMap::new(), &request(4, 1), &round(9)),
             Err(AssignError::NotEnoughServers { found: 0, .. })
         ));
         // Huge ranges need not be many.
@@ -444,9 +621,130 @@ mod tests {
             partition_num_per_range: i32::MAX,
             ..request(i32::MAX, 1)
         };
-        let ranges = assign(&servers, &HashMap::new(), &req, 9).unwrap();
+        let ranges = assign(&servers, &HashMap::new(), &req, &round(9)).unwrap();
         assert_eq!(ranges.len(), 1);
         assert_eq!((ranges[0].start, ranges[0].end), (0, i32::MAX - 1));
+    }
+
+    /// Java's own expectations for `CoordinatorUtils.generateRangesGroup`
+    /// (CoordinatorUtilsTest.testGenerateRangesGroup).
+    #[test]
+    fn continuous_groups_match_java() {
+        let twos_then_ones = |twos: usize, ones: usize| {
+            let mut v = vec![2i64; twos];
+            v.extend(std::iter::repeat_n(1, ones));
+            v
+        };
+        assert_eq!(range_groups(52, 2, 5, 20), twos_then_ones(11, 4));
+        assert_eq!(range_groups(48, 2, 5, 20), twos_then_ones(10, 4));
+        assert_eq!(range_groups(96, 2, 5, 20), twos_then_ones(23, 2));
+        let mut threes = vec![3i64; 15];
+        threes.extend([1, 1, 1]);
+        assert_eq!(range_groups(96, 2, 5, 30), threes);
+        // 48 single partitions, 5 servers, 20 tasks: groups of 4, then 2, 2, 2, 1, 1.
+        let mut fours = vec![4i64; 10];
+        fours.extend([2, 2, 2, 1, 1]);
+        assert_eq!(range_groups(48, 1, 5, 20), fours);
+        // Old clients send 0: one range per group, i.e. round-robin.
+        assert_eq!(range_groups(7, 1, 3, 0), vec![1; 7]);
+        assert!(range_groups(0, 1, 3, 10).is_empty());
+    }
+
+    #[test]
+    fn continuous_gives_each_server_adjacent_partitions() {
+        let servers = three();
+        let req = AssignRequest {
+            estimate_task_concurrency: 6,
+            ..request(6, 2)
+        };
+        let policy = AssignPolicy {
+            partition: PartitionStrategy::Continuous,
+            ..round(3)
+        };
+        let ranges = assign(&servers, &HashMap::new(), &req, &policy).unwrap();
+        check_cover(&ranges, &req);
+        let layout: Vec<Vec<String>> = ranges.iter().map(ids).collect();
+        // 6 tasks on 3 servers: pairs of adjacent partitions; replica r is the next server.
+        assert_eq!(
+            layout,
+            [
+                ["a", "b"],
+                ["a", "b"],
+                ["b", "c"],
+                ["b", "c"],
+                ["c", "a"],
+                ["c", "a"]
+            ]
+        );
+    }
+
+    #[test]
+    fn host_strategies_spread_over_ips() {
+        // Ranked by memory: a1, a2 (same host), b1, b2 (same host), c1.
+        let on = |id: &str, ip: &str, memory: i64| ServerNode {
+            ip: ip.into(),
+            ..server(id, memory, &[])
+        };
+        let servers = vec![
+            on("a1", "10.0.0.1", 900),
+            on("a2", "10.0.0.1", 800),
+            on("b1", "10.0.0.2", 700),
+            on("b2", "10.0.0.2", 600),
+            on("c1", "10.0.0.3", 500),
+        ];
+        let used = |host: HostStrategy, server_number: i32| {
+            let req = AssignRequest {
+                server_number,
+                ..request(12, 1)
+            };
+            let policy = AssignPolicy { host, ..round(9) };
+            let ranges = assign(&servers, &HashMap::new(), &req, &policy).unwrap();
+            check_cover(&ranges, &req).into_keys().collect::<Vec<_>>()
+        };
+        assert_eq!(used(HostStrategy::None, 3), ["a1", "a2", "b1"]);
+        assert_eq!(used(HostStrategy::PreferDiff, 3), ["a1", "b1", "c1"]);
+        assert_eq!(
+            used(HostStrategy::PreferDiff, 4),
+            ["a1", "a2", "b1", "c1"],
+            "fills with the best of the rest"
+        );
+        assert_eq!(used(HostStrategy::MustDiff, 4), ["a1", "b1", "c1"]);
+        let req = AssignRequest {
+            server_number: 4,
+            ..request(4, 4)
+        };
+        let must = AssignPolicy {
+            host: HostStrategy::MustDiff,
+            ..round(9)
+        };
+        let err = assign(&servers, &HashMap::new(), &req, &must).unwrap_err();
+        assert_eq!(
+            err,
+            AssignError::NotEnoughHosts {
+                needed: 4,
+                hosts: 3
+            }
+        );
+        assert!(err
+            .to_string()
+            .starts_with("There isn't enough shuffle servers"));
+    }
+
+    #[test]
+    fn server_number_at_or_above_the_max_takes_the_max() {
+        let servers: Vec<ServerNode> = (0..6).map(|i| server(&format!("s{i}"), 100, &[])).collect();
+        let used = |server_number: i32| {
+            let req = AssignRequest {
+                server_number,
+                ..request(60, 1)
+            };
+            let ranges = assign(&servers, &HashMap::new(), &req, &round(4)).unwrap();
+            check_cover(&ranges, &req).len()
+        };
+        assert_eq!(used(3), 3);
+        assert_eq!(used(4), 4);
+        assert_eq!(used(5), 4, "Java caps the request at shuffle.nodes.max");
+        assert_eq!(used(-1), 4);
     }
 
     proptest! {
@@ -457,6 +755,7 @@ mod tests {
             per_range in 1i32..10,
             replica in 1i32..4,
             server_number in -1i32..10,
+            estimate_task_concurrency in -1i32..300,
         ) {
             let servers: Vec<ServerNode> = memories
                 .iter()
@@ -470,17 +769,21 @@ mod tests {
                 server_number,
                 require_tags: &[],
                 faulty_server_ids: &[],
+                estimate_task_concurrency,
             };
-            match assign(&servers, &HashMap::new(), &req, 3) {
-                Ok(ranges) => {
-                    let counts = check_cover(&ranges, &req);
-                    let total: u64 = counts.values().sum();
-                    prop_assert_eq!(total, partition_num as u64 * replica as u64);
+            for partition in [PartitionStrategy::Round, PartitionStrategy::Continuous] {
+                let policy = AssignPolicy { partition, ..round(3) };
+                match assign(&servers, &HashMap::new(), &req, &policy) {
+                    Ok(ranges) => {
+                        let counts = check_cover(&ranges, &req);
+                        let total: u64 = counts.values().sum();
+                        prop_assert_eq!(total, partition_num as u64 * replica as u64);
+                    }
+                    Err(AssignError::NotEnoughServers { .. }) => {
+                        prop_assert!(servers.len() < replica as usize);
+                    }
+                    Err(e) => prop_assert!(false, "unexpected {e}"),
                 }
-                Err(AssignError::NotEnoughServers { .. }) => {
-                    prop_assert!(servers.len() < replica as usize);
-                }
-                Err(e) => prop_assert!(false, "unexpected {e}"),
             }
         }
     }

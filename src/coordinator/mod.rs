@@ -5,6 +5,10 @@
 //! - `registry.rs`: live shuffle servers from heartbeats, dropped after the heartbeat timeout
 //! - `apps.rs`: apps from registration/heartbeats/assignments, with the load assigned to each
 //! - `assign.rs`: the assignment rule (pure), see its module doc
+//! - `access.rs`: `accessCluster`'s checkers (cluster load, per-user quota, candidates)
+//! - `storage.rs`: remote storage paths for `fetchRemoteStorage`, balanced by app count
+//! - `files.rs`: the operator files (exclude nodes, dynamic client conf, quota, candidates),
+//!   re-read when they change
 //! - `service.rs`: the tonic handlers; every RPC answers with a status code, never a gRPC error
 //! - `rest/`: the Java coordinator's REST API (`/api/server/*`, `/api/app/*`,
 //!   `/api/coordinator/*`) on the HTTP port, including decommission over `ShuffleServerInternal`
@@ -12,19 +16,23 @@
 //! Shuffle servers, this one included, reach it through ordinary heartbeats to
 //! `<host>:<grpc_port>`; nothing here special-cases the local server.
 
+pub mod access;
 mod apps;
 pub mod assign;
+mod files;
 pub mod registry;
 pub mod rest;
 mod service;
+pub mod storage;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -32,12 +40,20 @@ use tokio_util::task::TaskTracker;
 use crate::config::CoordinatorConfig;
 use crate::proto;
 
+pub use access::{AccessCheckerKind, AccessOptions, AccessRequest};
 pub use apps::AppSnapshot;
-pub use assign::{AssignError, AssignRequest, RangeAssignment};
+pub use assign::RangeAssignment;
+pub use assign::{AssignError, AssignPolicy, AssignRequest, HostStrategy, PartitionStrategy};
+/// For the Java `coordinator.conf` mapping of `rss.coordinator.remote.storage.cluster.conf`.
+pub use files::parse_cluster_conf;
 pub use registry::{NodeReport, ServerNode, ServerRegistry};
 pub use service::CoordinatorService;
+pub use storage::RemoteStorage;
 
+use access::Quotas;
 use apps::Apps;
+use files::{ClientConfFile, Poll, WatchedFile};
+use storage::RemoteStorages;
 
 /// Coordinator policy, from `[coordinator]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,12 +62,30 @@ pub struct CoordinatorOptions {
     pub server_timeout: Duration,
     /// Apps silent for longer are forgotten, with their load.
     pub app_timeout: Duration,
-    /// Servers per shuffle when the client asks for -1/0.
+    /// Servers per shuffle when the client asks for -1/0 or more; the most one shuffle gets
+    /// (Java's `shuffle.nodes.max`).
     pub default_server_number: usize,
-    /// Served by `fetchRemoteStorage`; `None` answers an empty path.
+    /// Remote storage paths, comma-separated, for `fetchRemoteStorage`; `None` answers an
+    /// empty path. The dynamic client conf file's own path list replaces it when it has one.
     pub remote_storage_path: Option<String>,
+    /// Hadoop conf items per remote storage cluster (path host).
+    pub remote_storage_cluster_conf: BTreeMap<String, BTreeMap<String, String>>,
     /// Served by `fetchClientConf`/`fetchClientConfV2`, in key order.
     pub client_conf: Vec<(String, String)>,
+    /// How servers are picked and ranges laid out.
+    pub host_strategy: HostStrategy,
+    /// See [`PartitionStrategy`].
+    pub partition_strategy: PartitionStrategy,
+    /// `accessCluster` checkers and their settings.
+    pub access: AccessOptions,
+    /// The dynamic client conf file (set only when enabled) and its poll interval.
+    pub dynamic_client_conf: Option<(PathBuf, Duration)>,
+    /// The exclude-nodes file and its poll interval.
+    pub exclude_nodes_file: Option<(PathBuf, Duration)>,
+    /// The per-user quota file and its poll interval.
+    pub quota_file: Option<(PathBuf, Duration)>,
+    /// The access candidates file and its poll interval.
+    pub access_candidates_file: Option<(PathBuf, Duration)>,
 }
 
 impl From<&CoordinatorConfig> for CoordinatorOptions {
@@ -61,13 +95,54 @@ impl From<&CoordinatorConfig> for CoordinatorOptions {
             app_timeout: config.app_heartbeat_timeout,
             default_server_number: config.shuffle_server_number,
             remote_storage_path: config.remote_storage_path.clone(),
+            remote_storage_cluster_conf: config.remote_storage_cluster_conf.clone(),
             client_conf: config
                 .client_conf
                 .iter()
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
+            host_strategy: config.assignment_host_strategy,
+            partition_strategy: config.select_partition_strategy,
+            access: AccessOptions {
+                checkers: config.access_checkers.clone(),
+                memory_percentage: config.access_load_memory_percentage,
+                server_num_threshold: config.access_load_server_num_threshold,
+                default_app_num: config.quota_default_app_num,
+            },
+            dynamic_client_conf: config
+                .dynamic_client_conf_enabled
+                .then(|| config.dynamic_client_conf_path.clone())
+                .flatten()
+                .map(|p| (p, config.dynamic_client_conf_update_interval)),
+            exclude_nodes_file: config
+                .exclude_nodes_file_path
+                .clone()
+                .map(|p| (p, config.exclude_nodes_check_interval)),
+            quota_file: config
+                .quota_path
+                .clone()
+                // Java polls at half the interval; kept above zero for the timer.
+                .map(|p| {
+                    let half = config.quota_update_interval / 2;
+                    (p, half.max(Duration::from_millis(1)))
+                }),
+            access_candidates_file: config
+                .access_candidates_path
+                .clone()
+                .map(|p| (p, config.access_candidates_update_interval)),
         }
     }
+}
+
+/// What the operator files currently say. Each part is replaced whole on a reload.
+#[derive(Debug, Default)]
+struct FileState {
+    /// Server ids in the exclude-nodes file.
+    excluded: HashSet<String>,
+    /// The dynamic client conf, once read.
+    client_conf: Option<ClientConfFile>,
+    /// Access ids in the candidates file.
+    candidates: HashSet<String>,
 }
 
 /// The coordinator's state: servers, apps and policy. Built once by `server::start`, shared by
@@ -84,9 +159,16 @@ pub struct Coordinator {
     instance_tag: u32,
     /// Counts `accessCluster` calls, so each id is unique within the instance.
     access_count: AtomicU64,
-    /// Server ids never assigned, whatever their status (Java's excluded nodes). Changed at
-    /// runtime through the REST API; short sections, never held across an await.
+    /// Server ids never assigned, whatever their status (Java's excluded nodes), changed at
+    /// runtime through the REST API; the exclude-nodes file's ids are in `files`. Short
+    /// sections, never held across an await.
     excluded: Mutex<BTreeSet<String>>,
+    /// The operator files' content; read on every assignment, written by the watchers.
+    files: RwLock<FileState>,
+    /// Apps per user for the quota checker.
+    quotas: Mutex<Quotas>,
+    /// Remote storage paths and the apps on each.
+    storages: Mutex<RemoteStorages>,
 }
 
 impl Coordinator {
@@ -98,14 +180,255 @@ impl Coordinator {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos()),
         );
-        Coordinator {
+        let coordinator = Coordinator {
             servers: ServerRegistry::new(options.server_timeout),
             apps: Mutex::new(Apps::new(options.app_timeout)),
+            quotas: Mutex::new(Quotas::new(options.app_timeout)),
             options,
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
             excluded: Mutex::new(BTreeSet::new()),
+            files: RwLock::new(FileState::default()),
+            storages: Mutex::new(RemoteStorages::default()),
+        };
+        coordinator.refresh_storages();
+        coordinator
+    }
+
+    /// [`Coordinator::new`] plus a first read of the operator files. Fails as the Java
+    /// coordinator fails to start: when the dynamic client conf is enabled but its file is not
+    /// a readable file, or the candidates checker is on but its file lists no candidate.
+    pub fn open(options: CoordinatorOptions) -> Result<Self, String> {
+        let coordinator = Coordinator::new(options);
+        for kind in FileKind::ALL {
+            let Some((path, _)) = coordinator.file_option(kind) else {
+                continue;
+            };
+            let mut file = WatchedFile::new(path.clone());
+            let poll = file.poll();
+            match (kind, &poll) {
+                (FileKind::ClientConf, Poll::Missing | Poll::Failed(_)) => {
+                    return Err(format!(
+                        "coordinator.dynamic_client_conf_path: {} is not a readable file",
+                        path.display()
+                    ));
+                }
+                (FileKind::Candidates, Poll::Missing | Poll::Failed(_)) => {
+                    return Err(format!(
+                        "coordinator.access_candidates_path: {} is not a readable file",
+                        path.display()
+                    ));
+                }
+                _ => {}
+            }
+            coordinator.apply(kind, &file, poll);
+            if kind == FileKind::Candidates && coordinator.files.read().candidates.is_empty() {
+                return Err(format!(
+                    "coordinator.access_candidates_path: {} lists no candidate; it must be \
+                     non-empty at start-up",
+                    path.display()
+                ));
+            }
         }
+        Ok(coordinator)
+    }
+
+    fn file_option(&self, kind: FileKind) -> Option<&(PathBuf, Duration)> {
+        match kind {
+            FileKind::Exclude => self.options.exclude_nodes_file.as_ref(),
+            FileKind::ClientConf => self.options.dynamic_client_conf.as_ref(),
+            FileKind::Quota => self.options.quota_file.as_ref(),
+            FileKind::Candidates => self.options.access_candidates_file.as_ref(),
+        }
+    }
+
+    /// Takes in what a poll of `kind`'s file found, keeping Java's rules for each file: a
+    /// missing exclude file excludes nothing; an unreadable one, or a quota, client conf or
+    /// candidates file that is missing or cannot be read, keeps the last content; an empty
+    /// candidates file is ignored.
+    fn apply(&self, kind: FileKind, file: &WatchedFile, poll: Poll) {
+        let path = file.path().display();
+        let text = match poll {
+            Poll::Unchanged => return,
+            Poll::Changed(text) => text,
+            Poll::Missing if kind == FileKind::Exclude => String::new(),
+            Poll::Missing => {
+                tracing::warn!(file = %path, ?kind, "coordinator file not found; keeping its last content");
+                return;
+            }
+            Poll::Failed(e) => {
+                tracing::warn!(file = %path, ?kind, error = %e, "coordinator file unreadable; keeping its last content");
+                return;
+            }
+        };
+        match kind {
+            FileKind::Exclude => {
+                let excluded = files::parse_lines(&text, true);
+                let mut state = self.files.write();
+                if state.excluded != excluded {
+                    tracing::info!(file = %path, nodes = ?excluded, "exclude nodes updated");
+                }
+                state.excluded = excluded;
+            }
+            FileKind::ClientConf => {
+                let conf = files::parse_client_conf(&text);
+                tracing::info!(file = %path, items = conf.items.len(), "dynamic client conf updated");
+                self.files.write().client_conf = Some(conf);
+                self.refresh_storages();
+            }
+            FileKind::Quota => {
+                let (limits, error) = files::parse_quota(&text);
+                if let Some(error) = error {
+                    tracing::error!(file = %path, error, "quota file has a bad line; later lines ignored");
+                }
+                tracing::info!(file = %path, users = limits.len(), "user quotas updated");
+                self.quotas.lock().set_limits(limits);
+            }
+            FileKind::Candidates => {
+                let candidates = files::parse_lines(&text, false);
+                if candidates.is_empty() {
+                    tracing::warn!(file = %path, "candidates file is empty; keeping the last candidates");
+                    return;
+                }
+                self.files.write().candidates = candidates;
+            }
+        }
+    }
+
+    /// Recomputes the remote storage paths from the dynamic client conf (when it names them)
+    /// or `[coordinator]`.
+    fn refresh_storages(&self) {
+        let (paths, cluster_conf) = {
+            let state = self.files.read();
+            let file = state.client_conf.as_ref();
+            let paths = file
+                .and_then(|f| f.remote_storage_path.clone())
+                .or_else(|| self.options.remote_storage_path.clone())
+                .unwrap_or_default();
+            let cluster_conf = match file.and_then(|f| f.remote_storage_cluster_conf.as_ref()) {
+                Some(text) => files::parse_cluster_conf(text).unwrap_or_else(|e| {
+                    tracing::warn!(error = %e, "remote storage cluster conf is malformed; using none");
+                    BTreeMap::new()
+                }),
+                None => self.options.remote_storage_cluster_conf.clone(),
+            };
+            (paths, cluster_conf)
+        };
+        self.storages.lock().refresh(&paths, &cluster_conf);
+    }
+
+    /// Polls every configured operator file at its interval until `cancel` fires.
+    pub fn spawn_watchers(self: &Arc<Self>, cancel: CancellationToken, tracker: &TaskTracker) {
+        for kind in FileKind::ALL {
+            let Some((path, interval)) = self.file_option(kind).cloned() else {
+                continue;
+            };
+            let file = Arc::new(Mutex::new(WatchedFile::new(path)));
+            // The first poll re-reads what `open` read, which is harmless.
+            let coordinator = Arc::clone(self);
+            crate::tasks::periodic(tracker, interval, cancel.clone(), move || {
+                let file = Arc::clone(&file);
+                let coordinator = Arc::clone(&coordinator);
+                async move {
+                    let polled = tokio::task::spawn_blocking(move || {
+                        let mut file = file.lock();
+                        let poll = file.poll();
+                        coordinator.apply(kind, &file, poll);
+                    })
+                    .await;
+                    if let Err(e) = polled {
+                        tracing::warn!(error = %e, ?kind, "coordinator file poll failed");
+                    }
+                }
+            });
+        }
+    }
+
+    /// Re-reads the access checkers' files (quota, candidates) now, whatever their poll
+    /// interval: Java's `/api/admin/refreshChecker`. Returns how many files were read.
+    pub fn refresh_access_files(&self) -> usize {
+        let mut read = 0;
+        for kind in [FileKind::Quota, FileKind::Candidates] {
+            if let Some((path, _)) = self.file_option(kind) {
+                let mut file = WatchedFile::new(path.clone());
+                let poll = file.poll();
+                self.apply(kind, &file, poll);
+                read += 1;
+            }
+        }
+        read
+    }
+
+    /// Whether server `id` is excluded, by the exclude-nodes file or at runtime through the REST
+    /// API (Java keeps both in one set). Excluded servers are never assigned and do not count
+    /// as available for `accessCluster`.
+    pub fn is_excluded(&self, id: &str) -> bool {
+        self.files.read().excluded.contains(id) || self.excluded.lock().contains(id)
+    }
+
+    /// Live servers not excluded: the ones assignment and the load checker look at.
+    fn assignable(&self) -> Vec<ServerNode> {
+        let mut live = self.servers.live();
+        live.retain(|s| !self.is_excluded(&s.id));
+        live
+    }
+
+    /// `accessCluster`: runs the configured checkers in order. Ok carries the access uuid
+    /// (recorded as one of the user's apps when the quota checker is on); Err the first
+    /// denial's message.
+    pub fn access(&self, req: &AccessRequest<'_>) -> Result<String, String> {
+        let uuid = self.access_id();
+        for checker in &self.options.access.checkers {
+            match checker {
+                AccessCheckerKind::ClusterLoad => access::check_cluster_load(
+                    &self.assignable(),
+                    req,
+                    &self.options.access,
+                    self.options.default_server_number,
+                )?,
+                AccessCheckerKind::Quota => self.quotas.lock().check(
+                    req.user,
+                    &uuid,
+                    self.options.access.default_app_num,
+                    Instant::now(),
+                )?,
+                AccessCheckerKind::Candidates => {
+                    access::check_candidates(&self.files.read().candidates, req)?
+                }
+            }
+        }
+        Ok(uuid)
+    }
+
+    /// Client conf items for `fetchClientConf(V2)`: `[coordinator] client_conf`, overridden
+    /// by the dynamic client conf file's items. Java 0.10 applies the file through
+    /// `rss.coordinator.client.confApplyStrategy`, whose only shipped strategy (the default,
+    /// `BypassRssClientConfApplyStrategy`) answers every user and property set alike; so does
+    /// this.
+    pub fn client_conf(&self) -> Vec<(String, String)> {
+        let mut items: BTreeMap<String, String> =
+            self.options.client_conf.iter().cloned().collect();
+        if let Some(file) = &self.files.read().client_conf {
+            items.extend(file.items.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        items.into_iter().collect()
+    }
+
+    /// `fetchRemoteStorage`: the app's remote storage, chosen once by app count (APP_BALANCE).
+    /// The choice is released when the app expires; like Java, this call alone does not make
+    /// the app known (clients register and heartbeat it first).
+    pub fn remote_storage(&self, app_id: &str) -> Option<RemoteStorage> {
+        self.storages.lock().pick(app_id)
+    }
+
+    /// Apps per remote storage path.
+    pub fn remote_storage_counts(&self) -> BTreeMap<String, u64> {
+        self.storages.lock().counts()
+    }
+
+    /// Apps and pending admissions per user, as the quota checker counts them.
+    pub fn user_app_counts(&self) -> HashMap<String, usize> {
+        self.quotas.lock().counts(Instant::now())
     }
 
     /// The policy in force.
@@ -138,15 +461,16 @@ impl Coordinator {
         app_id: &str,
         req: &AssignRequest<'_>,
     ) -> Result<Vec<proto::PartitionRangeAssignment>, AssignError> {
-        let mut live = self.servers.live();
-        {
-            let excluded = self.excluded.lock();
-            live.retain(|s| !excluded.contains(&s.id));
-        }
+        let live = self.assignable();
+        let policy = AssignPolicy {
+            shuffle_nodes_max: self.options.default_server_number,
+            host: self.options.host_strategy,
+            partition: self.options.partition_strategy,
+        };
         let mut apps = self.apps.lock();
         let now = Instant::now();
         let load = apps.load(now);
-        let ranges = assign::assign(&live, &load, req, self.options.default_server_number)?;
+        let ranges = assign::assign(&live, &load, req, &policy)?;
         apps.add_load(app_id, assign::partitions_per_server(&ranges), now);
         drop(apps);
         Ok(ranges
@@ -161,12 +485,16 @@ impl Coordinator {
 
     /// `appHeartbeat`: keeps the app (and its load) alive.
     pub fn app_heartbeat(&self, app_id: &str) {
-        self.apps.lock().touch(app_id, Instant::now());
+        let now = Instant::now();
+        self.apps.lock().touch(app_id, now);
+        self.quotas.lock().touch(app_id, now);
     }
 
-    /// `registerApplicationInfo`: starts tracking the app.
+    /// `registerApplicationInfo`: starts tracking the app, in the quota's count too.
     pub fn register_app(&self, app_id: &str, user: &str) {
-        self.apps.lock().register(app_id, user, Instant::now());
+        let now = Instant::now();
+        self.apps.lock().register(app_id, user, now);
+        self.quotas.lock().register(app_id, user, now);
     }
 
     /// Records the client version of a registered app (0.10 `registerApplicationInfo`).
@@ -210,9 +538,11 @@ impl Coordinator {
         }
     }
 
-    /// The excluded server ids, sorted.
+    /// The excluded server ids, sorted: the runtime set and the exclude-nodes file's.
     pub fn excluded(&self) -> BTreeSet<String> {
-        self.excluded.lock().clone()
+        let mut all = self.excluded.lock().clone();
+        all.extend(self.files.read().excluded.iter().cloned());
+        all
     }
 
     /// Partitions assigned per server id, over the live apps: the load the next assignment
@@ -231,7 +561,15 @@ impl Coordinator {
     /// Drops silent servers and expired apps. Reads already ignore them; this only frees memory.
     pub fn sweep(&self) {
         self.servers.sweep();
-        self.apps.lock().sweep(Instant::now());
+        let now = Instant::now();
+        let expired = self.apps.lock().sweep(now);
+        if !expired.is_empty() {
+            let mut storages = self.storages.lock();
+            for app_id in &expired {
+                storages.release(app_id);
+            }
+        }
+        self.quotas.lock().expire(now);
     }
 
     /// Runs [`Coordinator::sweep`] every half of the shorter timeout until `cancel` fires.
@@ -244,4 +582,22 @@ impl Coordinator {
             std::future::ready(())
         });
     }
+}
+
+/// The operator files the coordinator watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileKind {
+    Exclude,
+    ClientConf,
+    Quota,
+    Candidates,
+}
+
+impl FileKind {
+    const ALL: [FileKind; 4] = [
+        FileKind::Exclude,
+        FileKind::ClientConf,
+        FileKind::Quota,
+        FileKind::Candidates,
+    ];
 }

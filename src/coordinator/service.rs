@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 use crate::proto::coordinator_server_server::{CoordinatorServer, CoordinatorServerServer};
 use crate::proto::{self, StatusCode};
 
-use super::{AssignRequest, Coordinator};
+use super::{AccessRequest, AssignRequest, Coordinator};
 
 /// The gRPC front end of a [`Coordinator`].
 #[derive(Debug, Clone)]
@@ -33,13 +33,9 @@ impl CoordinatorService {
             ret_msg: String::new(),
             client_conf: self
                 .coordinator
-                .options()
-                .client_conf
-                .iter()
-                .map(|(key, value)| proto::ClientConfItem {
-                    key: key.clone(),
-                    value: value.clone(),
-                })
+                .client_conf()
+                .into_iter()
+                .map(|(key, value)| proto::ClientConfItem { key, value })
                 .collect(),
         }
     }
@@ -81,6 +77,7 @@ impl CoordinatorServer for CoordinatorService {
             server_number: req.assignment_shuffle_server_number,
             require_tags: &req.require_tags,
             faulty_server_ids: &req.faulty_server_ids,
+            estimate_task_concurrency: req.estimate_task_concurrency,
         };
         let response = match self.coordinator.assign(&req.application_id, &assign) {
             Ok(assignments) => {
@@ -215,15 +212,34 @@ impl CoordinatorServer for CoordinatorService {
         request: Request<proto::AccessClusterRequest>,
     ) -> Rpc<proto::AccessClusterResponse> {
         let req = request.into_inner();
-        // No access checkers: every client is let in, as a Java coordinator without
-        // `rss.coordinator.access.checkers` does.
-        let uuid = self.coordinator.access_id();
-        tracing::info!(access_id = %req.access_id, user = %req.user, uuid, "cluster access granted");
-        Ok(Response::new(proto::AccessClusterResponse {
-            status: StatusCode::Success as i32,
-            ret_msg: "SUCCESS".into(),
-            uuid,
-        }))
+        let access = AccessRequest {
+            access_id: &req.access_id,
+            tags: &req.tags,
+            properties: &req.extra_properties,
+            user: &req.user,
+        };
+        // With no checkers configured everyone is let in, as a Java coordinator with an empty
+        // `rss.coordinator.access.checkers`.
+        let response = match self.coordinator.access(&access) {
+            Ok(uuid) => {
+                tracing::info!(access_id = %req.access_id, user = %req.user, uuid, "cluster access granted");
+                proto::AccessClusterResponse {
+                    status: StatusCode::Success as i32,
+                    ret_msg: "SUCCESS".into(),
+                    uuid,
+                }
+            }
+            Err(message) => {
+                tracing::warn!(access_id = %req.access_id, user = %req.user, %message, "cluster access denied");
+                // Java answers a denial with an empty uuid.
+                proto::AccessClusterResponse {
+                    status: StatusCode::AccessDenied as i32,
+                    ret_msg: message,
+                    uuid: String::new(),
+                }
+            }
+        };
+        Ok(Response::new(response))
     }
 
     async fn fetch_client_conf(
@@ -237,7 +253,8 @@ impl CoordinatorServer for CoordinatorService {
         &self,
         _request: Request<proto::FetchClientConfRequest>,
     ) -> Rpc<proto::FetchClientConfResponse> {
-        // The same items for every user and property set: there are no per-user rules.
+        // The same items for every user and property set, as Java's default (and only shipped)
+        // apply strategy answers; see `Coordinator::client_conf`.
         Ok(Response::new(self.client_conf()))
     }
 
@@ -246,19 +263,22 @@ impl CoordinatorServer for CoordinatorService {
         request: Request<proto::FetchRemoteStorageRequest>,
     ) -> Rpc<proto::FetchRemoteStorageResponse> {
         let req = request.into_inner();
-        tracing::debug!(app_id = %req.app_id, "remote storage requested");
-        // One path for every app: there is no per-app storage selection.
+        let storage = self.coordinator.remote_storage(&req.app_id);
+        tracing::debug!(app_id = %req.app_id, path = storage.as_ref().map_or("", |s| s.path.as_str()),
+            "remote storage picked");
+        // No path configured: SUCCESS with an empty path, as Java answers.
+        let remote_storage =
+            storage.map_or_else(proto::RemoteStorage::default, |s| proto::RemoteStorage {
+                path: s.path,
+                remote_storage_conf: s
+                    .conf
+                    .into_iter()
+                    .map(|(key, value)| proto::RemoteStorageConfItem { key, value })
+                    .collect(),
+            });
         Ok(Response::new(proto::FetchRemoteStorageResponse {
             status: StatusCode::Success as i32,
-            remote_storage: Some(proto::RemoteStorage {
-                path: self
-                    .coordinator
-                    .options()
-                    .remote_storage_path
-                    .clone()
-                    .unwrap_or_default(),
-                remote_storage_conf: Vec::new(),
-            }),
+            remote_storage: Some(remote_storage),
         }))
     }
 }

@@ -489,8 +489,13 @@ async fn app_infos(State(ctx): Ctx) -> Response {
 /// configured access checker and answers `data: null`. The embedded coordinator admits every
 /// app (no checker is configured, as in Java with `rss.coordinator.access.checkers` empty), so
 /// there is nothing to reload; access checkers added later must reload here.
-async fn refresh_checker() -> Response {
-    tracing::info!("refreshChecker: no access checkers are configured, nothing to refresh");
+async fn refresh_checker(State(ctx): Ctx) -> Response {
+    // The files are small; reading them on the blocking pool keeps the runtime free.
+    let coordinator = Arc::clone(&ctx.coordinator);
+    let read = tokio::task::spawn_blocking(move || coordinator.refresh_access_files())
+        .await
+        .unwrap_or(0);
+    tracing::info!(files = read, "refreshChecker: access checker files re-read");
     success(Value::Null)
 }
 

@@ -1,0 +1,262 @@
+//! The coordinator's operator files, re-read when they change: the exclude-nodes file, the
+//! dynamic client conf, the per-user quota file and the access candidates. Like the Java
+//! coordinator, each file is polled at its own interval and re-parsed only when its
+//! modification time moved, so an operator edits a file in place and the coordinator follows
+//! without a restart. Reads are blocking `std::fs` calls on the blocking pool.
+//!
+//! The parsers are pure and follow the Java 0.10 formats (read from `SimpleClusterManager`,
+//! `QuotaManager`, `AccessCandidatesChecker`, `LegacyClientConfParser` and
+//! `CoordinatorUtils.extractRemoteStorageConf`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// A file and the modification time of its last read.
+#[derive(Debug)]
+pub(super) struct WatchedFile {
+    path: PathBuf,
+    seen: Option<SystemTime>,
+}
+
+/// What one poll found.
+#[derive(Debug, PartialEq)]
+pub(super) enum Poll {
+    /// Same modification time as the last read: nothing to do.
+    Unchanged,
+    /// The file is absent (or not a regular file).
+    Missing,
+    /// New content.
+    Changed(String),
+    /// It exists but could not be read; the caller keeps what it had.
+    Failed(String),
+}
+
+impl WatchedFile {
+    pub(super) fn new(path: PathBuf) -> Self {
+        WatchedFile { path, seen: None }
+    }
+
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the file if its modification time differs from the last read's. A file that goes
+    /// missing is read again whenever it comes back.
+    pub(super) fn poll(&mut self) -> Poll {
+        let modified = match std::fs::metadata(&self.path) {
+            Ok(meta) if meta.is_file() => meta.modified().ok(),
+            Ok(_) => {
+                self.seen = None;
+                return Poll::Missing;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.seen = None;
+                return Poll::Missing;
+            }
+            Err(e) => return Poll::Failed(e.to_string()),
+        };
+        if modified.is_some() && modified == self.seen {
+            return Poll::Unchanged;
+        }
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => {
+                self.seen = modified;
+                Poll::Changed(text)
+            }
+            Err(e) => Poll::Failed(e.to_string()),
+        }
+    }
+}
+
+/// One trimmed entry per non-empty line; lines starting with `#` are comments. The
+/// exclude-nodes file (server ids) and, without comments, the access candidates file.
+pub(super) fn parse_lines(text: &str, comments: bool) -> HashSet<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !(line.is_empty() || comments && line.starts_with('#')))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The quota file: `user = appNum` per line, `#` comments. Java stops at the first bad line
+/// and keeps what it read before it; so does this, returning the error with what was read.
+pub(super) fn parse_quota(text: &str) -> (HashMap<String, i64>, Option<String>) {
+    let mut quotas = HashMap::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut parts = line.split('=');
+        let user = parts.next().unwrap_or("").trim();
+        let num = parts
+            .next()
+            .map(str::trim)
+            .and_then(|n| n.parse::<i64>().ok());
+        match num {
+            Some(num) => {
+                quotas.insert(user.to_owned(), num);
+            }
+            None => return (quotas, Some(format!("bad quota line {line:?}"))),
+        }
+    }
+    (quotas, None)
+}
+
+/// The dynamic client conf in Java's LEGACY format: one `key value` pair per line split on
+/// whitespace; lines without exactly two tokens are skipped. The remote storage keys are
+/// taken out of the client items, as Java does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct ClientConfFile {
+    /// Items served by `fetchClientConf(V2)`.
+    pub(super) items: BTreeMap<String, String>,
+    /// `rss.coordinator.remote.storage.path`, if the file sets it.
+    pub(super) remote_storage_path: Option<String>,
+    /// `rss.coordinator.remote.storage.cluster.conf`, if the file sets it.
+    pub(super) remote_storage_cluster_conf: Option<String>,
+}
+
+/// Java's key for the remote storage paths (also a `[coordinator]` setting).
+pub const REMOTE_STORAGE_PATH_KEY: &str = "rss.coordinator.remote.storage.path";
+/// Java's key for the per-cluster Hadoop conf items.
+pub const REMOTE_STORAGE_CLUSTER_CONF_KEY: &str = "rss.coordinator.remote.storage.cluster.conf";
+
+pub(super) fn parse_client_conf(text: &str) -> ClientConfFile {
+    let mut conf = ClientConfFile::default();
+    for line in text.lines() {
+        let tokens: Vec<&str> = line.split_whitespace().collect();
+        let [key, value] = tokens[..] else {
+            continue;
+        };
+        match key {
+            REMOTE_STORAGE_PATH_KEY => conf.remote_storage_path = Some(value.to_owned()),
+            REMOTE_STORAGE_CLUSTER_CONF_KEY => {
+                conf.remote_storage_cluster_conf = Some(value.to_owned())
+            }
+            _ => {
+                conf.items.insert(key.to_owned(), value.to_owned());
+            }
+        }
+    }
+    conf
+}
+
+/// Per-cluster Hadoop conf in Java's format `cluster,k1=v1,k2=v2;cluster2,k=v`, where the
+/// cluster is the host of a remote storage path (`hdfs://<host>/...`). Like Java, any malformed
+/// part makes the whole value count as empty; the error says which part.
+pub fn parse_cluster_conf(
+    text: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
+    let mut clusters = BTreeMap::new();
+    if text.is_empty() {
+        return Ok(clusters);
+    }
+    for cluster in text.split(';') {
+        let mut items = cluster.split(',');
+        let id = items.next().unwrap_or("");
+        let mut conf = BTreeMap::new();
+        for item in items {
+            let kv: Vec<&str> = item.split('=').collect();
+            let [key, value] = kv[..] else {
+                return Err(format!("{cluster:?}: expected cluster,k1=v1,..."));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if key.is_empty() || value.is_empty() {
+                return Err(format!("{cluster:?}: empty key or value"));
+            }
+            conf.insert(key.to_owned(), value.to_owned());
+        }
+        if conf.is_empty() {
+            return Err(format!("{cluster:?}: expected cluster,k1=v1,..."));
+        }
+        clusters.insert(id.to_owned(), conf);
+    }
+    Ok(clusters)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exclude_and_candidate_lines() {
+        let set = parse_lines("a-1\n\n # comment\n  b-2  \n#c\n", true);
+        assert_eq!(set, HashSet::from(["a-1".into(), "b-2".into()]));
+        let set = parse_lines("q1\n#q2\n", false);
+        assert_eq!(set, HashSet::from(["q1".into(), "#q2".into()]));
+    }
+
+    #[test]
+    fn quota_lines_stop_at_the_first_bad_one() {
+        let (q, err) = parse_quota("# users\nalice = 2\nbob=0\n");
+        assert_eq!(q, HashMap::from([("alice".into(), 2), ("bob".into(), 0)]));
+        assert!(err.is_none());
+        let (q, err) = parse_quota("alice = 2\nbob\ncarol = 1\n");
+        assert_eq!(q, HashMap::from([("alice".into(), 2)]));
+        assert!(err.unwrap().contains("bob"));
+    }
+
+    #[test]
+    fn legacy_client_conf_takes_storage_keys_apart() {
+        let conf = parse_client_conf(
+            "spark.rss.storage.type MEMORY_LOCALFILE_HDFS\n\
+             rss.coordinator.remote.storage.path hdfs://ns1/rss,hdfs://ns2/rss\n\
+             rss.coordinator.remote.storage.cluster.conf ns1,dfs.replication=2\n\
+             three tokens here\n\
+             \n  rss.writer.buffer.size\t4m  \n",
+        );
+        assert_eq!(
+            conf.items,
+            BTreeMap::from([
+                (
+                    "spark.rss.storage.type".into(),
+                    "MEMORY_LOCALFILE_HDFS".into()
+                ),
+                ("rss.writer.buffer.size".into(), "4m".into()),
+            ])
+        );
+        assert_eq!(
+            conf.remote_storage_path.as_deref(),
+            Some("hdfs://ns1/rss,hdfs://ns2/rss")
+        );
+        assert_eq!(
+            conf.remote_storage_cluster_conf.as_deref(),
+            Some("ns1,dfs.replication=2")
+        );
+    }
+
+    #[test]
+    fn cluster_conf_format() {
+        let conf = parse_cluster_conf("ns1,k1=v1,k2=v2;ns2,k=v").unwrap();
+        assert_eq!(conf.len(), 2);
+        assert_eq!(conf["ns1"]["k2"], "v2");
+        assert_eq!(conf["ns2"]["k"], "v");
+        assert!(parse_cluster_conf("").unwrap().is_empty());
+        for bad in ["ns1", "ns1,k1", "ns1,k1=v1=x", "ns1,=v", "ns1,k=v;ns2"] {
+            assert!(parse_cluster_conf(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn watched_file_reports_changes_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut file = WatchedFile::new(path.clone());
+        assert_eq!(file.poll(), Poll::Missing);
+        std::fs::write(&path, "a").unwrap();
+        assert_eq!(file.poll(), Poll::Changed("a".into()));
+        assert_eq!(file.poll(), Poll::Unchanged);
+        // A different modification time, whatever the clock's granularity.
+        let later = SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::write(&path, "b").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        assert_eq!(file.poll(), Poll::Changed("b".into()));
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(file.poll(), Poll::Missing);
+    }
+}
