@@ -436,6 +436,9 @@ pub async fn start(config: Config) -> Result<Running> {
         tracing::info!("embedded coordinator enabled on the gRPC port");
         coordinator
     });
+    if let Some(c) = &coordinator {
+        metrics.attach_coordinator(Arc::clone(c), false)?;
+    }
 
     let grpc_stop = CancellationToken::new();
     let limits = &config.limits;

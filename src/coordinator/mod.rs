@@ -30,7 +30,7 @@ use crate::config::CoordinatorConfig;
 use crate::proto;
 
 pub use assign::{AssignError, AssignRequest, RangeAssignment};
-pub use registry::{ServerNode, ServerRegistry};
+pub use registry::{ServerCounts, ServerNode, ServerRegistry};
 pub use service::CoordinatorService;
 
 use apps::Apps;
@@ -78,8 +78,25 @@ pub struct Coordinator {
     apps: Mutex<Apps>,
     /// Tells this instance's `accessCluster` ids apart from another's.
     instance_tag: u32,
-    /// Counts `accessCluster` calls, so each id is unique within the instance.
+    /// Counts `accessCluster` calls, so each id is unique within the instance; also
+    /// `total_access_request`.
     access_count: AtomicU64,
+    /// `accessCluster` refusals by [`AccessDenial`], in its order.
+    access_denied: [AtomicU64; 3],
+}
+
+/// Which of Java's access checkers refused an `accessCluster` request; each has its counter
+/// (`total_candidates_denied_request`, `total_load_denied_request`,
+/// `total_quota_denied_request`). The checker that refuses calls
+/// [`Coordinator::record_access_denied`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessDenial {
+    /// `AccessCandidatesChecker`: the access id is not in the candidates file.
+    Candidates,
+    /// `AccessClusterLoadChecker`: too few servers with enough free memory.
+    Load,
+    /// `AccessQuotaChecker`: the user runs as many apps as the quota allows.
+    Quota,
 }
 
 impl Coordinator {
@@ -97,6 +114,7 @@ impl Coordinator {
             options,
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
+            access_denied: Default::default(),
         }
     }
 
@@ -172,6 +190,38 @@ impl Coordinator {
     pub fn access_id(&self) -> String {
         let n = self.access_count.fetch_add(1, Ordering::Relaxed) + 1;
         format!("{}-{n}", self.instance_tag)
+    }
+
+    /// `accessCluster` requests so far (`total_access_request`).
+    pub fn access_requests(&self) -> u64 {
+        self.access_count.load(Ordering::Relaxed)
+    }
+
+    /// Counts one refusal of `accessCluster` by `why`.
+    pub fn record_access_denied(&self, why: AccessDenial) {
+        self.access_denied[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Refusals by `why` so far.
+    pub fn access_denied(&self, why: AccessDenial) -> u64 {
+        self.access_denied[why as usize].load(Ordering::Relaxed)
+    }
+
+    /// Apps ever seen (`total_app_num`), including expired ones.
+    pub fn total_apps(&self) -> u64 {
+        self.apps.lock().created()
+    }
+
+    /// Live apps registered through `registerApplicationInfo`, per user (`app_num`).
+    pub fn apps_per_user(&self) -> std::collections::BTreeMap<String, u64> {
+        self.apps.lock().per_user(Instant::now())
+    }
+
+    /// Servers excluded from assignment (`exclude_server_num`). This coordinator has no
+    /// exclude list yet, so none is excluded: the count is truly 0, and the exclude list, when
+    /// it comes, reports its size here.
+    pub fn excluded_count(&self) -> usize {
+        0
     }
 
     /// Drops silent servers and expired apps. Reads already ignore them; this only frees memory.

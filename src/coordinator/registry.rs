@@ -96,6 +96,22 @@ pub struct ServerRegistry {
     timeout: Duration,
     /// `parking_lot` mutex: sections are map lookups and copies, never an await.
     servers: Mutex<HashMap<String, ServerNode>>,
+    /// Ids swept for silence and not heard from since: Java's `lostNodes`, which
+    /// `lost_server_num` counts. A heartbeat takes the id out again.
+    lost: Mutex<BTreeSet<String>>,
+}
+
+/// The server counts the coordinator's metrics report, read at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerCounts {
+    /// Live servers of any status (`total_server_num`: Java's node map after lost nodes left it).
+    pub total: usize,
+    /// Live servers whose status is ACTIVE (`active_server_num`).
+    pub active: usize,
+    /// Live servers whose status is UNHEALTHY (`unhealthy_server_num`).
+    pub unhealthy: usize,
+    /// Servers silent past the timeout, swept or not yet (`lost_server_num`).
+    pub lost: usize,
 }
 
 impl ServerRegistry {
@@ -104,6 +120,7 @@ impl ServerRegistry {
         ServerRegistry {
             timeout,
             servers: Mutex::new(HashMap::new()),
+            lost: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -114,7 +131,32 @@ impl ServerRegistry {
             tracing::info!(server_id = %node.id, ip = %node.ip, port = node.grpc_port,
                 tags = ?node.tags, status = ?node.status, "shuffle server joined");
         }
+        self.lost.lock().remove(&node.id);
         servers.insert(node.id.clone(), node);
+    }
+
+    /// The counts behind the coordinator's server gauges. A silent server counts as lost from
+    /// the moment it passes the timeout, as every read here treats it, not only once swept.
+    pub fn counts(&self) -> ServerCounts {
+        let now = Instant::now();
+        let servers = self.servers.lock();
+        let mut counts = ServerCounts::default();
+        let mut silent = 0;
+        for s in servers.values() {
+            if !self.is_live(s, now) {
+                silent += 1;
+                continue;
+            }
+            counts.total += 1;
+            match s.status {
+                ServerStatus::Active => counts.active += 1,
+                ServerStatus::Unhealthy => counts.unhealthy += 1,
+                _ => {}
+            }
+        }
+        drop(servers);
+        counts.lost = self.lost.lock().len() + silent;
+        counts
     }
 
     /// Live servers (heard from within the timeout), any status, sorted by id so callers are
@@ -157,15 +199,20 @@ impl ServerRegistry {
         let now = Instant::now();
         let mut servers = self.servers.lock();
         let before = servers.len();
+        let mut gone = Vec::new();
         servers.retain(|id, s| {
             let live = self.is_live(s, now);
             if !live {
                 tracing::warn!(server_id = %id, silent_for = ?now.duration_since(s.last_seen),
                     "shuffle server lost: no heartbeat within the timeout");
+                gone.push(id.clone());
             }
             live
         });
-        before - servers.len()
+        let swept = before - servers.len();
+        // Lock order servers → lost, as in `upsert`.
+        self.lost.lock().extend(gone);
+        swept
     }
 
     fn is_live(&self, server: &ServerNode, now: Instant) -> bool {
@@ -249,8 +296,34 @@ mod tests {
         assert_eq!(registry.sweep(), 1);
         assert_eq!(registry.sweep(), 0);
 
+        assert_eq!(registry.counts().lost, 1, "a swept server stays lost");
+
         // A heartbeat brings a server back.
         registry.upsert(ServerNode::from_heartbeat(&heartbeat("a"), Instant::now()).unwrap());
         assert_eq!(registry.live_count(), 2);
+        assert_eq!(registry.counts().lost, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn counts_split_live_servers_by_status_and_lost_ones() {
+        let registry = ServerRegistry::new(Duration::from_secs(30));
+        let mut sick = heartbeat("sick");
+        sick.status = Some(ServerStatus::Unhealthy as i32);
+        let mut leaving = heartbeat("leaving");
+        leaving.status = Some(ServerStatus::Decommissioning as i32);
+        registry.upsert(ServerNode::from_heartbeat(&heartbeat("old"), Instant::now()).unwrap());
+        tokio::time::advance(Duration::from_secs(31)).await;
+        for req in [heartbeat("a"), sick, leaving] {
+            registry.upsert(ServerNode::from_heartbeat(&req, Instant::now()).unwrap());
+        }
+        let expected = ServerCounts {
+            total: 3,
+            active: 1,
+            unhealthy: 1,
+            lost: 1,
+        };
+        assert_eq!(registry.counts(), expected, "silent before the sweep");
+        registry.sweep();
+        assert_eq!(registry.counts(), expected, "and after it");
     }
 }

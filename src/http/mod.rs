@@ -7,6 +7,7 @@
 //! | `GET /metrics`, `/metrics/{type}`, `/api/shuffleServer/metrics[/{type}]` | JSON samples (no type: `all`) | open |
 //! | `GET /prometheus/metrics/{type}`, `/api/shuffleServer/prometheus/metrics/{type}` | text 0.0.4 | open |
 //! | `GET /api/shuffleServer/conf` | from a Java `server.conf`: its `rss.*` keys as written (as Java's `getAll`); from TOML: every Spillway key; values as strings, credentials never shown | open |
+//! | `GET /api/coordinator/metrics[/{type}]`, `/api/coordinator/prometheus/metrics/{type}` | the embedded coordinator's registries (`coordinator.rs`) | open |
 //! | `GET /api/shuffleServer/stacks` | threads and runtime summary (text) | open |
 //! | `GET /status`, `GET /health` | JSON state; 200/503 | open |
 //! | `GET /admin/state` | JSON state | open |
@@ -25,6 +26,7 @@
 mod admin;
 mod auth;
 mod conf_ops;
+pub mod coordinator;
 mod pprof;
 pub mod tls;
 
@@ -79,6 +81,11 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/api/shuffleServer/confOps/update", post(conf_ops::update))
         .route("/confOps/update", post(conf_ops::update))
         .route_layer(middleware::from_fn_with_state(auth, auth::require_admin));
+    let coordinator = if state.metrics.has_coordinator() {
+        coordinator::router(Arc::clone(&state.metrics), false)
+    } else {
+        Router::new()
+    };
     Router::new()
         .route("/metrics", get(json_all))
         .route("/metrics/{kind}", get(json_metrics))
@@ -99,6 +106,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         .route("/admin/state", get(admin::status))
         .merge(admin)
         .with_state(state)
+        .merge(coordinator)
 }
 
 /// Serves `router` on `listener` until `stop` fires; in-flight requests finish first (the
