@@ -874,7 +874,7 @@ fn spawn_status_watcher(
 }
 
 /// The host's first non-loopback IPv4 address by its name, else 127.0.0.1.
-fn host_ip() -> String {
+pub(crate) fn host_ip() -> String {
     let name = nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())

@@ -6,12 +6,14 @@
 //! - `apps.rs`: apps from registration/heartbeats/assignments, with the load assigned to each
 //! - `assign.rs`: the assignment rule (pure), see its module doc
 //! - `service.rs`: the tonic handlers; every RPC answers with a status code, never a gRPC error
+//! - `process.rs`: a coordinator-only process (`role = "coordinator"`, a Java coordinator.conf)
 //!
 //! Shuffle servers, this one included, reach it through ordinary heartbeats to
 //! `<host>:<grpc_port>`; nothing here special-cases the local server.
 
 mod apps;
 pub mod assign;
+pub mod process;
 pub mod registry;
 mod service;
 
