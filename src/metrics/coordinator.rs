@@ -197,3 +197,32 @@ pub(super) fn merge(families: Vec<MetricFamily>) -> Vec<MetricFamily> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_puts_same_named_families_together_and_drops_a_type_clash() {
+        let gauge = |name: &str, v: f64| plain(name, MetricType::GAUGE, v);
+        let merged = merge(vec![
+            gauge("grpc_open", 1.0),
+            gauge("running_app_num", 2.0),
+            gauge("grpc_open", 3.0),
+            plain("running_app_num", MetricType::COUNTER, 4.0),
+        ]);
+        let names: Vec<&str> = merged.iter().map(|f| f.name()).collect();
+        assert_eq!(names, ["grpc_open", "running_app_num"]);
+        let values: Vec<f64> = merged[0]
+            .get_metric()
+            .iter()
+            .map(|m| m.get_gauge().get_value())
+            .collect();
+        assert_eq!(values, [1.0, 3.0]);
+        assert_eq!(
+            merged[1].get_metric().len(),
+            1,
+            "the counter of a gauge's name"
+        );
+    }
+}

@@ -9,6 +9,8 @@
 //!  grpc    ← GrpcMetrics: tower layer on the gRPC server (+ handler_start for transport latency)
 //!  netty   ← NettyMetrics: the Netty handler's per-request guard
 //!  jvm     ← ProcessCollector (prometheus `process`), RuntimeCollector (tokio, jemalloc)
+//!  coordinator (when one runs here) ← coordinator.rs: Java's coordinator `server` and `grpc`
+//!          registries, served under /api/coordinator and pushed with the rest
 //! ```
 //! The families are Java's (`tests/fixtures/java_metric_families.txt` lists them with their
 //! sources); the README's metrics section says what each is computed from here, and which
