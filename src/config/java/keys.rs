@@ -90,10 +90,17 @@ pub fn lookup(key: &str) -> Option<&'static JavaKey> {
 /// The Java keys that set the Spillway key `spillway` (dotted, as `--print-config` and errors
 /// name it).
 pub fn java_names_of(spillway: &str) -> impl Iterator<Item = &'static str> + '_ {
-    KEYS.iter().filter_map(move |k| match k.treatment {
-        Treatment::Mapped { to, .. } if to.contains(&spillway) => Some(k.key),
-        _ => None,
-    })
+    // The coordinator's own keys too (a coordinator.conf's), each named once: the keys both
+    // read (`rss.rpc.server.port`) come from this table.
+    let coordinator_only = super::coordinator_keys::COORDINATOR_KEYS
+        .iter()
+        .filter(|k| lookup(k.key).is_none());
+    KEYS.iter()
+        .chain(coordinator_only)
+        .filter_map(move |k| match k.treatment {
+            Treatment::Mapped { to, .. } if to.contains(&spillway) => Some(k.key),
+            _ => None,
+        })
 }
 
 /// `toml` (Spillway's config as `--print-config` prints it) with each key that Java keys set
