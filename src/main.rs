@@ -121,6 +121,11 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("building the tokio runtime")?;
     let outcome = runtime.block_on(async {
+        if config.role == spillway::config::Role::Coordinator {
+            let running = spillway::coordinator::process::start(config).await?;
+            running.run_until(shutdown_signal()).await;
+            return anyhow::Ok(());
+        }
         let running = spillway::server::start(config).await?;
         let report = running.run_until(shutdown_signal()).await;
         if report.bytes_left_in_memory > 0 {

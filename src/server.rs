@@ -442,6 +442,7 @@ pub async fn start(config: Config) -> Result<Running> {
         coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
         coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
         tracing::info!("embedded coordinator enabled on the gRPC port");
+        metrics.attach_coordinator(Arc::clone(coordinator), false)?;
     }
 
     let grpc_stop = CancellationToken::new();
@@ -887,7 +888,7 @@ fn spawn_status_watcher(
 }
 
 /// The host's first non-loopback IPv4 address by its name, else 127.0.0.1.
-fn host_ip() -> String {
+pub(crate) fn host_ip() -> String {
     let name = nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())

@@ -181,3 +181,63 @@ async fn an_unreachable_gateway_never_blocks_serving() {
     let report = s.running.shutdown().await;
     assert!(!report.drain_timed_out);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_coordinators_families_are_pushed_beside_the_servers() {
+    let gw = gateway().await;
+    let mut s = start(1, |c| {
+        c.metrics.push_gateway_endpoint = Some(gw.url.clone());
+        c.metrics.push_interval = Duration::from_millis(100);
+        c.coordinator.enabled = true;
+        c.coordinator.register_self = false;
+    })
+    .await;
+    let id = s.running.server_id.clone();
+    register(&mut s.client, "push_app", 0, 0..1, false).await;
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut coordinator =
+        spillway::proto::coordinator_server_client::CoordinatorServerClient::new(channel);
+    coordinator
+        .register_application_info(spillway::proto::ApplicationInfoRequest {
+            app_id: "push_app".into(),
+            user: "alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let group = loop {
+        if let Some(g) = group_of(&gw, &id).await {
+            if sample(&g, "running_app_num") == Some(1.0) {
+                break g;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no push with the coordinator's app"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // The gateway took the merged body: one family per name, the server's and the
+    // coordinator's samples side by side.
+    assert_eq!(group["last_push_successful"], true);
+    let tags: Vec<&str> = group["grpc_open"]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["labels"]["tags"].as_str().unwrap())
+        .collect();
+    assert!(tags.contains(&"coordinator"), "{tags:?}");
+    assert!(tags.contains(&"ss_v5,ss_v4,GRPC,GRPC_NETTY"), "{tags:?}");
+    assert_eq!(
+        group["app_num"]["metrics"][0]["labels"]["user_name"],
+        "alice"
+    );
+    assert!(group.get("grpc_registered_shuffle_total").is_some());
+    s.running.shutdown().await;
+}

@@ -61,6 +61,18 @@ impl std::ops::Deref for Secret {
     }
 }
 
+/// What a Spillway process runs (`role`). Default: `server`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A shuffle server, with the embedded coordinator when `coordinator.enabled`.
+    #[default]
+    Server,
+    /// A coordinator-only process: the `[coordinator]` policy on `grpc_port`, its metrics on
+    /// `metrics.http_port`; the store, Netty and heartbeat settings are not used.
+    Coordinator,
+}
+
 /// Where spilled data goes, mirroring Uniffle's `rss.storage.type`.
 ///
 /// Which tiers hold the data, as Uniffle's `StorageType` names them. Memory always buffers
@@ -141,6 +153,11 @@ impl StoreType {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    /// What this process is: a shuffle server (with the embedded coordinator when
+    /// `coordinator.enabled`), or a coordinator-only process, which serves the coordinator's
+    /// gRPC service and its HTTP metrics and nothing else (no store, no heartbeats). A Java
+    /// `coordinator.conf` sets it to `coordinator`. Default: `"server"`.
+    pub role: Role,
     /// Which tiers sit behind memory. Default: `MEMORY_LOCALFILE`.
     pub store_type: StoreType,
     /// gRPC listen port; 0 picks an ephemeral port (tests). Default: 19999 (Uniffle's
@@ -213,6 +230,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
+            role: Role::default(),
             store_type: StoreType::default(),
             grpc_port: 19999,
             netty_port: 17000,

@@ -33,6 +33,9 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         // Destructure without `..` so a new field cannot be forgotten here.
         let Config {
+            // Either role is valid with any other setting: a coordinator-only process reads
+            // `grpc_port`, `bind_ip`, `[metrics]` and `[coordinator]`, all checked below.
+            role: _,
             store_type,
             grpc_port,
             netty_port,

@@ -11,8 +11,11 @@ use tokio::time::Instant;
 struct AppEntry {
     /// Last registration, heartbeat or assignment; `None` only before the first.
     last_seen: Option<Instant>,
-    /// User from `registerApplicationInfo` (logs only).
+    /// User from `registerApplicationInfo`: logs, and `app_num{user_name}`.
     user: String,
+    /// Whether `registerApplicationInfo` named the user. Java's per-user count (its quota
+    /// manager's) holds registered apps only, not apps known from heartbeats alone.
+    registered: bool,
     /// Partitions assigned per server id, over all of the app's shuffles.
     assigned: HashMap<String, u64>,
     /// Wall clock of the first time the app was heard from, ms since the epoch (REST API).
@@ -115,6 +118,7 @@ impl Apps {
         self.touch(app_id, now);
         if let Some(entry) = self.apps.get_mut(app_id) {
             entry.user = user.to_owned();
+            entry.registered = true;
         }
     }
 
@@ -147,6 +151,22 @@ impl Apps {
     /// Apps alive at `now`.
     pub(super) fn live_count(&self, now: Instant) -> usize {
         self.apps.values().filter(|e| self.is_live(e, now)).count()
+    }
+
+    /// Registered apps alive at `now`, per user.
+    pub(super) fn per_user(&self, now: Instant) -> std::collections::BTreeMap<String, u64> {
+        let mut users = std::collections::BTreeMap::new();
+        for entry in self.apps.values() {
+            if entry.registered && self.is_live(entry, now) {
+                *users.entry(entry.user.clone()).or_insert(0) += 1;
+            }
+        }
+        users
+    }
+
+    /// Apps ever added (`total_app_num`).
+    pub(super) fn created(&self) -> u64 {
+        self.total
     }
 
     /// Forgets apps silent for longer than the timeout, and with them their load; returns the
@@ -218,5 +238,29 @@ mod tests {
         assert!(apps.sweep(later + Duration::from_secs(60)).is_empty());
         assert_eq!(apps.sweep(later + Duration::from_secs(61)).len(), 1);
         assert!(apps.load(later).is_empty());
+    }
+
+    #[test]
+    fn per_user_counts_live_registered_apps_and_created_counts_every_new_id() {
+        let t0 = Instant::now();
+        let mut apps = Apps::new(Duration::from_secs(60));
+        apps.register("a1", "alice", t0);
+        apps.register("a2", "alice", t0);
+        apps.register("b1", "bob", t0 + Duration::from_secs(30));
+        apps.touch("anon", t0);
+        let users = apps.per_user(t0 + Duration::from_secs(60));
+        assert_eq!(users.get("alice"), Some(&2));
+        assert_eq!(users.get("bob"), Some(&1));
+        assert_eq!(users.len(), 2, "heartbeat-only apps have no user");
+        assert_eq!(apps.created(), 4);
+        let later = t0 + Duration::from_secs(61);
+        assert_eq!(apps.per_user(later).get("alice"), None);
+        apps.sweep(later);
+        apps.touch("a1", later);
+        assert_eq!(
+            apps.created(),
+            5,
+            "an expired app that returns is new again"
+        );
     }
 }

@@ -12,6 +12,7 @@
 //! - `service.rs`: the tonic handlers; every RPC answers with a status code, never a gRPC error
 //! - `rest/`: the Java coordinator's REST API (`/api/server/*`, `/api/app/*`,
 //!   `/api/coordinator/*`) on the HTTP port, including decommission over `ShuffleServerInternal`
+//! - `process.rs`: a coordinator-only process (`role = "coordinator"`, a Java coordinator.conf)
 //!
 //! Shuffle servers, this one included, reach it through ordinary heartbeats to
 //! `<host>:<grpc_port>`; nothing here special-cases the local server.
@@ -20,6 +21,7 @@ pub mod access;
 mod apps;
 pub mod assign;
 mod files;
+pub mod process;
 pub mod registry;
 pub mod rest;
 mod service;
@@ -46,7 +48,7 @@ pub use assign::RangeAssignment;
 pub use assign::{AssignError, AssignPolicy, AssignRequest, HostStrategy, PartitionStrategy};
 /// For the Java `coordinator.conf` mapping of `rss.coordinator.remote.storage.cluster.conf`.
 pub use files::parse_cluster_conf;
-pub use registry::{NodeReport, ServerNode, ServerRegistry};
+pub use registry::{NodeReport, ServerCounts, ServerNode, ServerRegistry};
 pub use service::CoordinatorService;
 pub use storage::RemoteStorage;
 
@@ -157,7 +159,8 @@ pub struct Coordinator {
     apps: Mutex<Apps>,
     /// Tells this instance's `accessCluster` ids apart from another's.
     instance_tag: u32,
-    /// Counts `accessCluster` calls, so each id is unique within the instance.
+    /// Counts `accessCluster` calls, so each id is unique within the instance; also
+    /// `total_access_request`.
     access_count: AtomicU64,
     /// Server ids never assigned, whatever their status (Java's excluded nodes), changed at
     /// runtime through the REST API; the exclude-nodes file's ids are in `files`. Short
@@ -169,6 +172,22 @@ pub struct Coordinator {
     quotas: Mutex<Quotas>,
     /// Remote storage paths and the apps on each.
     storages: Mutex<RemoteStorages>,
+    /// `accessCluster` refusals by [`AccessDenial`], in its order.
+    access_denied: [AtomicU64; 3],
+}
+
+/// Which of Java's access checkers refused an `accessCluster` request; each has its counter
+/// (`total_candidates_denied_request`, `total_load_denied_request`,
+/// `total_quota_denied_request`). The checker that refuses calls
+/// [`Coordinator::record_access_denied`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessDenial {
+    /// `AccessCandidatesChecker`: the access id is not in the candidates file.
+    Candidates,
+    /// `AccessClusterLoadChecker`: too few servers with enough free memory.
+    Load,
+    /// `AccessQuotaChecker`: the user runs as many apps as the quota allows.
+    Quota,
 }
 
 impl Coordinator {
@@ -187,6 +206,7 @@ impl Coordinator {
             options,
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
+            access_denied: Default::default(),
             excluded: Mutex::new(BTreeSet::new()),
             files: RwLock::new(FileState::default()),
             storages: Mutex::new(RemoteStorages::default()),
@@ -379,22 +399,33 @@ impl Coordinator {
     pub fn access(&self, req: &AccessRequest<'_>) -> Result<String, String> {
         let uuid = self.access_id();
         for checker in &self.options.access.checkers {
-            match checker {
-                AccessCheckerKind::ClusterLoad => access::check_cluster_load(
-                    &self.assignable(),
-                    req,
-                    &self.options.access,
-                    self.options.default_server_number,
-                )?,
-                AccessCheckerKind::Quota => self.quotas.lock().check(
-                    req.user,
-                    &uuid,
-                    self.options.access.default_app_num,
-                    Instant::now(),
-                )?,
-                AccessCheckerKind::Candidates => {
-                    access::check_candidates(&self.files.read().candidates, req)?
-                }
+            let (verdict, denial) = match checker {
+                AccessCheckerKind::ClusterLoad => (
+                    access::check_cluster_load(
+                        &self.assignable(),
+                        req,
+                        &self.options.access,
+                        self.options.default_server_number,
+                    ),
+                    AccessDenial::Load,
+                ),
+                AccessCheckerKind::Quota => (
+                    self.quotas.lock().check(
+                        req.user,
+                        &uuid,
+                        self.options.access.default_app_num,
+                        Instant::now(),
+                    ),
+                    AccessDenial::Quota,
+                ),
+                AccessCheckerKind::Candidates => (
+                    access::check_candidates(&self.files.read().candidates, req),
+                    AccessDenial::Candidates,
+                ),
+            };
+            if let Err(why) = verdict {
+                self.record_access_denied(denial);
+                return Err(why);
             }
         }
         Ok(uuid)
@@ -556,6 +587,37 @@ impl Coordinator {
     pub fn access_id(&self) -> String {
         let n = self.access_count.fetch_add(1, Ordering::Relaxed) + 1;
         format!("{}-{n}", self.instance_tag)
+    }
+
+    /// `accessCluster` requests so far (`total_access_request`).
+    pub fn access_requests(&self) -> u64 {
+        self.access_count.load(Ordering::Relaxed)
+    }
+
+    /// Counts one refusal of `accessCluster` by `why`.
+    pub fn record_access_denied(&self, why: AccessDenial) {
+        self.access_denied[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Refusals by `why` so far.
+    pub fn access_denied(&self, why: AccessDenial) -> u64 {
+        self.access_denied[why as usize].load(Ordering::Relaxed)
+    }
+
+    /// Apps ever seen (`total_app_num`), including expired ones.
+    pub fn total_apps(&self) -> u64 {
+        self.apps.lock().created()
+    }
+
+    /// Live apps registered through `registerApplicationInfo`, per user (`app_num`).
+    pub fn apps_per_user(&self) -> std::collections::BTreeMap<String, u64> {
+        self.apps.lock().per_user(Instant::now())
+    }
+
+    /// Servers excluded from assignment (`exclude_server_num`): the REST API's runtime list
+    /// and the exclude-nodes file's, each id once.
+    pub fn excluded_count(&self) -> usize {
+        self.excluded().len()
     }
 
     /// Drops silent servers and expired apps. Reads already ignore them; this only frees memory.

@@ -158,6 +158,19 @@ pub struct ServerRegistry {
     lost: Mutex<BTreeMap<String, Entry>>,
 }
 
+/// The server counts the coordinator's metrics report, read at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerCounts {
+    /// Live servers of any status (`total_server_num`: Java's node map after lost nodes left it).
+    pub total: usize,
+    /// Live servers whose status is ACTIVE (`active_server_num`).
+    pub active: usize,
+    /// Live servers whose status is UNHEALTHY (`unhealthy_server_num`).
+    pub unhealthy: usize,
+    /// Servers silent past the timeout, swept or not yet (`lost_server_num`).
+    pub lost: usize,
+}
+
 impl ServerRegistry {
     /// An empty registry dropping servers silent for longer than `timeout`.
     pub fn new(timeout: Duration) -> Self {
@@ -249,6 +262,31 @@ impl ServerRegistry {
             Some(e) if !self.is_live(&e.node, now) => servers.remove(id).is_some(),
             _ => false,
         }
+    }
+
+    /// The counts behind the coordinator's server gauges. A silent server counts as lost from
+    /// the moment it passes the timeout, as every read here treats it, not only once swept.
+    pub fn counts(&self) -> ServerCounts {
+        let now = Instant::now();
+        let servers = self.servers.lock();
+        let mut counts = ServerCounts::default();
+        let mut silent = 0;
+        for e in servers.values() {
+            let s = &e.node;
+            if !self.is_live(s, now) {
+                silent += 1;
+                continue;
+            }
+            counts.total += 1;
+            match s.status {
+                ServerStatus::Active => counts.active += 1,
+                ServerStatus::Unhealthy => counts.unhealthy += 1,
+                _ => {}
+            }
+        }
+        drop(servers);
+        counts.lost = self.lost.lock().len() + silent;
+        counts
     }
 
     /// Live servers (heard from within the timeout), any status, sorted by id so callers are
@@ -431,5 +469,28 @@ mod tests {
         assert_eq!(report.pre_allocated_memory, 7);
         assert_eq!(report.version, "0.10.0");
         assert_eq!(report.start_time_ms, -1, "not sent: Java's -1");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn counts_split_live_servers_by_status_and_lost_ones() {
+        let registry = ServerRegistry::new(Duration::from_secs(30));
+        let mut sick = heartbeat("sick");
+        sick.status = Some(ServerStatus::Unhealthy as i32);
+        let mut leaving = heartbeat("leaving");
+        leaving.status = Some(ServerStatus::Decommissioning as i32);
+        registry.upsert(ServerNode::from_heartbeat(&heartbeat("old"), Instant::now()).unwrap());
+        tokio::time::advance(Duration::from_secs(31)).await;
+        for req in [heartbeat("a"), sick, leaving] {
+            registry.upsert(ServerNode::from_heartbeat(&req, Instant::now()).unwrap());
+        }
+        let expected = ServerCounts {
+            total: 3,
+            active: 1,
+            unhealthy: 1,
+            lost: 1,
+        };
+        assert_eq!(registry.counts(), expected, "silent before the sweep");
+        registry.sweep();
+        assert_eq!(registry.counts(), expected, "and after it");
     }
 }

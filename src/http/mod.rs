@@ -7,6 +7,7 @@
 //! | `GET /metrics`, `/metrics/{type}`, `/api/shuffleServer/metrics[/{type}]` | JSON samples (no type: `all`) | open |
 //! | `GET /prometheus/metrics/{type}`, `/api/shuffleServer/prometheus/metrics/{type}` | text 0.0.4 | open |
 //! | `GET /api/shuffleServer/conf` | from a Java `server.conf`: its `rss.*` keys as written (as Java's `getAll`); from TOML: every Spillway key; values as strings, credentials never shown | open |
+//! | `GET /api/coordinator/metrics[/{type}]`, `/api/coordinator/prometheus/metrics/{type}` | the embedded coordinator's registries (`coordinator.rs`) | open |
 //! | `GET /api/shuffleServer/stacks` | threads and runtime summary (text) | open |
 //! | `GET /status`, `GET /health` | JSON state; 200/503 | open |
 //! | `GET /admin/state` | JSON state | open |
@@ -27,6 +28,7 @@
 mod admin;
 mod auth;
 mod conf_ops;
+pub mod coordinator;
 mod pprof;
 pub mod tls;
 
@@ -103,6 +105,12 @@ pub fn router(state: Arc<HttpState>) -> Router {
                 )
         }
         None => Router::new(),
+    };
+    // The coordinator's metric paths (`/api/coordinator/[prometheus/]metrics`).
+    let coordinator = if state.metrics.has_coordinator() {
+        coordinator.merge(self::coordinator::router(Arc::clone(&state.metrics), false))
+    } else {
+        coordinator
     };
     Router::new()
         .route("/metrics", get(json_all))

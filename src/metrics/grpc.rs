@@ -105,6 +105,25 @@ const METHODS: [MethodSpec; 14] = [
     spec("startSortMerge", "start_sort_merge", true, false, false),
 ];
 
+/// Java's `CoordinatorGrpcMetrics` method list: gauge and counter, no latencies.
+const COORDINATOR_METHODS: [MethodSpec; 2] = [
+    spec("heartbeat", "heartbeat", true, false, false),
+    spec(
+        "getShuffleAssignments",
+        "get_shuffle_assignments",
+        true,
+        false,
+        false,
+    ),
+];
+
+/// The path prefix of the coordinator's gRPC service, whose calls the coordinator's own
+/// [`GrpcMetrics`] record when one is attached (see [`GrpcMetrics::attach_coordinator`]).
+const COORDINATOR_SERVICE: &str = "/rss.common.CoordinatorServer/";
+
+/// The `tags` value of every labelled coordinator family (Java's `Constants.COORDINATOR_TAG`).
+pub const COORDINATOR_TAGS: &str = "coordinator";
+
 struct Method {
     in_flight: Option<IntGauge>,
     total: IntCounter,
@@ -122,11 +141,34 @@ pub struct GrpcMetrics {
     executor_active: IntGauge,
     executor_queue: IntGauge,
     methods: HashMap<&'static str, Method>,
+    /// The embedded coordinator's gRPC metrics: calls to its service on this port are its, as
+    /// a Java coordinator (a process of its own) counts them, and not the shuffle server's.
+    coordinator: std::sync::OnceLock<Arc<GrpcMetrics>>,
 }
 
 impl GrpcMetrics {
     /// Registers every gRPC metric on `registry` with the `tags` label.
     pub fn new(registry: &Registry, tags: &str) -> prometheus::Result<Self> {
+        Self::with_methods(registry, tags, &METHODS)
+    }
+
+    /// The coordinator's gRPC families (Java's `CoordinatorGrpcMetrics`: the general ones plus
+    /// `heartbeat` and `getShuffleAssignments`), labelled `tags="coordinator"`.
+    pub fn coordinator(registry: &Registry) -> prometheus::Result<Self> {
+        Self::with_methods(registry, COORDINATOR_TAGS, &COORDINATOR_METHODS)
+    }
+
+    /// Makes `coordinator` record the calls to the coordinator service that reach this
+    /// metrics' layer (once; a second call is ignored and answers false).
+    pub fn attach_coordinator(&self, coordinator: Arc<GrpcMetrics>) -> bool {
+        self.coordinator.set(coordinator).is_ok()
+    }
+
+    fn with_methods(
+        registry: &Registry,
+        tags: &str,
+        specs: &[MethodSpec],
+    ) -> prometheus::Result<Self> {
         let open = gauge(registry, "grpc_open", tags)?;
         let total = counter(registry, "grpc_total", tags)?;
         let connections = gauge(registry, "grpc_server_connection_number", tags)?;
@@ -136,7 +178,7 @@ impl GrpcMetrics {
         let executor_active = gauge(registry, "grpc_server_executor_active_threads", tags)?;
         let executor_queue = gauge(registry, "grpc_server_executor_blocking_queue_size", tags)?;
         let mut methods = HashMap::new();
-        for s in METHODS {
+        for s in specs {
             let summary = |suffix: &str| -> prometheus::Result<Arc<Summary>> {
                 let sum = Arc::new(Summary::new(
                     &format!("grpc_{}_{suffix}", s.stem),
@@ -167,6 +209,7 @@ impl GrpcMetrics {
             executor_active,
             executor_queue,
             methods,
+            coordinator: std::sync::OnceLock::new(),
         })
     }
 
@@ -180,6 +223,17 @@ impl GrpcMetrics {
     pub fn refresh_executor(&self, queued: usize) {
         self.executor_active.set(self.open.get().max(0));
         self.executor_queue.set(queued as i64);
+    }
+
+    /// Open connections of the port (`grpc_server_connection_number`).
+    pub fn connections(&self) -> i64 {
+        self.connections.get()
+    }
+
+    /// Sets `grpc_server_connection_number` before a scrape, for metrics whose calls share a
+    /// port counted elsewhere (the embedded coordinator's).
+    pub fn set_connections(&self, n: i64) {
+        self.connections.set(n);
     }
 
     /// Wraps an accepted gRPC connection so it counts in `grpc_server_connection_number` until
@@ -200,6 +254,11 @@ impl GrpcMetrics {
     }
 
     fn begin(self: &Arc<Self>, path: &str) -> Call {
+        if path.starts_with(COORDINATOR_SERVICE) {
+            if let Some(c) = self.coordinator.get() {
+                return c.begin(path);
+            }
+        }
         let method = path.rsplit('/').next().unwrap_or_default();
         let method = self.methods.get_key_value(method).map(|(k, m)| {
             if let Some(g) = &m.in_flight {

@@ -9,6 +9,8 @@
 //!  grpc    ← GrpcMetrics: tower layer on the gRPC server (+ handler_start for transport latency)
 //!  netty   ← NettyMetrics: the Netty handler's per-request guard
 //!  jvm     ← ProcessCollector (prometheus `process`), RuntimeCollector (tokio, jemalloc)
+//!  coordinator (when one runs here) ← coordinator.rs: Java's coordinator `server` and `grpc`
+//!          registries, served under /api/coordinator and pushed with the rest
 //! ```
 //! The families are Java's (`tests/fixtures/java_metric_families.txt` lists them with their
 //! sources); the README's metrics section says what each is computed from here, and which
@@ -17,6 +19,7 @@
 //! Every sample carries `tags` = the server's tags joined with `,` (as Java). Latencies are
 //! summaries in seconds with quantiles 0.5/0.75/0.9/0.95/0.99, as simpleclient's.
 
+pub mod coordinator;
 pub mod format;
 pub mod grpc;
 pub mod netty;
@@ -94,6 +97,10 @@ pub struct Metrics {
     grpc_metrics: Arc<GrpcMetrics>,
     netty_metrics: Arc<NettyMetrics>,
     limit_metrics: Arc<crate::limits::LimitMetrics>,
+    /// The coordinator's registries, when this process runs one ([`Metrics::attach_coordinator`]).
+    coordinator: std::sync::OnceLock<coordinator::CoordinatorMetrics>,
+    /// Set for a coordinator-only process: what it pushes is the coordinator's alone.
+    coordinator_only: std::sync::atomic::AtomicBool,
 }
 
 fn registration(e: prometheus::Error) -> Error {
@@ -171,6 +178,8 @@ impl Metrics {
             grpc_metrics,
             netty_metrics,
             limit_metrics,
+            coordinator: std::sync::OnceLock::new(),
+            coordinator_only: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -187,6 +196,82 @@ impl Metrics {
         self.server_collector
             .set(collector)
             .map_err(|_| Error::Startup("metrics: the server collector is attached twice".into()))
+    }
+
+    /// Adds the coordinator's registries (once; a second call is refused) and routes the calls
+    /// to its gRPC service on this process's port to its gRPC metrics. `only`: this process
+    /// runs nothing else (a coordinator-only process), so it pushes the coordinator's alone.
+    pub fn attach_coordinator(
+        &self,
+        coordinator: Arc<crate::coordinator::Coordinator>,
+        only: bool,
+    ) -> Result<()> {
+        let metrics = coordinator::CoordinatorMetrics::new(coordinator).map_err(registration)?;
+        let grpc = Arc::clone(metrics.grpc());
+        self.coordinator
+            .set(metrics)
+            .map_err(|_| Error::Startup("metrics: the coordinator is attached twice".into()))?;
+        self.grpc_metrics.attach_coordinator(grpc);
+        self.coordinator_only
+            .store(only, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether a coordinator is attached.
+    pub fn has_coordinator(&self) -> bool {
+        self.coordinator.get().is_some()
+    }
+
+    /// The coordinator's families of `kind` (Java's coordinator registries: `server`, `grpc`,
+    /// `jvm`, `all`); with `names` non-empty, only those. Without a coordinator, none. `netty`
+    /// is refused: the Java coordinator has no such registry.
+    pub fn gather_coordinator(&self, kind: Kind, names: &[String]) -> Result<Vec<MetricFamily>> {
+        if kind == Kind::Netty {
+            return Err(Error::bad_request(
+                "unknown metrics type \"netty\": the coordinator has server, grpc, jvm and all",
+            ));
+        }
+        let Some(c) = self.coordinator.get() else {
+            return Ok(Vec::new());
+        };
+        let mut families = Vec::new();
+        if matches!(kind, Kind::Server | Kind::All) {
+            families.extend(c.server(&self.limit_metrics, self.runtime.as_ref()));
+        }
+        if matches!(kind, Kind::Grpc | Kind::All) {
+            let queued = self
+                .runtime
+                .as_ref()
+                .map_or(0, |r| r.metrics().global_queue_depth());
+            families.extend(c.grpc_families(self.grpc_metrics.connections(), queued));
+        }
+        if matches!(kind, Kind::Jvm | Kind::All) {
+            families.extend(self.jvm.gather());
+        }
+        Ok(families
+            .into_iter()
+            .filter(|f| names.is_empty() || names.iter().any(|n| n == f.name()))
+            .collect())
+    }
+
+    /// What the push gateway gets: every family of this process once, the shuffle server's
+    /// and the embedded coordinator's merged by name (a coordinator-only process: its own).
+    pub fn gather_push(&self) -> Vec<MetricFamily> {
+        let coordinator_only = self
+            .coordinator_only
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if coordinator_only {
+            return self.gather_coordinator(Kind::All, &[]).unwrap_or_default();
+        }
+        let mut families = self.gather(Kind::All, &[]);
+        if self.coordinator.get().is_some() {
+            families.extend(
+                self.gather_coordinator(Kind::Server, &[])
+                    .unwrap_or_default(),
+            );
+            families.extend(self.gather_coordinator(Kind::Grpc, &[]).unwrap_or_default());
+        }
+        coordinator::merge(families)
     }
 
     /// The `server` registry's families: the registered ones, the collector's (empty ones

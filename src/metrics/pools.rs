@@ -34,6 +34,37 @@ pub fn families(
     runtime: Option<&tokio::runtime::Handle>,
 ) -> Vec<MetricFamily> {
     let mut out = Vec::with_capacity(28);
+    out.extend(grpc_pool(tags, grpc, limits, runtime));
+    for (name, s) in spill.snapshots() {
+        pool(
+            &mut out,
+            tags,
+            name,
+            Values {
+                active: s.active,
+                current: s.active,
+                max: s.limit,
+                min: s.limit,
+                completed: s.completed,
+                queued: s.queued,
+                rejected: 0,
+            },
+        );
+    }
+    out
+}
+
+/// The `Grpc_*` gauges of `grpc`'s calls alone (the coordinator's registry: Java's
+/// coordinator registers its gRPC executor through `CommonMetrics` with `tags="coordinator"`).
+/// Workers and the queue are the runtime's, and refusals the gRPC port's, which the embedded
+/// coordinator shares with the shuffle server.
+pub fn grpc_pool(
+    tags: &str,
+    grpc: &GrpcMetrics,
+    limits: &LimitMetrics,
+    runtime: Option<&tokio::runtime::Handle>,
+) -> Vec<MetricFamily> {
+    let mut out = Vec::with_capacity(7);
     let (open, total) = grpc.calls();
     let (workers, queued) = runtime.map_or((0, 0), |r| {
         let m = r.metrics();
@@ -53,22 +84,6 @@ pub fn families(
             rejected: limits.refused("grpc"),
         },
     );
-    for (name, s) in spill.snapshots() {
-        pool(
-            &mut out,
-            tags,
-            name,
-            Values {
-                active: s.active,
-                current: s.active,
-                max: s.limit,
-                min: s.limit,
-                completed: s.completed,
-                queued: s.queued,
-                rejected: 0,
-            },
-        );
-    }
     out
 }
 

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::metrics::{format, Kind, Metrics};
+use crate::metrics::{format, Metrics};
 
 /// Where and how to push.
 #[derive(Clone, Debug)]
@@ -165,7 +165,7 @@ async fn push_with_retries(
 
 /// One push-add of every registry.
 pub async fn push(client: &reqwest::Client, url: &str, metrics: &Metrics) -> Result<(), String> {
-    let body = format::text(&metrics.gather(Kind::All, &[]));
+    let body = format::text(&metrics.gather_push());
     let response = client
         .post(url)
         .header(reqwest::header::CONTENT_TYPE, format::TEXT_CONTENT_TYPE)

@@ -90,10 +90,17 @@ pub fn lookup(key: &str) -> Option<&'static JavaKey> {
 /// The Java keys that set the Spillway key `spillway` (dotted, as `--print-config` and errors
 /// name it).
 pub fn java_names_of(spillway: &str) -> impl Iterator<Item = &'static str> + '_ {
-    KEYS.iter().filter_map(move |k| match k.treatment {
-        Treatment::Mapped { to, .. } if to.contains(&spillway) => Some(k.key),
-        _ => None,
-    })
+    // The coordinator's own keys too (a coordinator.conf's), each named once: the keys both
+    // read (`rss.rpc.server.port`) come from this table.
+    let coordinator_only = super::coordinator_keys::COORDINATOR_KEYS
+        .iter()
+        .filter(|k| lookup(k.key).is_none());
+    KEYS.iter()
+        .chain(coordinator_only)
+        .filter_map(move |k| match k.treatment {
+            Treatment::Mapped { to, .. } if to.contains(&spillway) => Some(k.key),
+            _ => None,
+        })
 }
 
 /// `toml` (Spillway's config as `--print-config` prints it) with each key that Java keys set
@@ -134,8 +141,13 @@ pub fn with_java_names(toml: &str) -> String {
 
 /// How many keys of `releases`' servers are mapped, not applicable and refused, in that order.
 pub fn counts(release_092: bool) -> (usize, usize, usize) {
+    counts_of(KEYS, release_092)
+}
+
+/// [`counts`] over any key table (the coordinator's too).
+pub(super) fn counts_of(keys: &[JavaKey], release_092: bool) -> (usize, usize, usize) {
     let mut out = (0, 0, 0);
-    for k in KEYS {
+    for k in keys {
         let read = match k.releases {
             Releases::Both => true,
             Releases::Only092 => release_092,
@@ -156,8 +168,13 @@ pub fn counts(release_092: bool) -> (usize, usize, usize) {
 /// The README's table of every key (Markdown), generated so the README cannot disagree with
 /// what the server does.
 pub fn markdown_table() -> String {
-    let (m92, n92, r92) = counts(true);
-    let (m10, n10, r10) = counts(false);
+    markdown_table_of(KEYS)
+}
+
+/// [`markdown_table`] over any key table (the coordinator's too).
+pub(super) fn markdown_table_of(keys: &[JavaKey]) -> String {
+    let (m92, n92, r92) = counts_of(keys, true);
+    let (m10, n10, r10) = counts_of(keys, false);
     let mut out = format!(
         "0.9.2: {m92} keys mapped, {n92} not applicable, {r92} refused. \
          0.10: {m10} mapped, {n10} not applicable, {r10} refused.\n\n\
@@ -165,7 +182,7 @@ pub fn markdown_table() -> String {
          |---|---|---|---|---|---|\n"
     );
     let cell = |s: &str| s.replace('|', "\\|");
-    for k in KEYS {
+    for k in keys {
         let (spillway, how, absent) = match k.treatment {
             Treatment::Mapped { to, how, absent } => {
                 let to = if to.is_empty() {
@@ -198,7 +215,7 @@ pub fn markdown_table() -> String {
     out
 }
 
-const fn mapped(
+pub(super) const fn mapped(
     key: &'static str,
     releases: Releases,
     java_default: &'static str,
@@ -214,7 +231,7 @@ const fn mapped(
     }
 }
 
-const fn na(
+pub(super) const fn na(
     key: &'static str,
     releases: Releases,
     java_default: &'static str,
@@ -228,7 +245,7 @@ const fn na(
     }
 }
 
-const fn refused(
+pub(super) const fn refused(
     key: &'static str,
     releases: Releases,
     java_default: &'static str,

@@ -37,6 +37,9 @@ pub(super) struct Mapper {
     pub(super) origins: HashMap<&'static str, String>,
     /// Ignored keys with their position among the file's keys.
     pub(super) ignored: Vec<(usize, String)>,
+    /// The file is a Java coordinator's `coordinator.conf`: unused keys are looked up in the
+    /// coordinator's key table.
+    pub(super) coordinator_conf: bool,
     /// Every key the mapping asked for, present or not: what the key table's test compares
     /// with the table's mapped rows.
     #[cfg(test)]
@@ -63,6 +66,7 @@ impl Mapper {
             config: Config::default(),
             origins: HashMap::new(),
             ignored: Vec::new(),
+            coordinator_conf: false,
             #[cfg(test)]
             asked: Vec::new(),
         }
@@ -277,7 +281,17 @@ impl Mapper {
             if *used {
                 continue;
             }
-            let listed = match keys::lookup(&p.key) {
+            // A coordinator.conf's keys are the coordinator's, then the base keys it shares
+            // with the server (its `rss.server.*` rows say nothing about a coordinator).
+            let row = if self.coordinator_conf {
+                super::coordinator_keys::lookup(&p.key).or_else(|| {
+                    keys::lookup(&p.key)
+                        .filter(|_| !p.key.to_ascii_lowercase().starts_with("rss.server."))
+                })
+            } else {
+                keys::lookup(&p.key)
+            };
+            let listed = match row {
                 Some(JavaKey {
                     treatment: Treatment::Refused(why),
                     java_default,
@@ -302,6 +316,10 @@ impl Mapper {
                 // The mapper consults every mapped key; one left over was switched off by the
                 // context, which `ignore` would have said, so this is only a safety net.
                 Some(_) => format!("{} (not used in this configuration)", p.key),
+                None if self.coordinator_conf => format!(
+                    "{} (not a key of the Java coordinator 0.9.2 or 0.10)",
+                    p.key
+                ),
                 None => format!(
                     "{} (not a key of the Java shuffle server 0.9.2 or 0.10)",
                     p.key

@@ -51,6 +51,8 @@
 
 mod audit;
 mod coordination;
+mod coordinator;
+pub mod coordinator_keys;
 mod hdfs;
 mod health;
 pub mod keys;
@@ -102,6 +104,34 @@ pub struct JavaConfig {
     pub ignored: Vec<String>,
 }
 
+/// Whether a Java properties file is the Java coordinator's `coordinator.conf` rather than a
+/// shuffle server's `server.conf` (see the module docs): it is named `coordinator.conf`, as
+/// Java's `start-coordinator.sh` names it, or it sets a key only the coordinator reads (a row
+/// of [`coordinator_keys::COORDINATOR_KEYS`] that the server's table does not have) and no key
+/// of the shuffle server's own (`rss.server.*`, `rss.storage.*`). A server.conf always has
+/// `rss.storage.*` keys, and a coordinator.conf has no reason to; `rss.coordinator.quorum` is
+/// the server's and does not count.
+pub(super) fn is_coordinator_file(path: &Path, text: &str) -> bool {
+    if path
+        .file_name()
+        .is_some_and(|n| n.eq_ignore_ascii_case("coordinator.conf"))
+    {
+        return true;
+    }
+    let Ok(props) = parse_properties(text) else {
+        return false;
+    };
+    let lower = |p: &Property| p.key.to_ascii_lowercase();
+    let server_only = props.iter().any(|p| {
+        let k = lower(p);
+        k.starts_with("rss.server.") || k.starts_with("rss.storage.")
+    });
+    let coordinator_only = props
+        .iter()
+        .any(|p| coordinator_keys::lookup(&p.key).is_some() && keys::lookup(&p.key).is_none());
+    coordinator_only && !server_only
+}
+
 /// Whether a config file is read as a Java `server.conf` (see the module docs).
 pub(super) fn is_java_file(path: &Path, text: &str) -> bool {
     looks_like_properties(text) || (has_java_suffix(path) && logical_lines(text).is_empty())
@@ -133,12 +163,18 @@ pub(super) fn parse_config_file(
             e
         });
     }
-    let loaded = from_properties(text, heap.or_else(available_memory))?;
+    let coordinator = is_coordinator_file(path, text);
+    let loaded = if coordinator {
+        from_coordinator_properties(text)?
+    } else {
+        from_properties(text, heap.or_else(available_memory))?
+    };
     if !loaded.ignored.is_empty() {
         let warning = format!(
-            "{}: {} Java server setting(s) are not used: {}",
+            "{}: {} Java {} setting(s) are not used: {}",
             path.display(),
             loaded.ignored.len(),
+            if coordinator { "coordinator" } else { "server" },
             loaded.ignored.join(", ")
         );
         DEFERRED_WARNINGS
@@ -156,6 +192,14 @@ pub(super) fn parse_config_file(
 pub fn from_properties(text: &str, memory: Option<u64>) -> Result<JavaConfig, ConfigError> {
     let mut m = Mapper::new(parse_properties(text)?);
     m.map_all(memory)?;
+    m.finish()
+}
+
+/// Maps a Java coordinator's `coordinator.conf` onto a validated [`Config`] whose `role` is
+/// the coordinator.
+pub fn from_coordinator_properties(text: &str) -> Result<JavaConfig, ConfigError> {
+    let mut m = Mapper::new(parse_properties(text)?);
+    m.map_coordinator_conf()?;
     m.finish()
 }
 

@@ -1,0 +1,167 @@
+//! A coordinator-only process (`role = "coordinator"`, or a Java `coordinator.conf`): the
+//! coordinator's gRPC service on `grpc_port` and its metrics on `metrics.http_port`, with
+//! nothing of the shuffle server (no store, no Netty plane, no heartbeats of its own), so
+//! Spillway can stand in for the Java coordinators of a cluster as well as its servers.
+//!
+//! Shutdown, in order: stop the gRPC service (in-flight calls finish), stop the sweeper, push
+//! the metrics one last time, stop HTTP, as the shuffle server orders its own.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::transport::server::TcpIncoming;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::listen::listen;
+use crate::metrics::Metrics;
+
+use super::{Coordinator, CoordinatorService};
+
+/// How long each shutdown step may take before the next one goes ahead.
+const STEP_BUDGET: Duration = Duration::from_secs(10);
+
+/// A running coordinator-only process.
+pub struct RunningCoordinator {
+    /// Where the coordinator's gRPC service listens.
+    pub grpc_addr: SocketAddr,
+    /// Where its HTTP port (metrics) listens.
+    pub http_addr: SocketAddr,
+    /// `<ip>-<grpcPort>`, as Java names a coordinator (the push gateway's `instance`).
+    pub id: String,
+    coordinator: Arc<Coordinator>,
+    metrics: Arc<Metrics>,
+    grpc_stop: CancellationToken,
+    grpc_task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
+    tasks_stop: CancellationToken,
+    late_stop: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// Binds both ports and serves until [`RunningCoordinator::shutdown`].
+pub async fn start(config: Config) -> Result<RunningCoordinator> {
+    let ip = config
+        .bind_ip
+        .parse::<IpAddr>()
+        .map_err(|e| Error::Startup(format!("bind_ip {:?}: {e}", config.bind_ip)))?;
+    let takeover = config.recovery.takeover;
+    let listener = listen(SocketAddr::new(ip, config.grpc_port), "gRPC", takeover)?;
+    let grpc_addr = listener
+        .local_addr()
+        .map_err(|e| Error::Startup(format!("local address of the gRPC port: {e}")))?;
+    let http_listener = crate::http::bind(SocketAddr::new(ip, config.metrics.http_port), takeover)?;
+    let http_addr = http_listener
+        .local_addr()
+        .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
+    let host = config
+        .worker_ip
+        .clone()
+        .unwrap_or_else(crate::server::host_ip);
+    let id = format!("{host}-{}", grpc_addr.port());
+
+    let tracker = TaskTracker::new();
+    let tasks_stop = CancellationToken::new();
+    let late_stop = CancellationToken::new();
+    let grpc_stop = CancellationToken::new();
+
+    let coordinator = Arc::new(Coordinator::new((&config.coordinator).into()));
+    coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
+    let metrics = Metrics::new(&[])?;
+    metrics.attach_coordinator(Arc::clone(&coordinator), true)?;
+
+    let grpc_task = {
+        let router = tonic::transport::Server::builder()
+            .layer(metrics.grpc().layer())
+            .add_service(CoordinatorService::new(Arc::clone(&coordinator)).into_server());
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let grpc_metrics = Arc::clone(metrics.grpc());
+        let incoming = tokio_stream::StreamExt::map(incoming, move |accepted| {
+            accepted.map(|conn| grpc_metrics.count_connection(conn))
+        });
+        let stop = grpc_stop.clone();
+        tokio::spawn(async move {
+            router
+                .serve_with_incoming_shutdown(incoming, stop.cancelled())
+                .await
+        })
+    };
+
+    let http = crate::http::coordinator::router(Arc::clone(&metrics), true);
+    tracker.spawn(crate::http::serve(http_listener, http, late_stop.clone()));
+    if let Some(endpoint) = &config.metrics.push_gateway_endpoint {
+        crate::tasks::push_gateway::spawn(
+            Arc::clone(&metrics),
+            crate::tasks::push_gateway::PushOptions {
+                endpoint: endpoint.clone(),
+                job: config.metrics.push_gateway_job.clone(),
+                grouping: config.metrics.grouping_key(),
+                interval: config.metrics.push_interval,
+                timeout: config.metrics.push_timeout,
+                reconfigured: None,
+            },
+            id.clone(),
+            late_stop.clone(),
+            &tracker,
+        )?;
+    }
+    tracing::info!(%grpc_addr, %http_addr, coordinator_id = %id, "spillway coordinator listening");
+    Ok(RunningCoordinator {
+        grpc_addr,
+        http_addr,
+        id,
+        coordinator,
+        metrics,
+        grpc_stop,
+        grpc_task,
+        tasks_stop,
+        late_stop,
+        tracker,
+    })
+}
+
+impl RunningCoordinator {
+    /// The coordinator's state (servers, apps).
+    pub fn coordinator(&self) -> &Arc<Coordinator> {
+        &self.coordinator
+    }
+
+    /// The metric registries.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Serves until `signal`, then shuts down.
+    pub async fn run_until(self, signal: impl std::future::Future<Output = ()>) {
+        signal.await;
+        self.shutdown().await;
+    }
+
+    /// Stops in order; each step is bounded by [`STEP_BUDGET`] and logged if it overruns.
+    pub async fn shutdown(self) {
+        self.grpc_stop.cancel();
+        match tokio::time::timeout(STEP_BUDGET, self.grpc_task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                tracing::warn!(error = %e, "coordinator gRPC server ended with an error")
+            }
+            Ok(Err(e)) => tracing::warn!(error = %e, "coordinator gRPC task failed"),
+            Err(_) => {
+                tracing::warn!(budget = ?STEP_BUDGET, "coordinator gRPC calls still running at shutdown")
+            }
+        }
+        self.tasks_stop.cancel();
+        // The final push and the HTTP port go last, so the final numbers stay observable.
+        self.late_stop.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(STEP_BUDGET, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(budget = ?STEP_BUDGET, "coordinator tasks still running at shutdown");
+        }
+        tracing::info!("spillway coordinator stopped");
+    }
+}

@@ -1,0 +1,228 @@
+//! The coordinator's metric families, named, typed and labelled as the Java 0.10 coordinator
+//! registers them (`CoordinatorMetrics`, `CoordinatorGrpcMetrics`, and the `Grpc` executor pool
+//! through `CommonMetrics`), valued from [`Coordinator`]'s own state when scraped.
+//!
+//! ```text
+//!  server  total/active/unhealthy/lost/exclude_server_num ← ServerRegistry::counts, the exclude list
+//!          running_app_num, app_num{user_name}, total_app_num ← the coordinator's apps
+//!          total_access_request, total_*_denied_request   ← accessCluster and its checkers
+//!          Grpc_*                                          ← the coordinator's own gRPC calls
+//!  grpc    grpc_open, grpc_total, grpc_server_*, grpc_heartbeat[_total],
+//!          grpc_get_shuffle_assignments[_total]            ← GrpcMetrics::coordinator
+//!  jvm     the process's, shared with the shuffle server when embedded
+//! ```
+//! Java registers the `server` families with `MetricsManager.addGauge/addCounter(name)`, which
+//! adds no label (only `app_num` has `user_name`), and the gRPC and pool families with
+//! `tags="coordinator"`; so does this module. `remote_storage_in_used_<host>` is absent: see
+//! the README's list of coordinator families Spillway does not have.
+
+use std::sync::Arc;
+
+use prometheus::proto::{self, MetricFamily, MetricType};
+use prometheus::Registry;
+
+use crate::coordinator::{AccessDenial, Coordinator};
+use crate::limits::LimitMetrics;
+
+use super::grpc::COORDINATOR_TAGS;
+use super::{pools, GrpcMetrics};
+
+/// The embedded or stand-alone coordinator's registries.
+pub struct CoordinatorMetrics {
+    coordinator: Arc<Coordinator>,
+    /// Java's coordinator `grpc` registry.
+    grpc_registry: Registry,
+    grpc: Arc<GrpcMetrics>,
+}
+
+impl CoordinatorMetrics {
+    /// Registers the coordinator's gRPC families; the `server` families are computed at
+    /// scrape time from `coordinator`.
+    pub fn new(coordinator: Arc<Coordinator>) -> prometheus::Result<Self> {
+        let grpc_registry = Registry::new();
+        let grpc = Arc::new(GrpcMetrics::coordinator(&grpc_registry)?);
+        Ok(CoordinatorMetrics {
+            coordinator,
+            grpc_registry,
+            grpc,
+        })
+    }
+
+    /// The coordinator's gRPC metrics, which the gRPC layer feeds for the coordinator service.
+    pub fn grpc(&self) -> &Arc<GrpcMetrics> {
+        &self.grpc
+    }
+
+    /// The `server` registry's families, sorted by name.
+    pub(super) fn server(
+        &self,
+        limits: &LimitMetrics,
+        runtime: Option<&tokio::runtime::Handle>,
+    ) -> Vec<MetricFamily> {
+        let c = &self.coordinator;
+        let servers = c.servers().counts();
+        let mut out = vec![
+            plain("total_server_num", MetricType::GAUGE, servers.total as f64),
+            plain(
+                "active_server_num",
+                MetricType::GAUGE,
+                servers.active as f64,
+            ),
+            plain("lost_server_num", MetricType::GAUGE, servers.lost as f64),
+            plain(
+                "unhealthy_server_num",
+                MetricType::GAUGE,
+                servers.unhealthy as f64,
+            ),
+            plain(
+                "exclude_server_num",
+                MetricType::GAUGE,
+                c.excluded_count() as f64,
+            ),
+            plain("running_app_num", MetricType::GAUGE, c.app_count() as f64),
+            plain("total_app_num", MetricType::COUNTER, c.total_apps() as f64),
+            plain(
+                "total_access_request",
+                MetricType::COUNTER,
+                c.access_requests() as f64,
+            ),
+            plain(
+                "total_candidates_denied_request",
+                MetricType::COUNTER,
+                c.access_denied(AccessDenial::Candidates) as f64,
+            ),
+            plain(
+                "total_load_denied_request",
+                MetricType::COUNTER,
+                c.access_denied(AccessDenial::Load) as f64,
+            ),
+            plain(
+                "total_quota_denied_request",
+                MetricType::COUNTER,
+                c.access_denied(AccessDenial::Quota) as f64,
+            ),
+            app_num(c.apps_per_user()),
+        ];
+        out.extend(pools::grpc_pool(
+            COORDINATOR_TAGS,
+            &self.grpc,
+            limits,
+            runtime,
+        ));
+        out.sort_by(|a, b| a.name().cmp(b.name()));
+        out
+    }
+
+    /// The `grpc` registry's families. `connections` is the gRPC port's open connections: the
+    /// coordinator shares the port (and so its connections) with the shuffle server when
+    /// embedded, and has it alone when it runs by itself.
+    pub(super) fn grpc_families(&self, connections: i64, queued: usize) -> Vec<MetricFamily> {
+        self.grpc.refresh_executor(queued);
+        self.grpc.set_connections(connections);
+        self.grpc_registry.gather()
+    }
+}
+
+/// A family without labels, as Java's `addGauge(name)` / `addCounter(name)` make them, with
+/// their HELP text (`Gauge <name>` / `Counter <name>`).
+fn plain(name: &str, ty: MetricType, value: f64) -> MetricFamily {
+    family(name, ty, vec![sample(Vec::new(), ty, value)])
+}
+
+/// `app_num{user_name}`: one sample per user with a running app. Without any the family is
+/// still exported (HELP and TYPE only), as simpleclient exports a labelled family.
+fn app_num(users: std::collections::BTreeMap<String, u64>) -> MetricFamily {
+    let samples = users
+        .into_iter()
+        .map(|(user, n)| {
+            let mut l = proto::LabelPair::default();
+            l.set_name("user_name".into());
+            l.set_value(user);
+            sample(vec![l], MetricType::GAUGE, n as f64)
+        })
+        .collect();
+    family("app_num", MetricType::GAUGE, samples)
+}
+
+fn sample(labels: Vec<proto::LabelPair>, ty: MetricType, value: f64) -> proto::Metric {
+    let mut m = proto::Metric::from_label(labels);
+    if ty == MetricType::COUNTER {
+        let mut c = proto::Counter::default();
+        c.set_value(value);
+        m.set_counter(c);
+    } else {
+        let mut g = proto::Gauge::default();
+        g.set_value(value);
+        m.set_gauge(g);
+    }
+    m
+}
+
+fn family(name: &str, ty: MetricType, metrics: Vec<proto::Metric>) -> MetricFamily {
+    let help = if ty == MetricType::COUNTER {
+        "Counter"
+    } else {
+        "Gauge"
+    };
+    let mut f = MetricFamily::default();
+    f.set_name(name.to_owned());
+    f.set_help(format!("{help} {name}"));
+    f.set_field_type(ty);
+    f.set_metric(metrics);
+    f
+}
+
+/// Merges families of the same name into one (their samples differ by label values, e.g.
+/// `grpc_open{tags="coordinator"}` beside the shuffle server's `grpc_open{tags="ss_v5,…"}`),
+/// so one text body has one TYPE line per name, as the push gateway requires. A family whose
+/// type differs from the first of its name is dropped with a warning (none does today).
+pub(super) fn merge(families: Vec<MetricFamily>) -> Vec<MetricFamily> {
+    let mut out: Vec<MetricFamily> = Vec::with_capacity(families.len());
+    let mut index = std::collections::HashMap::new();
+    for mut f in families {
+        match index.get(f.name()) {
+            Some(&i) => {
+                let first: &mut MetricFamily = &mut out[i];
+                if first.get_field_type() == f.get_field_type() {
+                    first.mut_metric().extend(f.take_metric());
+                } else {
+                    tracing::warn!(family = f.name(), "two metric families of one name and different types: the second is not exported");
+                }
+            }
+            None => {
+                index.insert(f.name().to_owned(), out.len());
+                out.push(f);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merge_puts_same_named_families_together_and_drops_a_type_clash() {
+        let gauge = |name: &str, v: f64| plain(name, MetricType::GAUGE, v);
+        let merged = merge(vec![
+            gauge("grpc_open", 1.0),
+            gauge("running_app_num", 2.0),
+            gauge("grpc_open", 3.0),
+            plain("running_app_num", MetricType::COUNTER, 4.0),
+        ]);
+        let names: Vec<&str> = merged.iter().map(|f| f.name()).collect();
+        assert_eq!(names, ["grpc_open", "running_app_num"]);
+        let values: Vec<f64> = merged[0]
+            .get_metric()
+            .iter()
+            .map(|m| m.get_gauge().get_value())
+            .collect();
+        assert_eq!(values, [1.0, 3.0]);
+        assert_eq!(
+            merged[1].get_metric().len(),
+            1,
+            "the counter of a gauge's name"
+        );
+    }
+}
