@@ -1,9 +1,12 @@
 //! A Java `coordinator.conf`: the keys a coordinator-only process maps (see
 //! `coordinator_keys.rs` for every key and what happens to it).
 
+use std::path::PathBuf;
+
 use super::mapper::Mapper;
 use super::values::java_list;
 use crate::config::{ConfigError, Role};
+use crate::coordinator::{AccessCheckerKind, HostStrategy, PartitionStrategy};
 
 impl Mapper {
     /// Maps a coordinator.conf: the process becomes a coordinator (`role`), with Java's
@@ -43,22 +46,152 @@ impl Mapper {
         )?;
         if let Some(e) = self.string("rss.coordinator.remote.storage.path") {
             let paths = java_list(&e.value);
-            match paths.as_slice() {
-                [path] => {
-                    self.config.coordinator.remote_storage_path = Some(path.clone());
-                    self.set_origin("coordinator.remote_storage_path", &e);
-                }
-                [] => {}
-                _ => {
-                    return Err(e.error(format!(
-                        "{} paths are set; Spillway's coordinator serves one path (there is no \
-                         per-app selection among several yet)",
-                        paths.len()
-                    )))
-                }
+            if !paths.is_empty() {
+                self.config.coordinator.remote_storage_path = Some(paths.join(","));
+                self.set_origin("coordinator.remote_storage_path", &e);
             }
         }
+        self.map_placement()?;
+        self.map_admission()?;
+        self.map_operator_files()?;
         self.map_push_gateway()
+    }
+
+    /// How servers and ranges are chosen, and among several remote storage paths.
+    fn map_placement(&mut self) -> Result<(), ConfigError> {
+        if let Some((e, i)) = self.choice(
+            "rss.coordinator.assignment.host.strategy",
+            &["PREFER_DIFF", "MUST_DIFF", "NONE"],
+        )? {
+            self.config.coordinator.assignment_host_strategy = [
+                HostStrategy::PreferDiff,
+                HostStrategy::MustDiff,
+                HostStrategy::None,
+            ][i];
+            self.set_origin("coordinator.assignment_host_strategy", &e);
+        }
+        if let Some((e, i)) = self.choice(
+            "rss.coordinator.select.partition.strategy",
+            &["ROUND", "CONTINUOUS"],
+        )? {
+            self.config.coordinator.select_partition_strategy =
+                [PartitionStrategy::Round, PartitionStrategy::Continuous][i];
+            self.set_origin("coordinator.select_partition_strategy", &e);
+        }
+        // APP_BALANCE is what Spillway serves; IO_SAMPLE ranks paths by HDFS probes that a
+        // coordinator without an HDFS client cannot make.
+        self.choice(
+            "rss.coordinator.remote.storage.select.strategy",
+            &["APP_BALANCE"],
+        )?;
+        if let Some(e) = self.string("rss.coordinator.remote.storage.cluster.conf") {
+            let conf = crate::coordinator::parse_cluster_conf(&e.value)
+                .map_err(|reason| e.error(reason))?;
+            self.config.coordinator.remote_storage_cluster_conf = conf;
+            self.set_origin("coordinator.remote_storage_cluster_conf", &e);
+        }
+        Ok(())
+    }
+
+    /// `accessCluster`'s checkers. Without the key Java runs its default pair, the cluster-load
+    /// and quota checkers, and so does a coordinator started from a coordinator.conf (a TOML
+    /// config runs none unless it lists them: README, placement and admission).
+    fn map_admission(&mut self) -> Result<(), ConfigError> {
+        let checkers = match self.take("rss.coordinator.access.checkers") {
+            Some(e) => {
+                let mut kinds = Vec::new();
+                for class in java_list(&e.value) {
+                    let simple = class.rsplit('.').next().unwrap_or(&class);
+                    kinds.push(match simple {
+                        "AccessClusterLoadChecker" => AccessCheckerKind::ClusterLoad,
+                        "AccessQuotaChecker" => AccessCheckerKind::Quota,
+                        "AccessCandidatesChecker" => AccessCheckerKind::Candidates,
+                        _ => {
+                            return Err(e.error(format!(
+                                "{class}: Spillway's coordinator has Java's cluster-load, quota \
+                                 and candidates checkers; other checkers (AccessSupportRssChecker, \
+                                 AccessBannedChecker, plug-in classes) are not served"
+                            )))
+                        }
+                    });
+                }
+                self.set_origin("coordinator.access_checkers", &e);
+                kinds
+            }
+            None => vec![AccessCheckerKind::ClusterLoad, AccessCheckerKind::Quota],
+        };
+        self.config.coordinator.access_checkers = checkers;
+        // Java's default quota, since its quota checker runs by default.
+        self.config.coordinator.quota_default_app_num = 5;
+        if let Some((e, v)) = self.double("rss.coordinator.access.loadChecker.memory.percentage")? {
+            if !(0.0..=100.0).contains(&v) {
+                return Err(e.error(format!("{v} is not a percentage in 0..=100")));
+            }
+            self.config.coordinator.access_load_memory_percentage = v;
+            self.set_origin("coordinator.access_load_memory_percentage", &e);
+        }
+        if let Some((e, n)) =
+            self.positive_count("rss.coordinator.access.loadChecker.serverNum.threshold")?
+        {
+            self.config.coordinator.access_load_server_num_threshold = Some(n);
+            self.set_origin("coordinator.access_load_server_num_threshold", &e);
+        }
+        if let Some((e, n)) = self.int(
+            "rss.coordinator.quota.default.app.num",
+            i64::from(i32::MIN)..=i64::from(i32::MAX),
+        )? {
+            self.config.coordinator.quota_default_app_num = n;
+            self.set_origin("coordinator.quota_default_app_num", &e);
+        }
+        Ok(())
+    }
+
+    /// The files the coordinator watches (quota, candidates, dynamic client conf, exclude
+    /// nodes), each with its poll interval.
+    fn map_operator_files(&mut self) -> Result<(), ConfigError> {
+        if let Some(e) = self.string("rss.coordinator.access.candidates.path") {
+            self.config.coordinator.access_candidates_path = Some(PathBuf::from(&e.value));
+            self.set_origin("coordinator.access_candidates_path", &e);
+        }
+        if let Some((e, d)) =
+            self.positive_duration("rss.coordinator.access.candidates.updateIntervalSec", 1000)?
+        {
+            self.config.coordinator.access_candidates_update_interval = d;
+            self.set_origin("coordinator.access_candidates_update_interval", &e);
+        }
+        if let Some(e) = self.string("rss.coordinator.quota.default.path") {
+            self.config.coordinator.quota_path = Some(PathBuf::from(&e.value));
+            self.set_origin("coordinator.quota_path", &e);
+        }
+        if let Some((e, d)) = self.positive_duration("rss.coordinator.quota.update.interval", 1)? {
+            self.config.coordinator.quota_update_interval = d;
+            self.set_origin("coordinator.quota_update_interval", &e);
+        }
+        if let Some((e, on)) = self.boolean("rss.coordinator.dynamicClientConf.enabled")? {
+            self.config.coordinator.dynamic_client_conf_enabled = on;
+            self.set_origin("coordinator.dynamic_client_conf_enabled", &e);
+        }
+        if let Some(e) = self.string("rss.coordinator.dynamicClientConf.path") {
+            self.config.coordinator.dynamic_client_conf_path = Some(PathBuf::from(&e.value));
+            self.set_origin("coordinator.dynamic_client_conf_path", &e);
+        }
+        if let Some((e, d)) =
+            self.positive_duration("rss.coordinator.dynamicClientConf.updateIntervalSec", 1000)?
+        {
+            self.config.coordinator.dynamic_client_conf_update_interval = d;
+            self.set_origin("coordinator.dynamic_client_conf_update_interval", &e);
+        }
+        if let Some(e) = self.string("rss.coordinator.exclude.nodes.file.path") {
+            self.config.coordinator.exclude_nodes_file_path = Some(PathBuf::from(&e.value));
+            self.set_origin("coordinator.exclude_nodes_file_path", &e);
+        }
+        if let Some((e, d)) =
+            self.positive_duration("rss.coordinator.exclude.nodes.check.interval.ms", 1)?
+        {
+            self.config.coordinator.exclude_nodes_check_interval = d;
+            self.set_origin("coordinator.exclude_nodes_check_interval", &e);
+        }
+        Ok(())
     }
 }
 
@@ -126,20 +259,20 @@ rss.coordinator.no.such.key x
     fn what_the_coordinator_cannot_do_stops_start_up_with_the_key_named() {
         for (line, key) in [
             (
-                "rss.coordinator.exclude.nodes.file.path /etc/rss/exclude",
-                "rss.coordinator.exclude.nodes.file.path",
+                "rss.coordinator.access.checkers org.apache.uniffle.coordinator.access.checker.AccessBannedChecker",
+                "rss.coordinator.access.checkers",
             ),
             (
-                "rss.coordinator.remote.storage.path hdfs://a/rss,hdfs://b/rss",
-                "rss.coordinator.remote.storage.path",
+                "rss.coordinator.remote.storage.select.strategy IO_SAMPLE",
+                "rss.coordinator.remote.storage.select.strategy",
             ),
             (
                 "rss.coordinator.assignment.strategy BASIC",
                 "rss.coordinator.assignment.strategy",
             ),
             (
-                "rss.coordinator.dynamicClientConf.enabled true",
-                "rss.coordinator.dynamicClientConf.enabled",
+                "rss.coordinator.startup-silent-period.enabled true",
+                "rss.coordinator.startup-silent-period.enabled",
             ),
             (
                 "rss.coordinator.app.expired 0",
@@ -149,6 +282,73 @@ rss.coordinator.no.such.key x
             let e = from_coordinator_properties(&format!("{line}\n")).unwrap_err();
             assert_eq!(e.key, key, "{line}: {e}");
         }
+    }
+
+    /// The placement and admission keys of a Java coordinator.conf, with Java's defaults when
+    /// absent (the cluster-load and quota checkers, 5 apps per user).
+    #[test]
+    fn placement_and_admission_keys_keep_their_java_meaning() {
+        use crate::coordinator::{AccessCheckerKind, HostStrategy, PartitionStrategy};
+        let c = from_coordinator_properties("rss.rpc.server.port 19999\n")
+            .unwrap()
+            .config;
+        assert_eq!(
+            c.coordinator.access_checkers,
+            [AccessCheckerKind::ClusterLoad, AccessCheckerKind::Quota]
+        );
+        assert_eq!(c.coordinator.quota_default_app_num, 5);
+        let loaded = from_coordinator_properties(
+            "rss.coordinator.access.checkers \
+             org.apache.uniffle.coordinator.access.checker.AccessCandidatesChecker\n\
+             rss.coordinator.access.candidates.path /etc/rss/candidates\n\
+             rss.coordinator.access.candidates.updateIntervalSec 30\n\
+             rss.coordinator.access.loadChecker.memory.percentage 20\n\
+             rss.coordinator.access.loadChecker.serverNum.threshold 2\n\
+             rss.coordinator.quota.default.app.num -1\n\
+             rss.coordinator.quota.default.path /etc/rss/quota\n\
+             rss.coordinator.quota.update.interval 5000\n\
+             rss.coordinator.dynamicClientConf.enabled true\n\
+             rss.coordinator.dynamicClientConf.path /etc/rss/client.conf\n\
+             rss.coordinator.dynamicClientConf.updateIntervalSec 10\n\
+             rss.coordinator.exclude.nodes.file.path /etc/rss/exclude\n\
+             rss.coordinator.exclude.nodes.check.interval.ms 2000\n\
+             rss.coordinator.assignment.host.strategy MUST_DIFF\n\
+             rss.coordinator.select.partition.strategy ROUND\n\
+             rss.coordinator.remote.storage.select.strategy APP_BALANCE\n\
+             rss.coordinator.remote.storage.path hdfs://a/rss,hdfs://b/rss\n\
+             rss.coordinator.remote.storage.cluster.conf a,dfs.replication=2\n",
+        )
+        .unwrap();
+        assert!(loaded.ignored.is_empty(), "{:?}", loaded.ignored);
+        let c = &loaded.config.coordinator;
+        assert_eq!(c.access_checkers, [AccessCheckerKind::Candidates]);
+        assert_eq!(
+            c.access_candidates_path.as_deref(),
+            Some(Path::new("/etc/rss/candidates"))
+        );
+        assert_eq!(c.access_candidates_update_interval, Duration::from_secs(30));
+        assert_eq!(c.access_load_memory_percentage, 20.0);
+        assert_eq!(c.access_load_server_num_threshold, Some(2));
+        assert_eq!(c.quota_default_app_num, -1);
+        assert_eq!(c.quota_path.as_deref(), Some(Path::new("/etc/rss/quota")));
+        assert_eq!(c.quota_update_interval, Duration::from_secs(5));
+        assert!(c.dynamic_client_conf_enabled);
+        assert_eq!(
+            c.dynamic_client_conf_update_interval,
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            c.exclude_nodes_file_path.as_deref(),
+            Some(Path::new("/etc/rss/exclude"))
+        );
+        assert_eq!(c.exclude_nodes_check_interval, Duration::from_secs(2));
+        assert_eq!(c.assignment_host_strategy, HostStrategy::MustDiff);
+        assert_eq!(c.select_partition_strategy, PartitionStrategy::Round);
+        assert_eq!(
+            c.remote_storage_path.as_deref(),
+            Some("hdfs://a/rss,hdfs://b/rss")
+        );
+        assert_eq!(c.remote_storage_cluster_conf["a"]["dfs.replication"], "2");
     }
 
     #[test]

@@ -23,41 +23,49 @@ pub fn markdown_table() -> String {
     super::keys::markdown_table_of(COORDINATOR_KEYS)
 }
 
-const NO_LOAD_CHECKER: &str = "a setting of the access checkers, which Spillway's coordinator does not have yet (accessCluster lets every client in; rss.coordinator.access.checkers is refused)";
-const NO_QUOTA: &str = "a setting of Java's AccessQuotaChecker, which Spillway's coordinator does not have yet (rss.coordinator.access.checkers is refused)";
-const ONE_PATH: &str = "chooses among several remote storage paths; Spillway's coordinator serves one (rss.coordinator.remote.storage.path)";
+const ONE_PATH: &str = "tunes IO_SAMPLE, which ranks remote storage paths by HDFS probes the coordinator cannot make (no HDFS client); Spillway selects by APP_BALANCE";
 
 /// Every key, sorted by name.
 pub static COORDINATOR_KEYS: &[JavaKey] = &[
-    refused(
+    mapped(
         "rss.coordinator.access.candidates.path",
         Both,
         "(none)",
-        "Java's AccessCandidatesChecker file; Spillway's coordinator has no access checkers yet, so the file would let in clients it should refuse",
+        &["coordinator.access_candidates_path"],
+        "path of the candidates file (one access id per line), re-read when it changes; must list one at start-up, as Java",
+        "none",
     ),
-    na(
+    mapped(
         "rss.coordinator.access.candidates.updateIntervalSec",
         Both,
         "120",
-        NO_LOAD_CHECKER,
+        &["coordinator.access_candidates_update_interval"],
+        "seconds > 0",
+        "120 s",
     ),
-    refused(
+    mapped(
         "rss.coordinator.access.checkers",
         Both,
-        "org.apache.uniffle.coordinator.access.checker.AccessClusterLoadChecker",
-        "Spillway's accessCluster has no checkers yet and lets every client in; a list other than Java's default would promise refusals it does not make (the default is accepted, and served without the load check: README, coordinator-only process)",
+        "org.apache.uniffle.coordinator.access.checker.AccessClusterLoadChecker,org.apache.uniffle.coordinator.access.checker.AccessQuotaChecker",
+        &["coordinator.access_checkers"],
+        "Java class names: AccessClusterLoadChecker, AccessQuotaChecker, AccessCandidatesChecker; any other class stops start-up",
+        "Java's default: cluster load + quota (a TOML config runs none by default)",
     ),
-    na(
+    mapped(
         "rss.coordinator.access.loadChecker.memory.percentage",
         Both,
         "15.0",
-        NO_LOAD_CHECKER,
+        &["coordinator.access_load_memory_percentage"],
+        "percent in 0..=100 of a server's memory that must be free",
+        "15",
     ),
-    na(
+    mapped(
         "rss.coordinator.access.loadChecker.serverNum.threshold",
         Both,
         "(none)",
-        NO_LOAD_CHECKER,
+        &["coordinator.access_load_server_num_threshold"],
+        ">= 1 available servers required; none: rss.coordinator.shuffle.nodes.max",
+        "rss.coordinator.shuffle.nodes.max",
     ),
     mapped(
         "rss.coordinator.app.expired",
@@ -67,11 +75,13 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "milliseconds > 0",
         "60 s",
     ),
-    refused(
+    mapped(
         "rss.coordinator.assignment.host.strategy",
         Both,
         "PREFER_DIFF",
-        "Spillway's assignment does not spread replicas by host yet; MUST_DIFF or NONE would ask for a rule it does not apply",
+        &["coordinator.assignment_host_strategy"],
+        "PREFER_DIFF, MUST_DIFF or NONE",
+        "PREFER_DIFF",
     ),
     mapped(
         "rss.coordinator.assignment.strategy",
@@ -81,44 +91,77 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "PARTITION_BALANCE (Spillway's balance rule, src/coordinator/assign.rs); BASIC stops start-up",
         "PARTITION_BALANCE",
     ),
-    refused(
+    mapped(
         "rss.coordinator.dynamicClientConf.enabled",
         Both,
         "false",
-        "the dynamic client conf file is not read yet; give the items in TOML ([coordinator.client_conf])",
+        &["coordinator.dynamic_client_conf_enabled"],
+        "boolean; the file must exist at start-up, as Java",
+        "false",
     ),
-    na(
+    mapped(
         "rss.coordinator.dynamicClientConf.path",
         Both,
         "(none)",
-        "read only with rss.coordinator.dynamicClientConf.enabled, which is refused",
+        &["coordinator.dynamic_client_conf_path"],
+        "the LEGACY `key value` file, re-read when it changes (YAML is not read)",
+        "none",
     ),
-    na(
+    mapped(
         "rss.coordinator.dynamicClientConf.updateIntervalSec",
         Both,
         "120",
-        "read only with rss.coordinator.dynamicClientConf.enabled, which is refused",
+        &["coordinator.dynamic_client_conf_update_interval"],
+        "seconds > 0",
+        "120 s",
     ),
-    na(
+    mapped(
         "rss.coordinator.exclude.nodes.check.interval.ms",
         Both,
         "60000",
-        "read only with rss.coordinator.exclude.nodes.file.path, which is refused",
+        &["coordinator.exclude_nodes_check_interval"],
+        "ms > 0",
+        "60 s",
     ),
-    refused(
+    mapped(
         "rss.coordinator.exclude.nodes.file.path",
         Both,
         "(none)",
-        "Spillway's coordinator has no exclude-nodes file yet; the servers it lists would still be assigned",
+        &["coordinator.exclude_nodes_file_path"],
+        "server ids, one per line, re-read when it changes; unioned with the REST API's runtime list",
+        "none",
     ),
-    na("rss.coordinator.quota.default.app.num", Both, "5", NO_QUOTA),
-    na("rss.coordinator.quota.default.path", Both, "(none)", NO_QUOTA),
-    na("rss.coordinator.quota.update.interval", Both, "60000", NO_QUOTA),
-    refused(
+    mapped(
+        "rss.coordinator.quota.default.app.num",
+        Both,
+        "5",
+        &["coordinator.quota_default_app_num"],
+        "apps per user when the quota file names none; negative = unlimited",
+        "5 (Java's)",
+    ),
+    mapped(
+        "rss.coordinator.quota.default.path",
+        Both,
+        "(none)",
+        &["coordinator.quota_path"],
+        "`user = n` lines, re-read when it changes",
+        "none",
+    ),
+    mapped(
+        "rss.coordinator.quota.update.interval",
+        Both,
+        "60000",
+        &["coordinator.quota_update_interval"],
+        "ms > 0",
+        "60 s",
+    ),
+    mapped(
         "rss.coordinator.remote.storage.cluster.conf",
         Both,
         "(none)",
-        "per-cluster Hadoop conf items are not served yet: fetchRemoteStorage answers the path without conf items, so clients would miss them",
+        &["coordinator.remote_storage_cluster_conf"],
+        "Java's `host,k1=v1&k2=v2;host2,...` format: Hadoop conf items per remote storage host, served by fetchRemoteStorage",
+        "none",
     ),
     na(
         "rss.coordinator.remote.storage.io.sample.access.times",
@@ -143,20 +186,24 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         Both,
         "(none)",
         &["coordinator.remote_storage_path"],
-        "one path; several (comma-separated) stop start-up: there is no per-app selection among paths yet",
+        "comma-separated paths; each app gets the one with the fewest apps (APP_BALANCE)",
         "none: fetchRemoteStorage answers an empty path, as Java's",
     ),
-    na(
+    mapped(
         "rss.coordinator.remote.storage.select.strategy",
         Both,
         "APP_BALANCE",
-        ONE_PATH,
+        &[],
+        "APP_BALANCE only: IO_SAMPLE ranks paths by HDFS probes, and the coordinator has no HDFS client; it stops start-up",
+        "APP_BALANCE",
     ),
-    refused(
+    mapped(
         "rss.coordinator.select.partition.strategy",
         Both,
         "ROUND",
-        "Spillway gives the ranges round-robin (ROUND); CONTINUOUS would ask for consecutive ranges it does not give",
+        &["coordinator.select_partition_strategy"],
+        "ROUND or CONTINUOUS",
+        "CONTINUOUS (Spillway's default; the Java copy read for this table says ROUND)",
     ),
     mapped(
         "rss.coordinator.server.heartbeat.timeout",
