@@ -383,13 +383,16 @@ impl Coordinator {
     /// API (Java keeps both in one set). Excluded servers are never assigned and do not count
     /// as available for `accessCluster`.
     pub fn is_excluded(&self, id: &str) -> bool {
-        self.files.read().excluded.contains(id) || self.excluded.lock().contains(id)
+        let in_file = self.files.read().excluded.contains(id);
+        in_file || self.excluded.lock().contains(id)
     }
 
-    /// Live servers not excluded: the ones assignment and the load checker look at.
+    /// Live servers not excluded: the ones assignment and the load checker look at. Both
+    /// exclude sets are read once per call, not once per server.
     fn assignable(&self) -> Vec<ServerNode> {
         let mut live = self.servers.live();
-        live.retain(|s| !self.is_excluded(&s.id));
+        let excluded = self.excluded();
+        live.retain(|s| !excluded.contains(&s.id));
         live
     }
 
