@@ -72,13 +72,26 @@ enum Command {
         /// Config file, as the top-level `--config` (which it overrides).
         #[arg(long, short)]
         config: Option<PathBuf>,
+        /// Dockerfile only: package a binary built elsewhere (`spillway` in the build context,
+        /// linked against glibc 2.36 or older) instead of compiling it in a build stage.
+        #[arg(long)]
+        prebuilt: bool,
     },
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    if let Some(Command::Deploy { kind, config }) = &args.command {
-        return deploy::run(*kind, config.as_deref().or(args.config.as_deref()));
+    if let Some(Command::Deploy {
+        kind,
+        config,
+        prebuilt,
+    }) = &args.command
+    {
+        return deploy::run(
+            *kind,
+            config.as_deref().or(args.config.as_deref()),
+            *prebuilt,
+        );
     }
     let env = |key: &str| std::env::var(key).ok();
     let mut config = spillway::config::Config::load(args.config.as_deref(), &env)?;

@@ -5,9 +5,11 @@
 //!   against the bundled Kubernetes JSON schemas (unknown fields are errors);
 //! - systemd: `systemd-analyze verify` with no complaint at all (it reports unknown keys and bad
 //!   values on stderr but still exits 0);
-//! - Dockerfile: hadolint with no finding, and an image built with the repository as the context
-//!   and run: `/health` answers, Docker's HEALTHCHECK turns healthy, the server runs as the
-//!   non-root user, writes its data volume, and exits 0 on `docker stop`; run again as the Uniffle
+//! - Dockerfile: hadolint with no finding for both variants (build stage, `--prebuilt`); the
+//!   build stage's `COPY` lines make a package cargo accepts; the `--prebuilt` image of this
+//!   suite's binary built and run: `/health` answers, Docker's HEALTHCHECK turns healthy, the
+//!   server runs as the non-root user, writes its data volume, and exits 0 on `docker stop`;
+//!   run again as the Uniffle
 //!   operator's shuffle-server pod (its env, `server.conf` mounted at its configDir, a host-path
 //!   data dir), it serves the operator's ports, sizes its buffers from `XMX_SIZE` and heartbeats
 //!   the operator's coordinator (the first container's embedded one).
@@ -39,8 +41,14 @@ fn run(cmd: &mut Command) -> Output {
 }
 
 fn render(kind: &str, config: &Path) -> String {
+    render_with(kind, config, &[])
+}
+
+fn render_with(kind: &str, config: &Path, extra: &[&str]) -> String {
     let out = run(Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .args(["deploy", kind, "--config"])
+        .args(["deploy", kind])
+        .args(extra)
+        .arg("--config")
         .arg(config)
         .env_remove("WORKER_IP")
         .env_remove("WORKER_CONFIG_PATH"));
@@ -512,7 +520,7 @@ fn baked_config(text: &str) -> String {
     toml
 }
 
-fn check_dockerfile(config: &Config, text: &str) {
+fn check_dockerfile(config: &Config, text: &str, prebuilt: bool) {
     let ins = instructions(text);
     let find =
         |prefix: &str| -> Vec<&String> { ins.iter().filter(|i| i.starts_with(prefix)).collect() };
@@ -523,11 +531,29 @@ fn check_dockerfile(config: &Config, text: &str) {
         .unwrap()
         .trim_matches('"');
     let froms = find("FROM ");
-    assert_eq!(froms.len(), 2, "multi-stage");
-    assert_eq!(
-        froms[0].as_str(),
-        format!("FROM rust:{channel}-slim-bookworm AS build")
-    );
+    if prebuilt {
+        assert_eq!(froms.len(), 1, "one stage: {text}");
+        assert_eq!(
+            find("COPY ").last().unwrap().as_str(),
+            "COPY spillway /usr/local/bin/spillway"
+        );
+    } else {
+        assert_eq!(froms.len(), 2, "multi-stage");
+        assert_eq!(
+            froms[0].as_str(),
+            format!("FROM rust:{channel}-slim-bookworm AS build")
+        );
+        assert_eq!(
+            find("COPY --from=build ")[0].as_str(),
+            "COPY --from=build /spillway /usr/local/bin/spillway"
+        );
+        // Operators' images are release builds.
+        assert!(
+            find("RUN cargo build --release --locked --bin spillway").len() == 1,
+            "{text}"
+        );
+    }
+    assert_eq!(froms.last().unwrap().as_str(), "FROM debian:bookworm-slim");
 
     let mut expose = vec![config.grpc_port.to_string()];
     if let Ok(netty) = u16::try_from(config.netty_port) {
@@ -546,9 +572,6 @@ fn check_dockerfile(config: &Config, text: &str) {
     expected.extend(writable(config));
     assert_eq!(volumes, expected);
 
-    // Operators' images are release builds; only the test passes PROFILE=dev.
-    assert_eq!(find("ARG PROFILE=").len(), 1, "{text}");
-    assert_eq!(find("ARG PROFILE=")[0].as_str(), "ARG PROFILE=release");
     // The baked config is the file the server reads when nothing names one: an ENV
     // WORKER_CONFIG_PATH would shadow the server.conf the Uniffle operator mounts.
     assert!(find("ENV WORKER_CONFIG_PATH").is_empty(), "{text}");
@@ -586,14 +609,109 @@ fn hadolint(dir: &Path, text: &str) {
 #[test]
 fn dockerfile_from_the_example_and_a_custom_config() {
     let dir = tempfile::tempdir().unwrap();
-    let text = render("dockerfile", &example());
-    hadolint(dir.path(), &text);
-    check_dockerfile(&load(&example()), &text);
-
     let path = custom_config(dir.path(), "b.toml", "netty_port = -1", "");
-    let text = render("dockerfile", &path);
-    hadolint(dir.path(), &text);
-    check_dockerfile(&load(&path), &text);
+    for config in [example(), path] {
+        for prebuilt in [false, true] {
+            let extra: &[&str] = if prebuilt { &["--prebuilt"] } else { &[] };
+            let text = render_with("dockerfile", &config, extra);
+            hadolint(dir.path(), &text);
+            check_dockerfile(&load(&config), &text, prebuilt);
+        }
+    }
+}
+
+/// The build stage's `COPY` lines carry everything cargo needs to build the server: the paths
+/// they name, taken from a clean checkout, form a package whose manifest, lock file and targets
+/// cargo accepts, with the build script and every non-test target of the repository. (The image
+/// test below packages a prebuilt binary: compiling the server a second time inside Docker cost
+/// 6 minutes and several GB of disk per run.)
+#[test]
+fn dockerfile_build_stage_copies_what_cargo_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = render("dockerfile", &example());
+    let build_stage: Vec<String> = instructions(&text)
+        .into_iter()
+        .take_while(|i| i != "FROM debian:bookworm-slim")
+        .collect();
+    let checkout_dir = dir.path().join("checkout");
+    checkout(&checkout_dir);
+    let package = dir.path().join("package");
+    std::fs::create_dir_all(&package).unwrap();
+    let mut copied = 0;
+    for ins in build_stage.iter().filter(|i| i.starts_with("COPY ")) {
+        let words: Vec<&str> = ins.split_whitespace().skip(1).collect();
+        let (sources, dest) = words.split_at(words.len() - 1);
+        for source in sources {
+            let to = if dest[0] == "./" {
+                package.join(source)
+            } else {
+                package.join(dest[0])
+            };
+            let status = Command::new("cp")
+                .arg("-r")
+                .arg(checkout_dir.join(source))
+                .arg(&to)
+                .status()
+                .unwrap();
+            assert!(
+                status.success(),
+                "{ins}: {source} is not in a clean checkout"
+            );
+            copied += 1;
+        }
+    }
+    assert!(copied >= 4, "{build_stage:?}");
+    let targets = |root: &Path| -> Vec<(String, String)> {
+        let out = run(Command::new(env!("CARGO"))
+            .args([
+                "metadata",
+                "--locked",
+                "--offline",
+                "--no-deps",
+                "--format-version",
+                "1",
+            ])
+            .current_dir(root));
+        assert!(
+            out.status.success(),
+            "cargo metadata in {}: {}",
+            root.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut targets: Vec<(String, String)> = meta["packages"][0]["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["kind"][0].as_str().unwrap().to_owned(),
+                    t["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .filter(|(kind, _)| kind != "test")
+            .collect();
+        targets.sort();
+        targets
+    };
+    let in_image = targets(&package);
+    assert!(
+        in_image.iter().any(|(kind, _)| kind == "custom-build"),
+        "build.rs missing: {in_image:?}"
+    );
+    assert!(
+        in_image.contains(&("bin".to_owned(), "spillway".to_owned())),
+        "{in_image:?}"
+    );
+    assert_eq!(in_image, targets(Path::new(ROOT)));
+    // build.rs compiles the protos: every file it names must be in the package.
+    let build_rs = std::fs::read_to_string(package.join("build.rs")).unwrap();
+    for proto in build_rs
+        .split('"')
+        .filter(|s| s.starts_with("proto/") && s.ends_with(".proto"))
+    {
+        assert!(package.join(proto).is_file(), "{proto} not copied");
+    }
 }
 
 /// Removes the container however the test ends.
@@ -633,9 +751,8 @@ fn http_status(port: u16, path: &str) -> Option<u16> {
     response.split(' ').nth(1)?.parse().ok()
 }
 
-/// The repository as a fresh clone has it (tracked and new, not ignored files): the build
-/// context of the Dockerfile, without the gigabytes of `target/`, which the legacy builder
-/// (the one this engine has) would otherwise send whole.
+/// The repository as a fresh clone has it (tracked and new, not ignored files): what the
+/// Dockerfile's build stage copies from, without `target/`.
 fn checkout(into: &Path) {
     let out = run(Command::new("git").args([
         "-C",
@@ -693,10 +810,14 @@ enabled = true
     )
     .unwrap();
     let config = load(&config_path);
-    let text = render("dockerfile", &config_path);
+    // The image packages the binary this test suite built (`--prebuilt`): the same server the
+    // other tests run, built once per CI run. The build stage of the default Dockerfile is
+    // checked by `dockerfile_build_stage_copies_what_cargo_needs`.
+    let text = render_with("dockerfile", &config_path, &["--prebuilt"]);
 
     let context = dir.path().join("context");
-    checkout(&context);
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_spillway"), context.join("spillway")).unwrap();
     let dockerfile = dir.path().join("Dockerfile");
     std::fs::write(&dockerfile, &text).unwrap();
     let image = "spillway-deploy-test:latest";
@@ -710,10 +831,6 @@ enabled = true
             "host",
             "-t",
             image,
-            // The dev profile: the same Dockerfile steps on the same sources, compiled without
-            // optimisation (a cold build here: 350 s against 600 s for release, on two cores).
-            "--build-arg",
-            "PROFILE=dev",
             "-f",
         ])
         .arg(&dockerfile)
@@ -797,7 +914,7 @@ enabled = true
         docker(&["logs", &name])
     );
     drop(container);
-    // Each build leaves a gigabyte-sized build stage behind; the stand-in base images stay.
+    // The image and its layers hold a copy of the binary; the base image stays.
     let _ = Command::new("docker").args(["rmi", image]).output();
     let _ = Command::new("docker")
         .args(["image", "prune", "-f"])

@@ -44,7 +44,8 @@ const AUDIT_CLAIM_SIZE: &str = "10Gi";
 /// Which deployment file to print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Kind {
-    /// A multi-stage Dockerfile; build it with the repository root as the context.
+    /// A multi-stage Dockerfile; build it with the repository root as the context (with
+    /// `--prebuilt`: one stage that packages a binary built elsewhere).
     Dockerfile,
     /// ConfigMap, headless Service, PodDisruptionBudget and StatefulSet in one YAML stream.
     Kubernetes,
@@ -102,18 +103,22 @@ struct Context {
     private_tmp: bool,
     low_ports: bool,
     exe: String,
+    prebuilt: bool,
 }
 
 /// `spillway deploy KIND`: loads the config as a start-up would ([`Config::source`], else
 /// defaults; the env applied; validated) and prints the file to stdout.
-pub fn run(kind: Kind, config_path: Option<&Path>) -> Result<()> {
+pub fn run(kind: Kind, config_path: Option<&Path>, prebuilt: bool) -> Result<()> {
+    if prebuilt && kind != Kind::Dockerfile {
+        bail!("--prebuilt applies to `deploy dockerfile` only");
+    }
     let env = |key: &str| std::env::var(key).ok();
     let config = Config::load(config_path, &env)?;
     let source = Config::source(config_path, &env).map(|(_, path)| path);
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .context("locating the spillway binary")?;
-    let text = render(kind, &config, source.as_deref(), &exe)?;
+    let text = render(kind, &config, source.as_deref(), &exe, prebuilt)?;
     for note in notes(&config) {
         eprintln!("note: {note}");
     }
@@ -123,13 +128,17 @@ pub fn run(kind: Kind, config_path: Option<&Path>) -> Result<()> {
 
 /// Renders `kind` for `config`. `config_path` is the file the config came from (none: built-in
 /// defaults); the systemd unit starts the server with it, and `exe` is the binary it starts.
+/// `prebuilt` drops the Dockerfile's build stage: the image packages the `spillway` binary found
+/// in the build context, for pipelines that build once and package several times.
 pub fn render(
     kind: Kind,
     config: &Config,
     config_path: Option<&Path>,
     exe: &Path,
+    prebuilt: bool,
 ) -> Result<String> {
-    let context = context(kind, config, config_path, exe)?;
+    let mut context = context(kind, config, config_path, exe)?;
+    context.prebuilt = prebuilt;
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     // Block tags on lines of their own leave no blank lines behind: a blank line inside a
@@ -355,6 +364,7 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
             .flatten()
             .any(|port| port < 1024),
         exe: plain_path("the spillway binary", exe)?,
+        prebuilt: false,
     })
 }
 
@@ -463,7 +473,7 @@ mod tests {
             (Kind::Systemd, "TimeoutStopSec=120"),
         ] {
             let exe = Path::new("/usr/bin/spillway");
-            let out = render(kind, &Config::default(), None, exe).unwrap();
+            let out = render(kind, &Config::default(), None, exe, false).unwrap();
             assert!(out.contains(expected), "{kind:?}:\n{out}");
         }
     }
@@ -475,12 +485,12 @@ mod tests {
             grpc_port: 0,
             ..Config::default()
         };
-        let err = render(Kind::Systemd, &config, None, exe).unwrap_err();
+        let err = render(Kind::Systemd, &config, None, exe, false).unwrap_err();
         assert!(err.to_string().contains("grpc_port"), "{err:#}");
         config.grpc_port = 19999;
         config.bind_ip = "127.0.0.1".into();
-        assert!(render(Kind::Systemd, &config, None, exe).is_ok());
-        assert!(render(Kind::Kubernetes, &config, None, exe).is_err());
-        assert!(render(Kind::Dockerfile, &config, None, exe).is_err());
+        assert!(render(Kind::Systemd, &config, None, exe, false).is_ok());
+        assert!(render(Kind::Kubernetes, &config, None, exe, false).is_err());
+        assert!(render(Kind::Dockerfile, &config, None, exe, false).is_err());
     }
 }
