@@ -131,8 +131,8 @@ pub(super) fn parse_yaml(text: &str) -> Result<ClientConfFile, String> {
                         path.java_string()
                     ));
                 };
-                let conf = kv_items(value)
-                    .map_err(|e| format!("{REMOTE_STORAGE_INFOS}.{path}: {e}"))?;
+                let conf =
+                    kv_items(value).map_err(|e| format!("{REMOTE_STORAGE_INFOS}.{path}: {e}"))?;
                 storages.push(RemoteStorage {
                     path: path.clone(),
                     conf,
@@ -357,7 +357,9 @@ fn java_int(text: &str) -> Option<String> {
     } else if digits.contains(':') {
         let mut total: i128 = 0;
         for part in digits.split(':') {
-            total = total.checked_mul(60)?.checked_add(part.parse::<i128>().ok()?)?;
+            total = total
+                .checked_mul(60)?
+                .checked_add(part.parse::<i128>().ok()?)?;
         }
         total
     } else {
@@ -465,9 +467,7 @@ impl EventReceiver for Builder {
                 self.push(value, 0);
             }
             Event::SequenceStart(anchor, _) => self.stack.push(Frame::List(anchor, Vec::new())),
-            Event::MappingStart(anchor, _) => {
-                self.stack.push(Frame::Map(anchor, Vec::new(), None))
-            }
+            Event::MappingStart(anchor, _) => self.stack.push(Frame::Map(anchor, Vec::new(), None)),
             Event::SequenceEnd | Event::MappingEnd => {
                 let (anchor, value) = match self.stack.pop() {
                     Some(Frame::List(anchor, items)) => (anchor, JValue::List(items)),
@@ -603,7 +603,11 @@ mod tests {
 
     #[test]
     fn yaml_without_sections_has_no_items_and_no_storage() {
-        for text in ["other: 1\n", "rssClientConf:\n", "rssClientConf: {}\nremoteStorageInfos: {}\n"] {
+        for text in [
+            "other: 1\n",
+            "rssClientConf:\n",
+            "rssClientConf: {}\nremoteStorageInfos: {}\n",
+        ] {
             let conf = parse_yaml(text).unwrap();
             assert!(conf.items.is_empty(), "{text}");
             assert_eq!(conf.remote_storages, None, "{text}");
@@ -649,10 +653,7 @@ mod tests {
         let yaml = "rssClientConf:\n  k1: v1\n";
         let mixed = parse(ClientConfFormat::Mixed, yaml).unwrap();
         assert_eq!(mixed, parse_legacy(yaml));
-        assert_eq!(
-            mixed.items,
-            BTreeMap::from([("k1:".into(), "v1".into())])
-        );
+        assert_eq!(mixed.items, BTreeMap::from([("k1:".into(), "v1".into())]));
         let legacy = "k1 v1\nrss.coordinator.remote.storage.path hdfs://ns/rss\n";
         assert_eq!(
             parse(ClientConfFormat::Mixed, legacy).unwrap(),

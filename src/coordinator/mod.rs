@@ -181,6 +181,8 @@ pub struct Coordinator {
     storages: Mutex<RemoteStorages>,
     /// `accessCluster` refusals by [`AccessDenial`], in its order.
     access_denied: [AtomicU64; 3],
+    /// Reads of the dynamic client conf file that its parser rejected.
+    client_conf_rejected: AtomicU64,
 }
 
 /// Which of Java's access checkers refused an `accessCluster` request; each has its counter
@@ -214,6 +216,7 @@ impl Coordinator {
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
             access_denied: Default::default(),
+            client_conf_rejected: AtomicU64::new(0),
             excluded: Mutex::new(BTreeSet::new()),
             files: RwLock::new(FileState::default()),
             storages: Mutex::new(RemoteStorages::default()),
@@ -308,6 +311,7 @@ impl Coordinator {
                     }
                     Err(error) => {
                         tracing::error!(file = %path, ?format, error, "dynamic client conf rejected; keeping the last good conf");
+                        self.client_conf_rejected.fetch_add(1, Ordering::Relaxed);
                         file.forget();
                     }
                 }
@@ -480,6 +484,12 @@ impl Coordinator {
             }
         }
         Ok(items.into_iter().collect())
+    }
+
+    /// Reads of the dynamic client conf file that its parser rejected so far; each interval
+    /// re-reads a rejected file until it parses, so this keeps rising while it is invalid.
+    pub fn client_conf_rejected(&self) -> u64 {
+        self.client_conf_rejected.load(Ordering::Relaxed)
     }
 
     /// `fetchRemoteStorage`: the app's remote storage, chosen once by app count (APP_BALANCE).

@@ -305,7 +305,10 @@ rss.coordinator.no.such.key x
         let c = from_coordinator_properties("rss.rpc.server.port 19999\n")
             .unwrap()
             .config;
-        assert_eq!(c.coordinator.dynamic_client_conf_parser, ClientConfFormat::Legacy);
+        assert_eq!(
+            c.coordinator.dynamic_client_conf_parser,
+            ClientConfFormat::Legacy
+        );
         assert_eq!(
             c.coordinator.select_partition_strategy,
             PartitionStrategy::Continuous
