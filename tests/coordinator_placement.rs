@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use spillway::config::Config;
-use spillway::coordinator::{AccessCheckerKind, HostStrategy, PartitionStrategy};
+use spillway::coordinator::{AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy};
 use spillway::proto::coordinator_server_client::CoordinatorServerClient;
 use spillway::proto::{self, ServerStatus, StatusCode};
 use tonic::transport::Channel;
@@ -494,6 +494,183 @@ async fn dynamic_client_conf_reloads_and_sets_the_remote_storage() {
         remote(&mut client, "app_b").await.path,
         "hdfs://ns2/rss",
         "apps keep theirs"
+    );
+    server.running.shutdown().await;
+}
+
+async fn fetch(client: &mut Coord) -> proto::FetchClientConfResponse {
+    client.fetch_client_conf(()).await.unwrap().into_inner()
+}
+
+async fn fetch_v2(client: &mut Coord, user: &str) -> proto::FetchClientConfResponse {
+    client
+        .fetch_client_conf_v2(proto::FetchClientConfRequest {
+            user: user.into(),
+            properties: HashMap::from([("spark.app.name".to_string(), "x".to_string())]),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn strings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Java's YAML format: items typed as SnakeYAML types them, each remote path with its own
+/// conf (a mapping or a Hadoop XML string); a file that never parsed answers an error, and an
+/// invalid edit keeps the last good conf until the file parses again.
+#[tokio::test]
+async fn yaml_client_conf_reloads_and_keeps_the_last_good_conf() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dynamic_client.yaml");
+    write_file(&file, "rssClientConf: [not, a, mapping]\n");
+    let (server, mut client) = start_coordinator(|c| {
+        c.coordinator.client_conf = BTreeMap::from([("only.static".into(), "s".into())]);
+        c.coordinator.remote_storage_path = Some("hdfs://static/rss".into());
+        c.coordinator.dynamic_client_conf_enabled = true;
+        c.coordinator.dynamic_client_conf_path = Some(file.clone());
+        c.coordinator.dynamic_client_conf_parser = ClientConfFormat::Yaml;
+        c.coordinator.dynamic_client_conf_update_interval = POLL;
+    })
+    .await;
+    let coordinator = server.running.coordinator().unwrap();
+
+    // Invalid since start-up: no conf to serve yet, said as an error status.
+    let resp = fetch(&mut client).await;
+    assert_eq!(status_of(resp.status), StatusCode::InternalError);
+    assert!(
+        resp.ret_msg.contains("dynamic_client.yaml"),
+        "{}",
+        resp.ret_msg
+    );
+    assert!(resp.client_conf.is_empty());
+    assert_eq!(
+        status_of(fetch_v2(&mut client, "alice").await.status),
+        StatusCode::InternalError
+    );
+    assert!(coordinator.client_conf_rejected() >= 1);
+    assert_eq!(remote(&mut client, "app_0").await.path, "hdfs://static/rss");
+
+    write_file(
+        &file,
+        "rssClientConf:\n\
+         \x20 spark.rss.storage.type: MEMORY_LOCALFILE_HDFS\n\
+         \x20 rss.client.retry.max: 100\n\
+         \x20 rss.client.remote.storage.useLocalConfAsDefault: yes\n\
+         remoteStorageInfos:\n\
+         \x20 hdfs://ns1/rss:\n\
+         \x20   dfs.replication: 2\n\
+         \x20 hdfs://ns2/rss: |\n\
+         \x20   <configuration>\n\
+         \x20     <property><name>dfs.nameservices</name><value>ns2</value></property>\n\
+         \x20   </configuration>\n",
+    );
+    let expected = strings(&[
+        ("only.static", "s"),
+        ("rss.client.remote.storage.useLocalConfAsDefault", "true"),
+        ("rss.client.retry.max", "100"),
+        ("spark.rss.storage.type", "MEMORY_LOCALFILE_HDFS"),
+    ]);
+    until("the YAML client conf", || {
+        let mut client = client.clone();
+        async move { status_of(fetch(&mut client).await.status) == StatusCode::Success }
+    })
+    .await;
+    assert_eq!(items(fetch(&mut client).await), expected);
+    for user in ["alice", "bob"] {
+        assert_eq!(items(fetch_v2(&mut client, user).await), expected);
+    }
+    // The file's paths replace `remote_storage_path`, each with its own conf.
+    let a = remote(&mut client, "app_a").await;
+    let b = remote(&mut client, "app_b").await;
+    assert_eq!(a.path, "hdfs://ns1/rss");
+    assert_eq!(conf_of(&a), strings(&[("dfs.replication", "2")]));
+    assert_eq!(b.path, "hdfs://ns2/rss");
+    assert_eq!(conf_of(&b), strings(&[("dfs.nameservices", "ns2")]));
+
+    // An invalid edit: once the coordinator has read it, the last good conf still answers.
+    let rejected = coordinator.client_conf_rejected();
+    write_file(&file, "rssClientConf:\n  k: [unclosed\n");
+    until("the invalid edit to be read", || {
+        let rejected_now = coordinator.client_conf_rejected();
+        async move { rejected_now > rejected }
+    })
+    .await;
+    assert_eq!(items(fetch(&mut client).await), expected);
+    assert_eq!(remote(&mut client, "app_c").await.path, "hdfs://ns1/rss");
+
+    // Fixed again: the new conf replaces it.
+    write_file(
+        &file,
+        "rssClientConf:\n  spark.rss.storage.type: MEMORY_LOCALFILE\n",
+    );
+    until("the fixed YAML client conf", || {
+        let mut client = client.clone();
+        async move {
+            items(fetch(&mut client).await)
+                .get("spark.rss.storage.type")
+                .map(String::as_str)
+                == Some("MEMORY_LOCALFILE")
+        }
+    })
+    .await;
+    assert_eq!(
+        items(fetch(&mut client).await),
+        strings(&[
+            ("only.static", "s"),
+            ("spark.rss.storage.type", "MEMORY_LOCALFILE")
+        ])
+    );
+    // No `remoteStorageInfos`: `remote_storage_path` is back for new apps.
+    assert_eq!(remote(&mut client, "app_d").await.path, "hdfs://static/rss");
+    assert_eq!(remote(&mut client, "app_a").await.path, "hdfs://ns1/rss");
+    server.running.shutdown().await;
+}
+
+/// MIXED is Java's LEGACY-then-YAML chain, in which LEGACY accepts every file: `key value`
+/// lines are read as LEGACY reads them, and so is a YAML file.
+#[tokio::test]
+async fn mixed_client_conf_reads_files_as_legacy_like_java() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dynamic_client.conf");
+    write_file(
+        &file,
+        "spark.rss.storage.type MEMORY_LOCALFILE_HDFS\n\
+         rss.coordinator.remote.storage.path hdfs://ns1/rss\n",
+    );
+    let (server, mut client) = start_coordinator(|c| {
+        c.coordinator.dynamic_client_conf_enabled = true;
+        c.coordinator.dynamic_client_conf_path = Some(file.clone());
+        c.coordinator.dynamic_client_conf_parser = ClientConfFormat::Mixed;
+        c.coordinator.dynamic_client_conf_update_interval = POLL;
+    })
+    .await;
+    assert_eq!(
+        items(fetch(&mut client).await),
+        strings(&[("spark.rss.storage.type", "MEMORY_LOCALFILE_HDFS")])
+    );
+    assert_eq!(remote(&mut client, "app_a").await.path, "hdfs://ns1/rss");
+
+    write_file(
+        &file,
+        "rssClientConf:\n  spark.rss.storage.type: MEMORY_LOCALFILE\n",
+    );
+    until("the edited file", || {
+        let mut client = client.clone();
+        async move { !items(fetch(&mut client).await).contains_key("spark.rss.storage.type") }
+    })
+    .await;
+    assert_eq!(
+        items(fetch_v2(&mut client, "alice").await),
+        strings(&[("spark.rss.storage.type:", "MEMORY_LOCALFILE")])
+    );
+    assert_eq!(
+        server.running.coordinator().unwrap().client_conf_rejected(),
+        0
     );
     server.running.shutdown().await;
 }

@@ -1003,12 +1003,17 @@ pub struct CoordinatorConfig {
     /// Serve the dynamic client conf file through `fetchClientConf(V2)`. Default: false
     /// (Uniffle's `rss.coordinator.dynamicClientConf.enabled`).
     pub dynamic_client_conf_enabled: bool,
-    /// The dynamic client conf file, Uniffle's LEGACY format (`key value` per line; the
-    /// `rss.coordinator.remote.storage.path` and `...cluster.conf` lines set the remote
-    /// storage). Required when enabled. Default: none (Uniffle's
-    /// `rss.coordinator.dynamicClientConf.path`).
+    /// The dynamic client conf file, in the format `dynamic_client_conf_parser` names.
+    /// Required when enabled. Default: none (Uniffle's `rss.coordinator.dynamicClientConf.path`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dynamic_client_conf_path: Option<PathBuf>,
+    /// The format of that file: `LEGACY` (`key value` lines; the
+    /// `rss.coordinator.remote.storage.path` and `...cluster.conf` lines set the remote
+    /// storage), `YAML` (`rssClientConf` items and `remoteStorageInfos` paths, each with its
+    /// own conf) or `MIXED` (read as LEGACY, as Java's MIXED does). A file the parser rejects
+    /// keeps the last good conf. Default: `LEGACY` (Uniffle's
+    /// `rss.coordinator.dynamicClientConf.parser`).
+    pub dynamic_client_conf_parser: crate::coordinator::ClientConfFormat,
     /// How often the dynamic client conf file is checked for changes. Must be > 0. Default:
     /// `120s` (Uniffle's `rss.coordinator.dynamicClientConf.updateIntervalSec`).
     #[serde(with = "humantime_serde")]
@@ -1046,6 +1051,7 @@ impl Default for CoordinatorConfig {
             quota_update_interval: Duration::from_secs(60),
             dynamic_client_conf_enabled: false,
             dynamic_client_conf_path: None,
+            dynamic_client_conf_parser: crate::coordinator::ClientConfFormat::Legacy,
             dynamic_client_conf_update_interval: Duration::from_secs(120),
             exclude_nodes_file_path: None,
             exclude_nodes_check_interval: Duration::from_secs(60),

@@ -667,6 +667,7 @@ impl CoordinatorConfig {
             quota_update_interval,
             dynamic_client_conf_enabled,
             dynamic_client_conf_path,
+            dynamic_client_conf_parser: _,
             dynamic_client_conf_update_interval,
             exclude_nodes_file_path: _,
             exclude_nodes_check_interval,

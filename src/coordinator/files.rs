@@ -5,8 +5,8 @@
 //! without a restart. Reads are blocking `std::fs` calls on the blocking pool.
 //!
 //! The parsers are pure and follow the Java 0.10 formats (read from `SimpleClusterManager`,
-//! `QuotaManager`, `AccessCandidatesChecker`, `LegacyClientConfParser` and
-//! `CoordinatorUtils.extractRemoteStorageConf`).
+//! `QuotaManager`, `AccessCandidatesChecker` and `CoordinatorUtils.extractRemoteStorageConf`);
+//! the dynamic client conf's formats are in `client_conf.rs`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -39,6 +39,12 @@ impl WatchedFile {
 
     pub(super) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes the next poll read the file again whatever its modification time: for content
+    /// that was read but rejected, which Java retries at every interval until it parses.
+    pub(super) fn forget(&mut self) {
+        self.seen = None;
     }
 
     /// Reads the file if its modification time differs from the last read's. A file that goes
@@ -103,44 +109,6 @@ pub(super) fn parse_quota(text: &str) -> (HashMap<String, i64>, Option<String>) 
     (quotas, None)
 }
 
-/// The dynamic client conf in Java's LEGACY format: one `key value` pair per line split on
-/// whitespace; lines without exactly two tokens are skipped. The remote storage keys are
-/// taken out of the client items, as Java does.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(super) struct ClientConfFile {
-    /// Items served by `fetchClientConf(V2)`.
-    pub(super) items: BTreeMap<String, String>,
-    /// `rss.coordinator.remote.storage.path`, if the file sets it.
-    pub(super) remote_storage_path: Option<String>,
-    /// `rss.coordinator.remote.storage.cluster.conf`, if the file sets it.
-    pub(super) remote_storage_cluster_conf: Option<String>,
-}
-
-/// Java's key for the remote storage paths (also a `[coordinator]` setting).
-pub const REMOTE_STORAGE_PATH_KEY: &str = "rss.coordinator.remote.storage.path";
-/// Java's key for the per-cluster Hadoop conf items.
-pub const REMOTE_STORAGE_CLUSTER_CONF_KEY: &str = "rss.coordinator.remote.storage.cluster.conf";
-
-pub(super) fn parse_client_conf(text: &str) -> ClientConfFile {
-    let mut conf = ClientConfFile::default();
-    for line in text.lines() {
-        let tokens: Vec<&str> = line.split_whitespace().collect();
-        let [key, value] = tokens[..] else {
-            continue;
-        };
-        match key {
-            REMOTE_STORAGE_PATH_KEY => conf.remote_storage_path = Some(value.to_owned()),
-            REMOTE_STORAGE_CLUSTER_CONF_KEY => {
-                conf.remote_storage_cluster_conf = Some(value.to_owned())
-            }
-            _ => {
-                conf.items.insert(key.to_owned(), value.to_owned());
-            }
-        }
-    }
-    conf
-}
-
 /// Per-cluster Hadoop conf in Java's format `cluster,k1=v1,k2=v2;cluster2,k=v`, where the
 /// cluster is the host of a remote storage path (`hdfs://<host>/...`). Like Java, any malformed
 /// part makes the whole value count as empty; the error says which part.
@@ -194,35 +162,6 @@ mod tests {
         let (q, err) = parse_quota("alice = 2\nbob\ncarol = 1\n");
         assert_eq!(q, HashMap::from([("alice".into(), 2)]));
         assert!(err.unwrap().contains("bob"));
-    }
-
-    #[test]
-    fn legacy_client_conf_takes_storage_keys_apart() {
-        let conf = parse_client_conf(
-            "spark.rss.storage.type MEMORY_LOCALFILE_HDFS\n\
-             rss.coordinator.remote.storage.path hdfs://ns1/rss,hdfs://ns2/rss\n\
-             rss.coordinator.remote.storage.cluster.conf ns1,dfs.replication=2\n\
-             three tokens here\n\
-             \n  rss.writer.buffer.size\t4m  \n",
-        );
-        assert_eq!(
-            conf.items,
-            BTreeMap::from([
-                (
-                    "spark.rss.storage.type".into(),
-                    "MEMORY_LOCALFILE_HDFS".into()
-                ),
-                ("rss.writer.buffer.size".into(), "4m".into()),
-            ])
-        );
-        assert_eq!(
-            conf.remote_storage_path.as_deref(),
-            Some("hdfs://ns1/rss,hdfs://ns2/rss")
-        );
-        assert_eq!(
-            conf.remote_storage_cluster_conf.as_deref(),
-            Some("ns1,dfs.replication=2")
-        );
     }
 
     #[test]

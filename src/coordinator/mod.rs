@@ -9,6 +9,7 @@
 //! - `storage.rs`: remote storage paths for `fetchRemoteStorage`, balanced by app count
 //! - `files.rs`: the operator files (exclude nodes, dynamic client conf, quota, candidates),
 //!   re-read when they change
+//! - `client_conf.rs`: the dynamic client conf's LEGACY, YAML and MIXED formats
 //! - `service.rs`: the tonic handlers; every RPC answers with a status code, never a gRPC error
 //! - `rest/`: the Java coordinator's REST API (`/api/server/*`, `/api/app/*`,
 //!   `/api/coordinator/*`) on the HTTP port, including decommission over `ShuffleServerInternal`
@@ -20,6 +21,7 @@
 pub mod access;
 mod apps;
 pub mod assign;
+mod client_conf;
 mod files;
 pub mod process;
 pub mod registry;
@@ -46,6 +48,7 @@ pub use access::{AccessCheckerKind, AccessOptions, AccessRequest};
 pub use apps::AppSnapshot;
 pub use assign::RangeAssignment;
 pub use assign::{AssignError, AssignPolicy, AssignRequest, HostStrategy, PartitionStrategy};
+pub use client_conf::ClientConfFormat;
 /// For the Java `coordinator.conf` mapping of `rss.coordinator.remote.storage.cluster.conf`.
 pub use files::parse_cluster_conf;
 pub use registry::{NodeReport, ServerCounts, ServerNode, ServerRegistry};
@@ -54,7 +57,8 @@ pub use storage::RemoteStorage;
 
 use access::Quotas;
 use apps::Apps;
-use files::{ClientConfFile, Poll, WatchedFile};
+use client_conf::ClientConfFile;
+use files::{Poll, WatchedFile};
 use storage::RemoteStorages;
 
 /// Coordinator policy, from `[coordinator]`.
@@ -82,6 +86,8 @@ pub struct CoordinatorOptions {
     pub access: AccessOptions,
     /// The dynamic client conf file (set only when enabled) and its poll interval.
     pub dynamic_client_conf: Option<(PathBuf, Duration)>,
+    /// How that file is parsed.
+    pub dynamic_client_conf_format: ClientConfFormat,
     /// The exclude-nodes file and its poll interval.
     pub exclude_nodes_file: Option<(PathBuf, Duration)>,
     /// The per-user quota file and its poll interval.
@@ -116,6 +122,7 @@ impl From<&CoordinatorConfig> for CoordinatorOptions {
                 .then(|| config.dynamic_client_conf_path.clone())
                 .flatten()
                 .map(|p| (p, config.dynamic_client_conf_update_interval)),
+            dynamic_client_conf_format: config.dynamic_client_conf_parser,
             exclude_nodes_file: config
                 .exclude_nodes_file_path
                 .clone()
@@ -141,7 +148,7 @@ impl From<&CoordinatorConfig> for CoordinatorOptions {
 struct FileState {
     /// Server ids in the exclude-nodes file.
     excluded: HashSet<String>,
-    /// The dynamic client conf, once read.
+    /// The dynamic client conf, once read and accepted by its parser.
     client_conf: Option<ClientConfFile>,
     /// Access ids in the candidates file.
     candidates: HashSet<String>,
@@ -174,6 +181,8 @@ pub struct Coordinator {
     storages: Mutex<RemoteStorages>,
     /// `accessCluster` refusals by [`AccessDenial`], in its order.
     access_denied: [AtomicU64; 3],
+    /// Reads of the dynamic client conf file that its parser rejected.
+    client_conf_rejected: AtomicU64,
 }
 
 /// Which of Java's access checkers refused an `accessCluster` request; each has its counter
@@ -207,6 +216,7 @@ impl Coordinator {
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
             access_denied: Default::default(),
+            client_conf_rejected: AtomicU64::new(0),
             excluded: Mutex::new(BTreeSet::new()),
             files: RwLock::new(FileState::default()),
             storages: Mutex::new(RemoteStorages::default()),
@@ -241,7 +251,7 @@ impl Coordinator {
                 }
                 _ => {}
             }
-            coordinator.apply(kind, &file, poll);
+            coordinator.apply(kind, &mut file, poll);
             if kind == FileKind::Candidates && coordinator.files.read().candidates.is_empty() {
                 return Err(format!(
                     "coordinator.access_candidates_path: {} lists no candidate; it must be \
@@ -265,8 +275,9 @@ impl Coordinator {
     /// Takes in what a poll of `kind`'s file found, keeping Java's rules for each file: a
     /// missing exclude file excludes nothing; an unreadable one, or a quota, client conf or
     /// candidates file that is missing or cannot be read, keeps the last content; an empty
-    /// candidates file is ignored.
-    fn apply(&self, kind: FileKind, file: &WatchedFile, poll: Poll) {
+    /// candidates file is ignored; a client conf its parser rejects keeps the last good conf
+    /// and is read again at the next poll, as Java retries it.
+    fn apply(&self, kind: FileKind, file: &mut WatchedFile, poll: Poll) {
         let path = file.path().display();
         let text = match poll {
             Poll::Unchanged => return,
@@ -291,10 +302,19 @@ impl Coordinator {
                 state.excluded = excluded;
             }
             FileKind::ClientConf => {
-                let conf = files::parse_client_conf(&text);
-                tracing::info!(file = %path, items = conf.items.len(), "dynamic client conf updated");
-                self.files.write().client_conf = Some(conf);
-                self.refresh_storages();
+                let format = self.options.dynamic_client_conf_format;
+                match client_conf::parse(format, &text) {
+                    Ok(conf) => {
+                        tracing::info!(file = %path, ?format, items = conf.items.len(), "dynamic client conf updated");
+                        self.files.write().client_conf = Some(conf);
+                        self.refresh_storages();
+                    }
+                    Err(error) => {
+                        tracing::error!(file = %path, ?format, error, "dynamic client conf rejected; keeping the last good conf");
+                        self.client_conf_rejected.fetch_add(1, Ordering::Relaxed);
+                        file.forget();
+                    }
+                }
             }
             FileKind::Quota => {
                 let (limits, error) = files::parse_quota(&text);
@@ -321,6 +341,11 @@ impl Coordinator {
         let (paths, cluster_conf) = {
             let state = self.files.read();
             let file = state.client_conf.as_ref();
+            if let Some(storages) = file.and_then(|f| f.remote_storages.clone()) {
+                drop(state);
+                self.storages.lock().set(storages);
+                return;
+            }
             let paths = file
                 .and_then(|f| f.remote_storage_path.clone())
                 .or_else(|| self.options.remote_storage_path.clone())
@@ -353,7 +378,7 @@ impl Coordinator {
                     let polled = tokio::task::spawn_blocking(move || {
                         let mut file = file.lock();
                         let poll = file.poll();
-                        coordinator.apply(kind, &file, poll);
+                        coordinator.apply(kind, &mut file, poll);
                     })
                     .await;
                     if let Err(e) = polled {
@@ -372,7 +397,7 @@ impl Coordinator {
             if let Some((path, _)) = self.file_option(kind) {
                 let mut file = WatchedFile::new(path.clone());
                 let poll = file.poll();
-                self.apply(kind, &file, poll);
+                self.apply(kind, &mut file, poll);
                 read += 1;
             }
         }
@@ -439,13 +464,32 @@ impl Coordinator {
     /// `rss.coordinator.client.confApplyStrategy`, whose only shipped strategy (the default,
     /// `BypassRssClientConfApplyStrategy`) answers every user and property set alike; so does
     /// this.
-    pub fn client_conf(&self) -> Vec<(String, String)> {
+    ///
+    /// Err while the dynamic client conf is on but no version of its file has parsed yet (a
+    /// YAML file that was invalid at start-up): Java has no conf then and its handler fails
+    /// with a null pointer; this says why instead, and the caller answers an error status.
+    pub fn client_conf(&self) -> Result<Vec<(String, String)>, String> {
         let mut items: BTreeMap<String, String> =
             self.options.client_conf.iter().cloned().collect();
-        if let Some(file) = &self.files.read().client_conf {
-            items.extend(file.items.iter().map(|(k, v)| (k.clone(), v.clone())));
+        match &self.files.read().client_conf {
+            Some(file) => items.extend(file.items.iter().map(|(k, v)| (k.clone(), v.clone()))),
+            None => {
+                if let Some((path, _)) = &self.options.dynamic_client_conf {
+                    return Err(format!(
+                        "the dynamic client conf {} has not parsed as {:?} yet",
+                        path.display(),
+                        self.options.dynamic_client_conf_format
+                    ));
+                }
+            }
         }
-        items.into_iter().collect()
+        Ok(items.into_iter().collect())
+    }
+
+    /// Reads of the dynamic client conf file that its parser rejected so far; each interval
+    /// re-reads a rejected file until it parses, so this keeps rising while it is invalid.
+    pub fn client_conf_rejected(&self) -> u64 {
+        self.client_conf_rejected.load(Ordering::Relaxed)
     }
 
     /// `fetchRemoteStorage`: the app's remote storage, chosen once by app count (APP_BALANCE).

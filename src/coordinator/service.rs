@@ -28,15 +28,23 @@ impl CoordinatorService {
     }
 
     fn client_conf(&self) -> proto::FetchClientConfResponse {
-        proto::FetchClientConfResponse {
-            status: StatusCode::Success as i32,
-            ret_msg: String::new(),
-            client_conf: self
-                .coordinator
-                .client_conf()
-                .into_iter()
-                .map(|(key, value)| proto::ClientConfItem { key, value })
-                .collect(),
+        match self.coordinator.client_conf() {
+            Ok(items) => proto::FetchClientConfResponse {
+                status: StatusCode::Success as i32,
+                ret_msg: String::new(),
+                client_conf: items
+                    .into_iter()
+                    .map(|(key, value)| proto::ClientConfItem { key, value })
+                    .collect(),
+            },
+            Err(message) => {
+                tracing::warn!(%message, "fetchClientConf failed");
+                proto::FetchClientConfResponse {
+                    status: StatusCode::InternalError as i32,
+                    ret_msg: message,
+                    client_conf: Vec::new(),
+                }
+            }
         }
     }
 }

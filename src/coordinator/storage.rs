@@ -63,6 +63,12 @@ impl RemoteStorages {
                 conf,
             });
         }
+        self.set(available);
+    }
+
+    /// Sets the paths, each with its own conf (the YAML dynamic client conf's
+    /// `remoteStorageInfos`). Apps keep the path they were given.
+    pub(super) fn set(&mut self, available: Vec<RemoteStorage>) {
         self.counts
             .retain(|path, n| *n > 0 || available.iter().any(|s| &s.path == path));
         for storage in &available {

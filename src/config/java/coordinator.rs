@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::mapper::Mapper;
 use super::values::java_list;
 use crate::config::{ConfigError, Role};
-use crate::coordinator::{AccessCheckerKind, HostStrategy, PartitionStrategy};
+use crate::coordinator::{AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy};
 
 impl Mapper {
     /// Maps a coordinator.conf: the process becomes a coordinator (`role`), with Java's
@@ -175,6 +175,17 @@ impl Mapper {
             self.config.coordinator.dynamic_client_conf_path = Some(PathBuf::from(&e.value));
             self.set_origin("coordinator.dynamic_client_conf_path", &e);
         }
+        if let Some((e, i)) = self.choice(
+            "rss.coordinator.dynamicClientConf.parser",
+            &["LEGACY", "YAML", "MIXED"],
+        )? {
+            self.config.coordinator.dynamic_client_conf_parser = [
+                ClientConfFormat::Legacy,
+                ClientConfFormat::Yaml,
+                ClientConfFormat::Mixed,
+            ][i];
+            self.set_origin("coordinator.dynamic_client_conf_parser", &e);
+        }
         if let Some((e, d)) =
             self.positive_duration("rss.coordinator.dynamicClientConf.updateIntervalSec", 1000)?
         {
@@ -288,10 +299,20 @@ rss.coordinator.no.such.key x
     /// absent (the cluster-load and quota checkers, 5 apps per user).
     #[test]
     fn placement_and_admission_keys_keep_their_java_meaning() {
-        use crate::coordinator::{AccessCheckerKind, HostStrategy, PartitionStrategy};
+        use crate::coordinator::{
+            AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy,
+        };
         let c = from_coordinator_properties("rss.rpc.server.port 19999\n")
             .unwrap()
             .config;
+        assert_eq!(
+            c.coordinator.dynamic_client_conf_parser,
+            ClientConfFormat::Legacy
+        );
+        assert_eq!(
+            c.coordinator.select_partition_strategy,
+            PartitionStrategy::Continuous
+        );
         assert_eq!(
             c.coordinator.access_checkers,
             [AccessCheckerKind::ClusterLoad, AccessCheckerKind::Quota]
@@ -309,6 +330,7 @@ rss.coordinator.no.such.key x
              rss.coordinator.quota.update.interval 5000\n\
              rss.coordinator.dynamicClientConf.enabled true\n\
              rss.coordinator.dynamicClientConf.path /etc/rss/client.conf\n\
+             rss.coordinator.dynamicClientConf.parser yaml\n\
              rss.coordinator.dynamicClientConf.updateIntervalSec 10\n\
              rss.coordinator.exclude.nodes.file.path /etc/rss/exclude\n\
              rss.coordinator.exclude.nodes.check.interval.ms 2000\n\
@@ -333,6 +355,7 @@ rss.coordinator.no.such.key x
         assert_eq!(c.quota_path.as_deref(), Some(Path::new("/etc/rss/quota")));
         assert_eq!(c.quota_update_interval, Duration::from_secs(5));
         assert!(c.dynamic_client_conf_enabled);
+        assert_eq!(c.dynamic_client_conf_parser, ClientConfFormat::Yaml);
         assert_eq!(
             c.dynamic_client_conf_update_interval,
             Duration::from_secs(10)

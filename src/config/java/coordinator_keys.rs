@@ -100,11 +100,19 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "false",
     ),
     mapped(
+        "rss.coordinator.dynamicClientConf.parser",
+        Both,
+        "LEGACY",
+        &["coordinator.dynamic_client_conf_parser"],
+        "LEGACY, YAML or MIXED (any case); MIXED reads as LEGACY, as Java's does, since its LEGACY parser accepts any file",
+        "LEGACY",
+    ),
+    mapped(
         "rss.coordinator.dynamicClientConf.path",
         Both,
         "(none)",
         &["coordinator.dynamic_client_conf_path"],
-        "the LEGACY `key value` file, re-read when it changes (YAML is not read)",
+        "the client conf file in the format rss.coordinator.dynamicClientConf.parser names, re-read when it changes",
         "none",
     ),
     mapped(
@@ -200,10 +208,10 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
     mapped(
         "rss.coordinator.select.partition.strategy",
         Both,
-        "ROUND",
+        "CONTINUOUS",
         &["coordinator.select_partition_strategy"],
         "ROUND or CONTINUOUS",
-        "CONTINUOUS (Spillway's default; the Java copy read for this table says ROUND)",
+        "CONTINUOUS (Java's since 0.8.0, apache/uniffle#1036; its coordinator guide said ROUND until #1692)",
     ),
     mapped(
         "rss.coordinator.server.heartbeat.timeout",
