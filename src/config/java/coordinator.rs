@@ -121,8 +121,6 @@ impl Mapper {
             None => vec![AccessCheckerKind::ClusterLoad, AccessCheckerKind::Quota],
         };
         self.config.coordinator.access_checkers = checkers;
-        // Java's default quota, since its quota checker runs by default.
-        self.config.coordinator.quota_default_app_num = 5;
         if let Some((e, v)) = self.double("rss.coordinator.access.loadChecker.memory.percentage")? {
             if !(0.0..=100.0).contains(&v) {
                 return Err(e.error(format!("{v} is not a percentage in 0..=100")));
@@ -296,7 +294,7 @@ rss.coordinator.no.such.key x
     }
 
     /// The placement and admission keys of a Java coordinator.conf, with Java's defaults when
-    /// absent (the cluster-load and quota checkers, 5 apps per user).
+    /// absent (the cluster-load and quota checkers; no per-user limit, as since 0.8.0).
     #[test]
     fn placement_and_admission_keys_keep_their_java_meaning() {
         use crate::coordinator::{
@@ -317,7 +315,7 @@ rss.coordinator.no.such.key x
             c.coordinator.access_checkers,
             [AccessCheckerKind::ClusterLoad, AccessCheckerKind::Quota]
         );
-        assert_eq!(c.coordinator.quota_default_app_num, 5);
+        assert_eq!(c.coordinator.quota_default_app_num, -1);
         let loaded = from_coordinator_properties(
             "rss.coordinator.access.checkers \
              org.apache.uniffle.coordinator.access.checker.AccessCandidatesChecker\n\

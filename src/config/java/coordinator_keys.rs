@@ -142,10 +142,11 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
     mapped(
         "rss.coordinator.quota.default.app.num",
         Both,
-        "5",
+        "-1",
         &["coordinator.quota_default_app_num"],
-        "apps per user when the quota file names none; negative = unlimited",
-        "5 (Java's)",
+        "apps per user when the quota file names none; negative = unlimited (Java's default \
+         since 0.8.0, apache/uniffle#1186; 5 before, as its docs still say)",
+        "-1: unlimited (Java's)",
     ),
     mapped(
         "rss.coordinator.quota.default.path",
