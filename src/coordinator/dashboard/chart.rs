@@ -39,6 +39,9 @@ pub struct Series {
     pub name: &'static str,
     /// Stroke colour.
     pub color: &'static str,
+    /// Dashed, so a line that coincides with another (read after write of the same bytes)
+    /// still shows.
+    pub dashed: bool,
     /// The points; `None` is a gap.
     pub points: Vec<(i64, Option<f64>)>,
 }
@@ -137,7 +140,11 @@ pub fn line_chart(title: &str, unit: Unit, series: &[Series]) -> String {
                     );
                 }
                 _ => {
-                    svg.push_str(r#"<polyline fill="none" stroke-width="1.5" stroke=""#);
+                    svg.push_str(r#"<polyline fill="none" stroke-width="1.5" "#);
+                    if s.dashed {
+                        svg.push_str(r#"stroke-dasharray="5 3" "#);
+                    }
+                    svg.push_str(r#"stroke=""#);
                     svg.push_str(s.color);
                     svg.push_str(r#"" points=""#);
                     for (t, v) in run {
@@ -174,6 +181,7 @@ mod tests {
             &[Series {
                 name: "used",
                 color: "#36c",
+                dashed: false,
                 points: vec![
                     (0, Some(1.0)),
                     (1000, Some(2.0)),

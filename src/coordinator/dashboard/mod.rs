@@ -275,11 +275,13 @@ fn charts(samples: &[Sample], pick: impl Fn(&ServerSample) -> bool) -> (Value, V
         &[
             Series {
                 name: "capacity",
+                dashed: false,
                 color: "#999999",
                 points: sum(&|x| Some(x.capacity as f64)),
             },
             Series {
                 name: "used",
+                dashed: false,
                 color: "#2a6fdb",
                 points: sum(&|x| Some(x.used_memory as f64)),
             },
@@ -291,11 +293,13 @@ fn charts(samples: &[Sample], pick: impl Fn(&ServerSample) -> bool) -> (Value, V
         &[
             Series {
                 name: "write",
+                dashed: false,
                 color: "#d9480f",
                 points: sum(&|x| x.write_rate),
             },
             Series {
                 name: "read",
+                dashed: true,
                 color: "#2b8a3e",
                 points: sum(&|x| x.read_rate),
             },

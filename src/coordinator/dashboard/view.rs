@@ -24,7 +24,7 @@ th{background:#eef1f5;font-weight:600}td.num{text-align:right;font-variant-numer
 .card b{display:block;font-size:22px}.ACTIVE{color:#17813a}.UNHEALTHY{color:#c46a00}.LOST{color:#c0262d}
 .DECOMMISSIONING,.DECOMMISSIONED{color:#2458b3}.tag{background:#e8edf5;border-radius:3px;padding:0 5px;margin-right:3px;font-size:12px}
 .na{color:#888}.charts{display:flex;gap:12px;flex-wrap:wrap}.chart{background:#fff;border:1px solid #e2e4e8}
-.chart-title{font-weight:600;font-size:12px}.axis,.legend{font-size:11px;fill:#555}.note{color:#666;font-size:12px}
+.chart-title{font-weight:600;font-size:12px}.axis{font-size:11px;fill:#555}.legend{font-size:11px}.note{color:#666;font-size:12px}
 </style></head><body>
 <header><a href="/dashboard">Spillway dashboard</a><span>coordinator {{ coordinator }} · {{ generated }} · refreshes every {{ refresh_secs }} s</span></header>
 <main>{{ body }}</main></body></html>
