@@ -255,7 +255,10 @@ async fn the_dashboard_shows_the_live_cluster_in_chromium() {
         cluster.contains("&lt;script&gt;document.title='pwned'&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;"),
         "the hostile app id is shown as text"
     );
-    assert!(!cluster.contains("<script>document.title"), "no injected script");
+    assert!(
+        !cluster.contains("<script>document.title"),
+        "no injected script"
+    );
     assert!(!cluster.contains("<b>x</b>"), "no injected markup");
     assert!(!cluster.contains("<title>pwned"), "the script did not run");
     assert!(cluster.contains("mallory&lt;i&gt;"));
@@ -276,7 +279,10 @@ async fn the_dashboard_shows_the_live_cluster_in_chromium() {
     assert!(server_page.contains("id=\"server-status\">ACTIVE<"));
     let disk = a.disks[0].path().display().to_string();
     assert!(server_page.contains(&disk), "disk {disk} listed");
-    assert!(server_page.contains(&format!(">{APP}</a>")), "app on the server");
+    assert!(
+        server_page.contains(&format!(">{APP}</a>")),
+        "app on the server"
+    );
     assert!(points(&server_page, "used") >= samples_before);
 
     // The app page: user, shuffle, size, servers.
@@ -291,7 +297,10 @@ async fn the_dashboard_shows_the_live_cluster_in_chromium() {
         .unwrap();
     assert!(app_size > 0);
     for id in [&ida, &idb] {
-        assert!(app_page.contains(&format!(">{id}</a>")), "{id} on the app page");
+        assert!(
+            app_page.contains(&format!(">{id}</a>")),
+            "{id} on the app page"
+        );
     }
 
     // The hostile app's own page, reached by its percent-encoded link.

@@ -292,6 +292,32 @@ mod tests {
     }
 
     #[test]
+    fn detail_keeps_the_last_assignment_of_each_shuffle_and_the_load() {
+        let t0 = Instant::now();
+        let mut apps = Apps::new(Duration::from_secs(60));
+        apps.register("a1", "alice", t0);
+        let record = |id, servers: &[&str]| ShuffleRecord {
+            shuffle_id: id,
+            partitions: 4,
+            servers: servers.iter().map(|s| s.to_string()).collect(),
+        };
+        apps.record_shuffle("a1", record(1, &["s1"]));
+        apps.record_shuffle("a1", record(0, &["s1", "s2"]));
+        apps.record_shuffle("a1", record(1, &["s2"]));
+        apps.record_shuffle("unknown", record(0, &["s1"]));
+        apps.add_load("a1", HashMap::from([("s1".into(), 3)]), t0);
+        let d = apps.detail("a1", t0).unwrap();
+        assert_eq!(d.snapshot.user, "alice");
+        assert_eq!(
+            d.shuffles,
+            vec![record(0, &["s1", "s2"]), record(1, &["s2"])]
+        );
+        assert_eq!(d.assigned, BTreeMap::from([("s1".into(), 3)]));
+        assert!(apps.detail("unknown", t0).is_none());
+        assert!(apps.detail("a1", t0 + Duration::from_secs(61)).is_none());
+    }
+
+    #[test]
     fn per_user_counts_live_registered_apps_and_created_counts_every_new_id() {
         let t0 = Instant::now();
         let mut apps = Apps::new(Duration::from_secs(60));

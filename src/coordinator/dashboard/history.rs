@@ -53,7 +53,9 @@ impl History {
     /// [`MAX_POINTS`]).
     pub fn new(interval: Duration) -> Self {
         let per_span = SPAN.as_millis() / interval.as_millis().max(1);
-        let capacity = usize::try_from(per_span).unwrap_or(MAX_POINTS).clamp(2, MAX_POINTS);
+        let capacity = usize::try_from(per_span)
+            .unwrap_or(MAX_POINTS)
+            .clamp(2, MAX_POINTS);
         History {
             interval,
             capacity,

@@ -252,6 +252,22 @@ fn disk_media(d: &proto::StorageInfo) -> &'static str {
     }
 }
 
+/// One tier's share of an app on a server (`localTotalSize` or `hadoopTotalSize`), or `n/a`
+/// when the server's per-tier figures do not account for the app's total: proto3 cannot tell
+/// an unsent field from 0, and a server that does not split its bytes by tier (Spillway's
+/// heartbeat sends memory and total only) would otherwise read as holding nothing on disk.
+fn tier_size(info: &proto::ApplicationInfo, bytes: i64) -> String {
+    let parts = info
+        .memory_size
+        .saturating_add(info.local_total_size)
+        .saturating_add(info.hadoop_total_size);
+    if parts >= info.total_size {
+        human_bytes(bytes)
+    } else {
+        "n/a".into()
+    }
+}
+
 /// The last sample of server `id`, if the sampler has seen it.
 fn last_of<'a>(last: Option<&'a Sample>, id: &str) -> Option<&'a ServerSample> {
     last.and_then(|s| s.servers.iter().find(|x| x.id == id))
@@ -491,8 +507,8 @@ async fn server(State(d): Dash, Path(id): Path<String>) -> Response {
             href: href("app", &a.app_id),
             partitions: a.partition_num,
             memory: human_bytes(a.memory_size),
-            local: human_bytes(a.local_total_size),
-            hadoop: human_bytes(a.hadoop_total_size),
+            local: tier_size(a, a.local_total_size),
+            hadoop: tier_size(a, a.hadoop_total_size),
             total: human_bytes(a.total_size),
         })
         .collect::<Vec<_>>();
@@ -577,8 +593,8 @@ async fn app(State(d): Dash, Path(id): Path<String>) -> Response {
                     assigned: "—".into(),
                     partitions: info.partition_num.to_string(),
                     memory: human_bytes(info.memory_size),
-                    local: human_bytes(info.local_total_size),
-                    hadoop: human_bytes(info.hadoop_total_size),
+                    local: tier_size(info, info.local_total_size),
+                    hadoop: tier_size(info, info.hadoop_total_size),
                     total: human_bytes(info.total_size),
                     total_bytes: info.total_size.to_string(),
                     id: node.id,
@@ -631,5 +647,38 @@ async fn app(State(d): Dash, Path(id): Path<String>) -> Response {
         shuffles,
         servers: rows.into_values().collect(),
     };
-    d.page(StatusCode::OK, "app.html", format!("Application {id}"), page)
+    d.page(
+        StatusCode::OK,
+        "app.html",
+        format!("Application {id}"),
+        page,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tier_reads_na_when_the_tiers_do_not_account_for_the_total() {
+        let mut info = proto::ApplicationInfo {
+            memory_size: 100,
+            total_size: 100,
+            ..Default::default()
+        };
+        assert_eq!(
+            tier_size(&info, info.local_total_size),
+            "0 B",
+            "all in memory"
+        );
+        info.memory_size = 0;
+        assert_eq!(
+            tier_size(&info, info.local_total_size),
+            "n/a",
+            "spilled, unsplit"
+        );
+        info.local_total_size = 60;
+        info.hadoop_total_size = 40;
+        assert_eq!(tier_size(&info, info.local_total_size), "60 B");
+    }
 }

@@ -132,10 +132,12 @@ impl Views {
             .env
             .get_template(name)?
             .render(minijinja::value::Serde(&page))?;
-        self.env.get_template("base.html")?.render(minijinja::context! {
-            body => Value::from_safe_string(body),
-            ..Value::from(minijinja::value::Serde(&frame))
-        })
+        self.env
+            .get_template("base.html")?
+            .render(minijinja::context! {
+                body => Value::from_safe_string(body),
+                ..Value::from(minijinja::value::Serde(&frame))
+            })
     }
 }
 
@@ -232,7 +234,10 @@ mod tests {
                 minijinja::context! { what => "Application", id => "<script>alert(1)</script>" },
             )
             .unwrap();
-        assert!(html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"), "{html}");
+        assert!(
+            html.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt;"),
+            "{html}"
+        );
         assert!(!html.contains("<script>"));
     }
 
