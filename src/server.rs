@@ -441,6 +441,7 @@ pub async fn start(config: Config) -> Result<Running> {
     if let Some(coordinator) = &coordinator {
         coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
         coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
+        coordinator.spawn_sampler(tasks_stop.clone(), &tracker);
         tracing::info!("embedded coordinator enabled on the gRPC port");
         metrics.attach_coordinator(Arc::clone(coordinator), false)?;
     }

@@ -22,6 +22,8 @@ command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway
 # server's clock with faketime.
 command -v kinit >/dev/null || missing+=(krb5-user)
 command -v faketime >/dev/null || missing+=(faketime)
+# tests/dashboard.rs renders /dashboard in headless Chromium and keeps screenshots.
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "== installing ${missing[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"

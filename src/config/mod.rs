@@ -1026,6 +1026,12 @@ pub struct CoordinatorConfig {
     /// (Uniffle's `rss.coordinator.exclude.nodes.check.interval.ms`).
     #[serde(with = "humantime_serde")]
     pub exclude_nodes_check_interval: Duration,
+    /// How often the dashboard (`/dashboard`) samples each server's memory and throughput
+    /// counters; the charts keep the last hour of samples (at most 3600 points). Must be > 0.
+    /// Default: `10s`. No Java key: Uniffle's dashboard is a separate process that keeps no
+    /// history.
+    #[serde(with = "humantime_serde")]
+    pub dashboard_sample_interval: Duration,
 }
 
 impl Default for CoordinatorConfig {
@@ -1055,6 +1061,7 @@ impl Default for CoordinatorConfig {
             dynamic_client_conf_update_interval: Duration::from_secs(120),
             exclude_nodes_file_path: None,
             exclude_nodes_check_interval: Duration::from_secs(60),
+            dashboard_sample_interval: Duration::from_secs(10),
         }
     }
 }

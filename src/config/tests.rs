@@ -549,6 +549,10 @@ fn invalid_samples_name_the_key() {
             "coordinator.exclude_nodes_check_interval",
         ),
         (
+            "[coordinator]\ndashboard_sample_interval = \"0s\"",
+            "coordinator.dashboard_sample_interval",
+        ),
+        (
             "[coordinator]\nremote_storage_path = \"hdfs://a b\"",
             "coordinator.remote_storage_path",
         ),

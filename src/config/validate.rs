@@ -671,6 +671,7 @@ impl CoordinatorConfig {
             dynamic_client_conf_update_interval,
             exclude_nodes_file_path: _,
             exclude_nodes_check_interval,
+            dashboard_sample_interval,
         } = self;
         if !(0.0..=100.0).contains(access_load_memory_percentage) {
             return Err(ConfigError::new(
@@ -710,6 +711,10 @@ impl CoordinatorConfig {
         nonzero_duration(
             "coordinator.exclude_nodes_check_interval",
             *exclude_nodes_check_interval,
+        )?;
+        nonzero_duration(
+            "coordinator.dashboard_sample_interval",
+            *dashboard_sample_interval,
         )?;
         for (cluster, items) in remote_storage_cluster_conf {
             if cluster.is_empty() || cluster.contains([',', ';', '=']) {

@@ -1,7 +1,7 @@
 //! `Apps`: the applications the coordinator has heard from, and the partitions each was
 //! assigned per server, which is the load the assignment rule balances.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -25,6 +25,31 @@ struct AppEntry {
     /// Client version and commit from `registerApplicationInfo` (0.10 clients).
     version: String,
     git_commit_id: String,
+    /// The shuffles this coordinator assigned, by shuffle id (the dashboard's app page).
+    shuffles: BTreeMap<i32, ShuffleRecord>,
+}
+
+/// One `getShuffleAssignments` answer as the coordinator gave it: what it knows of a shuffle
+/// without asking the servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShuffleRecord {
+    /// The shuffle id the client asked for.
+    pub shuffle_id: i32,
+    /// `partitionNum` of the request.
+    pub partitions: i32,
+    /// The servers the ranges went to.
+    pub servers: BTreeSet<String>,
+}
+
+/// One live app with what the coordinator assigned it (the dashboard's app page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppDetail {
+    /// As the REST API shows it.
+    pub snapshot: AppSnapshot,
+    /// Assigned shuffles, by shuffle id; a shuffle assigned again (a retry) keeps the last.
+    pub shuffles: Vec<ShuffleRecord>,
+    /// Partitions assigned per server id, over all shuffles.
+    pub assigned: BTreeMap<String, u64>,
 }
 
 /// One live app as the coordinator REST API shows it (Java's `AppInfo` with its user).
@@ -94,20 +119,46 @@ impl Apps {
         self.total
     }
 
+    /// Records the servers a shuffle of `app_id` was assigned to; the load is added by
+    /// [`Apps::add_load`].
+    pub(super) fn record_shuffle(&mut self, app_id: &str, record: ShuffleRecord) {
+        if let Some(entry) = self.apps.get_mut(app_id) {
+            entry.shuffles.insert(record.shuffle_id, record);
+        }
+    }
+
+    /// The app `app_id` if alive at `now`, with its shuffles and load.
+    pub(super) fn detail(&self, app_id: &str, now: Instant) -> Option<AppDetail> {
+        let entry = self.apps.get(app_id).filter(|e| self.is_live(e, now))?;
+        Some(AppDetail {
+            snapshot: Self::snapshot(app_id, entry),
+            shuffles: entry.shuffles.values().cloned().collect(),
+            assigned: entry
+                .assigned
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect(),
+        })
+    }
+
+    fn snapshot(app_id: &str, e: &AppEntry) -> AppSnapshot {
+        AppSnapshot {
+            app_id: app_id.to_owned(),
+            user: e.user.clone(),
+            registration_ms: e.registration_ms,
+            update_ms: e.update_ms,
+            version: e.version.clone(),
+            git_commit_id: e.git_commit_id.clone(),
+        }
+    }
+
     /// The apps alive at `now`, sorted by app id.
     pub(super) fn snapshots(&self, now: Instant) -> Vec<AppSnapshot> {
         let mut out: Vec<AppSnapshot> = self
             .apps
             .iter()
             .filter(|(_, e)| self.is_live(e, now))
-            .map(|(id, e)| AppSnapshot {
-                app_id: id.clone(),
-                user: e.user.clone(),
-                registration_ms: e.registration_ms,
-                update_ms: e.update_ms,
-                version: e.version.clone(),
-                git_commit_id: e.git_commit_id.clone(),
-            })
+            .map(|(id, e)| Self::snapshot(id, e))
             .collect();
         out.sort_by(|a, b| a.app_id.cmp(&b.app_id));
         out
@@ -238,6 +289,32 @@ mod tests {
         assert!(apps.sweep(later + Duration::from_secs(60)).is_empty());
         assert_eq!(apps.sweep(later + Duration::from_secs(61)).len(), 1);
         assert!(apps.load(later).is_empty());
+    }
+
+    #[test]
+    fn detail_keeps_the_last_assignment_of_each_shuffle_and_the_load() {
+        let t0 = Instant::now();
+        let mut apps = Apps::new(Duration::from_secs(60));
+        apps.register("a1", "alice", t0);
+        let record = |id, servers: &[&str]| ShuffleRecord {
+            shuffle_id: id,
+            partitions: 4,
+            servers: servers.iter().map(|s| s.to_string()).collect(),
+        };
+        apps.record_shuffle("a1", record(1, &["s1"]));
+        apps.record_shuffle("a1", record(0, &["s1", "s2"]));
+        apps.record_shuffle("a1", record(1, &["s2"]));
+        apps.record_shuffle("unknown", record(0, &["s1"]));
+        apps.add_load("a1", HashMap::from([("s1".into(), 3)]), t0);
+        let d = apps.detail("a1", t0).unwrap();
+        assert_eq!(d.snapshot.user, "alice");
+        assert_eq!(
+            d.shuffles,
+            vec![record(0, &["s1", "s2"]), record(1, &["s2"])]
+        );
+        assert_eq!(d.assigned, BTreeMap::from([("s1".into(), 3)]));
+        assert!(apps.detail("unknown", t0).is_none());
+        assert!(apps.detail("a1", t0 + Duration::from_secs(61)).is_none());
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //!   re-read when they change
 //! - `client_conf.rs`: the dynamic client conf's LEGACY, YAML and MIXED formats
 //! - `service.rs`: the tonic handlers; every RPC answers with a status code, never a gRPC error
+//! - `dashboard/`: the operator's web page (`/dashboard`), rendered from the registries above
+//!   and a history the dashboard's sampler keeps
 //! - `rest/`: the Java coordinator's REST API (`/api/server/*`, `/api/app/*`,
 //!   `/api/coordinator/*`) on the HTTP port, including decommission over `ShuffleServerInternal`
 //! - `process.rs`: a coordinator-only process (`role = "coordinator"`, a Java coordinator.conf)
@@ -22,6 +24,7 @@ pub mod access;
 mod apps;
 pub mod assign;
 mod client_conf;
+pub mod dashboard;
 mod files;
 pub mod process;
 pub mod registry;
@@ -45,7 +48,7 @@ use crate::config::CoordinatorConfig;
 use crate::proto;
 
 pub use access::{AccessCheckerKind, AccessOptions, AccessRequest};
-pub use apps::AppSnapshot;
+pub use apps::{AppDetail, AppSnapshot, ShuffleRecord};
 pub use assign::RangeAssignment;
 pub use assign::{AssignError, AssignPolicy, AssignRequest, HostStrategy, PartitionStrategy};
 pub use client_conf::ClientConfFormat;
@@ -94,6 +97,8 @@ pub struct CoordinatorOptions {
     pub quota_file: Option<(PathBuf, Duration)>,
     /// The access candidates file and its poll interval.
     pub access_candidates_file: Option<(PathBuf, Duration)>,
+    /// How often the dashboard samples memory and throughput.
+    pub dashboard_sample_interval: Duration,
 }
 
 impl From<&CoordinatorConfig> for CoordinatorOptions {
@@ -139,6 +144,7 @@ impl From<&CoordinatorConfig> for CoordinatorOptions {
                 .access_candidates_path
                 .clone()
                 .map(|p| (p, config.access_candidates_update_interval)),
+            dashboard_sample_interval: config.dashboard_sample_interval,
         }
     }
 }
@@ -183,6 +189,8 @@ pub struct Coordinator {
     access_denied: [AtomicU64; 3],
     /// Reads of the dynamic client conf file that its parser rejected.
     client_conf_rejected: AtomicU64,
+    /// The last hour of samples the dashboard charts; filled by [`Coordinator::spawn_sampler`].
+    history: dashboard::History,
 }
 
 /// Which of Java's access checkers refused an `accessCluster` request; each has its counter
@@ -212,7 +220,6 @@ impl Coordinator {
             servers: ServerRegistry::new(options.server_timeout),
             apps: Mutex::new(Apps::new(options.app_timeout)),
             quotas: Mutex::new(Quotas::new(options.app_timeout)),
-            options,
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
             access_denied: Default::default(),
@@ -220,6 +227,8 @@ impl Coordinator {
             excluded: Mutex::new(BTreeSet::new()),
             files: RwLock::new(FileState::default()),
             storages: Mutex::new(RemoteStorages::default()),
+            history: dashboard::History::new(options.dashboard_sample_interval),
+            options,
         };
         coordinator.refresh_storages();
         coordinator
@@ -559,6 +568,45 @@ impl Coordinator {
                 server: range.servers.iter().map(|s| s.to_proto()).collect(),
             })
             .collect())
+    }
+
+    /// Remembers which servers shuffle `shuffle_id` of `app_id` went to (after a successful
+    /// [`Coordinator::assign`]), for the dashboard's app page.
+    pub fn record_shuffle(
+        &self,
+        app_id: &str,
+        shuffle_id: i32,
+        partitions: i32,
+        assignments: &[proto::PartitionRangeAssignment],
+    ) {
+        let servers = assignments
+            .iter()
+            .flat_map(|a| a.server.iter().map(|s| s.id.clone()))
+            .collect();
+        self.apps.lock().record_shuffle(
+            app_id,
+            ShuffleRecord {
+                shuffle_id,
+                partitions,
+                servers,
+            },
+        );
+    }
+
+    /// The live app `app_id` with its shuffles and load.
+    pub fn app_detail(&self, app_id: &str) -> Option<AppDetail> {
+        self.apps.lock().detail(app_id, Instant::now())
+    }
+
+    /// The dashboard's history of samples.
+    pub fn history(&self) -> &dashboard::History {
+        &self.history
+    }
+
+    /// Samples the servers every `options().dashboard_sample_interval` into
+    /// [`Coordinator::history`] until `cancel` fires; see [`dashboard::sampler`].
+    pub fn spawn_sampler(self: &Arc<Self>, cancel: CancellationToken, tracker: &TaskTracker) {
+        dashboard::sampler::spawn(Arc::clone(self), cancel, tracker);
     }
 
     /// `appHeartbeat`: keeps the app (and its load) alive.

@@ -113,6 +113,9 @@ pub struct NodeReport {
     pub registration_ms: i64,
     /// Wall clock of the last heartbeat, ms since the epoch.
     pub timestamp_ms: i64,
+    /// Per app on the server, sorted by app id (0.10 servers; Java's `appIdToInfos`). Empty both
+    /// when the server holds no app and when it is older than 0.10 and never says.
+    pub app_infos: Vec<proto::ApplicationInfo>,
 }
 
 impl NodeReport {
@@ -136,6 +139,11 @@ impl NodeReport {
                 .collect(),
             registration_ms: now_ms,
             timestamp_ms: now_ms,
+            app_infos: {
+                let mut apps = req.application_info.clone();
+                apps.sort_by(|a, b| a.app_id.cmp(&b.app_id));
+                apps
+            },
         }
     }
 }

@@ -97,6 +97,12 @@ impl CoordinatorServer for CoordinatorService {
                     servers = ?distinct_ids(&assignments),
                     "shuffle assigned"
                 );
+                self.coordinator.record_shuffle(
+                    &req.application_id,
+                    req.shuffle_id,
+                    req.partition_num,
+                    &assignments,
+                );
                 proto::GetShuffleAssignmentsResponse {
                     status: StatusCode::Success as i32,
                     assignments,

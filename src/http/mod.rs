@@ -15,6 +15,7 @@
 //! | `POST /api/shuffleServer/confOps/update`, `POST /confOps/update` | runtime reconfiguration, Java's `ConfOpsResource` (`conf_ops.rs`) | admin |
 //! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles | admin |
 //! | `/api/server/*`, `/api/app/*`, `GET /api/coordinator/info`, `GET /api/coordinator/conf` | the Java coordinator's REST API, only with `coordinator.enabled` (`coordinator/rest/`) | open |
+//! | `GET /dashboard`, `/dashboard/server/{id}`, `/dashboard/app/{id}` | the operator's HTML dashboard, only with `coordinator.enabled` (`coordinator/dashboard/`) | open |
 //! | `POST /api/server/[{id}/]decommission`, `…/cancelDecommission` | decommission through the coordinator | admin |
 //!
 //! "open" is unauthenticated, as in Uniffle. "admin" (`auth.rs`): with `metrics.admin_token` /
@@ -94,6 +95,7 @@ pub fn router(state: Arc<HttpState>) -> Router {
         Some(ctx) => {
             use crate::coordinator::rest;
             rest::open_routes(Arc::clone(ctx))
+                .merge(crate::coordinator::dashboard::routes(Arc::clone(ctx)))
                 .merge(
                     rest::admin_routes(Arc::clone(ctx))
                         .route_layer(middleware::from_fn_with_state(auth, auth::require_admin)),

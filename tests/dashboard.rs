@@ -1,0 +1,343 @@
+//! The dashboard as a person sees it: Spillway A runs the embedded coordinator, B heartbeats to
+//! A, a client writes and reads shuffle data on both, and headless Chromium renders
+//! `/dashboard`, a server page, an app page and a 404 page against that live cluster. The test
+//! reads the rendered DOM (what is shown, not the HTML sent) and keeps screenshots in
+//! `target/dashboard-screenshots/`.
+//!
+//! Chromium is required: without `/usr/bin/chromium` the test fails (tests/run-all.sh installs
+//! it).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use spillway::proto::coordinator_server_client::CoordinatorServerClient;
+use spillway::proto::{self, StatusCode};
+use tonic::transport::Channel;
+
+use common::{status_of, TestServer};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+const BEAT: Duration = Duration::from_millis(100);
+const SAMPLE: Duration = Duration::from_millis(200);
+const APP: &str = "app_dashboard_1";
+/// An app id that would run script if the page did not escape it.
+const EVIL_APP: &str = "<script>document.title='pwned'</script><b>x</b>";
+
+/// Runs headless Chromium on `url` with a fresh profile: `--dump-dom` when `screenshot` is
+/// `None` (returns the DOM after load), else writes the PNG and returns stdout.
+fn chromium(url: &str, screenshot: Option<&Path>) -> String {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: the dashboard test needs headless Chromium; tests/run-all.sh \
+         installs it (Debian package `chromium`)"
+    );
+    let profile = tempfile::TempDir::new().unwrap();
+    let mut cmd = Command::new(CHROMIUM);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--hide-scrollbars",
+    ])
+    .arg(format!("--user-data-dir={}", profile.path().display()));
+    match screenshot {
+        None => {
+            cmd.arg("--dump-dom");
+        }
+        Some(path) => {
+            cmd.arg(format!("--screenshot={}", path.display()))
+                .arg("--window-size=1280,1000");
+        }
+    }
+    cmd.arg(url);
+    let out = common::output_within(&mut cmd, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "chromium failed on {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Chromium off the async runtime, so the servers keep serving while it loads the page.
+async fn render(url: String) -> String {
+    tokio::task::spawn_blocking(move || chromium(&url, None))
+        .await
+        .unwrap()
+}
+
+async fn screenshot(url: String, name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/dashboard-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let _ = std::fs::remove_file(&path);
+    let p = path.clone();
+    tokio::task::spawn_blocking(move || chromium(&url, Some(&p)))
+        .await
+        .unwrap();
+    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    assert!(len > 1000, "{} is empty ({len} bytes)", path.display());
+    path
+}
+
+/// The value of `attr="…"` in the first element that also has `marker` (an attribute pair)
+/// before it on the same tag.
+fn attr_after(dom: &str, marker: &str, attr: &str) -> Option<String> {
+    let at = dom.find(marker)?;
+    let rest = &dom[at..];
+    let key = format!("{attr}=\"");
+    let start = rest.find(&key)? + key.len();
+    let end = rest[start..].find('"')? + start;
+    Some(rest[start..end].to_owned())
+}
+
+fn points(dom: &str, series: &str) -> usize {
+    attr_after(dom, &format!("data-name=\"{series}\""), "data-points")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no chart series {series:?} in the page"))
+}
+
+async fn coordinator_client(s: &TestServer) -> CoordinatorServerClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{}", s.running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    CoordinatorServerClient::new(channel)
+}
+
+async fn register_app(coord: &mut CoordinatorServerClient<Channel>, app: &str, user: &str) {
+    let resp = coord
+        .register_application_info(proto::ApplicationInfoRequest {
+            app_id: app.into(),
+            user: user.into(),
+            version: Some("0.10.0".into()),
+            git_commit_id: Some("abc1234".into()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(resp.status), StatusCode::Success);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_the_live_cluster_in_chromium() {
+    let mut a = common::start(1, |c| {
+        c.coordinator.enabled = true;
+        c.coordinator.dashboard_sample_interval = SAMPLE;
+        c.heartbeat_interval = BEAT;
+    })
+    .await;
+    let quorum = vec![a.running.grpc_addr.to_string()];
+    let mut b = common::start(1, |c| {
+        c.coordinator_quorum = quorum;
+        c.heartbeat_interval = BEAT;
+    })
+    .await;
+    let coordinator = a.running.coordinator().expect("coordinator on").clone();
+    let (ida, idb) = (a.running.server_id.clone(), b.running.server_id.clone());
+    common::eventually("both servers registered", || {
+        coordinator.servers().get(&ida).is_some() && coordinator.servers().get(&idb).is_some()
+    })
+    .await;
+    // Two samples of both servers' counters before any traffic, so the next deltas cover it.
+    common::eventually("counters sampled", || {
+        coordinator.history().samples().len() >= 2
+            && coordinator.history().last().is_some_and(|s| {
+                s.servers.len() == 2 && s.servers.iter().all(|x| x.write_rate.is_some())
+            })
+    })
+    .await;
+
+    // Traffic as a Spark job makes it: the app registers with the coordinator, gets its
+    // servers, writes to both, reports, and reads back.
+    let mut coord = coordinator_client(&a).await;
+    register_app(&mut coord, APP, "alice").await;
+    register_app(&mut coord, EVIL_APP, "mallory<i>").await;
+    let assigned = coord
+        .get_shuffle_assignments(proto::GetShuffleServerRequest {
+            application_id: APP.into(),
+            shuffle_id: 7,
+            partition_num: 4,
+            partition_num_per_range: 1,
+            data_replica: 1,
+            assignment_shuffle_server_number: 2,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(assigned.status), StatusCode::Success);
+    for server in [&mut a, &mut b] {
+        common::register(&mut server.client, APP, 7, 0..4, false).await;
+        let expected = common::write_shuffle(&mut server.client, APP, 7, 2, 4, 4, 32 << 10).await;
+        common::verify_shuffle(&mut server.client, APP, 7, &expected).await;
+    }
+    common::eventually("write and read throughput sampled", || {
+        let samples = coordinator.history().samples();
+        let seen = |f: fn(&spillway::coordinator::dashboard::ServerSample) -> Option<f64>| {
+            samples
+                .iter()
+                .any(|s| s.servers.iter().any(|x| f(x).is_some_and(|r| r > 0.0)))
+        };
+        seen(|x| x.write_rate) && seen(|x| x.read_rate)
+    })
+    .await;
+    common::eventually("both servers report the app", || {
+        [&ida, &idb].iter().all(|id| {
+            coordinator.servers().get_report(id).is_some_and(|(_, r)| {
+                r.app_infos
+                    .iter()
+                    .any(|i| i.app_id == APP && i.total_size > 0)
+            })
+        })
+    })
+    .await;
+
+    let base = format!("http://{}", a.running.http_addr);
+    // Enough sampler ticks for a line worth looking at.
+    common::eventually("six samples", || coordinator.history().samples().len() >= 6).await;
+    let samples_before = coordinator.history().samples().len();
+    let used_before = coordinator.servers().get(&ida).unwrap().used_memory;
+    let cluster = render(format!("{base}/dashboard")).await;
+    let node_a = coordinator.servers().get(&ida).unwrap();
+
+    // Servers: ids, status, tags, memory as their heartbeats report it.
+    for id in [&ida, &idb] {
+        assert!(
+            cluster.contains(&format!("data-server=\"{id}\"")),
+            "server {id} missing"
+        );
+    }
+    assert!(cluster.contains(">ACTIVE<"));
+    assert!(cluster.contains("ss_v5"), "tags shown");
+    let row = format!("data-server=\"{ida}\"");
+    let capacity: i64 = attr_after(&cluster, &row, "data-capacity")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        capacity,
+        node_a.used_memory + node_a.available_memory,
+        "capacity = used + available, as Java's totalMemory"
+    );
+    assert_eq!(capacity, 64 << 20, "A's memory_store.capacity");
+    let used: i64 = attr_after(&cluster, &row, "data-used")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (lo, hi) = (
+        used_before.min(node_a.used_memory),
+        used_before.max(node_a.used_memory),
+    );
+    assert!(
+        (lo..=hi).contains(&used) && used > 0,
+        "used {used} not within the heartbeats' {lo}..={hi}"
+    );
+
+    // Apps with users and sizes; the hostile id is text, not markup.
+    assert!(cluster.contains(&format!("data-app=\"{APP}\"")));
+    assert!(cluster.contains(">alice<"));
+    let size: i64 = attr_after(&cluster, &format!("data-app=\"{APP}\""), "data-bytes")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(size > 0, "app size {size}");
+    assert!(
+        cluster.contains("&lt;script&gt;document.title='pwned'&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;"),
+        "the hostile app id is shown as text"
+    );
+    assert!(
+        !cluster.contains("<script>document.title"),
+        "no injected script"
+    );
+    assert!(!cluster.contains("<b>x</b>"), "no injected markup");
+    assert!(!cluster.contains("<title>pwned"), "the script did not run");
+    assert!(cluster.contains("mallory&lt;i&gt;"));
+
+    // Charts: at least one point per sample taken before the page was rendered; throughput
+    // points are real deltas.
+    for series in ["used", "capacity"] {
+        let n = points(&cluster, series);
+        assert!(n >= samples_before, "{series}: {n} < {samples_before}");
+    }
+    assert!(points(&cluster, "write") >= 1);
+    assert!(points(&cluster, "read") >= 1);
+
+    // The server page.
+    let server_url = format!("{base}/dashboard/server/{ida}");
+    let server_page = render(server_url.clone()).await;
+    assert!(server_page.contains(&format!("<span id=\"server-id\">{ida}</span>")));
+    assert!(server_page.contains("id=\"server-status\">ACTIVE<"));
+    let disk = a.disks[0].path().display().to_string();
+    assert!(server_page.contains(&disk), "disk {disk} listed");
+    assert!(
+        server_page.contains(&format!(">{APP}</a>")),
+        "app on the server"
+    );
+    assert!(points(&server_page, "used") >= samples_before);
+
+    // The app page: user, shuffle, size, servers.
+    let app_url = format!("{base}/dashboard/app/{APP}");
+    let app_page = render(app_url.clone()).await;
+    assert!(app_page.contains(&format!("<span id=\"app-id\">{APP}</span>")));
+    assert!(app_page.contains("<td id=\"app-user\">alice</td>"));
+    assert!(app_page.contains("data-shuffle=\"7\""), "shuffle 7 listed");
+    let app_size: i64 = attr_after(&app_page, "id=\"app-size\"", "data-bytes")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(app_size > 0);
+    for id in [&ida, &idb] {
+        assert!(
+            app_page.contains(&format!(">{id}</a>")),
+            "{id} on the app page"
+        );
+    }
+
+    // The hostile app's own page, reached by its percent-encoded link.
+    let evil = percent_encoding::utf8_percent_encode(EVIL_APP, percent_encoding::NON_ALPHANUMERIC);
+    let evil_page = render(format!("{base}/dashboard/app/{evil}")).await;
+    assert!(evil_page.contains("mallory&lt;i&gt;"));
+    assert!(!evil_page.contains("<script>document.title"));
+
+    // Unknown ids: a 404 page that says so.
+    let resp = reqwest::get(format!("{base}/dashboard/app/no_such_app"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    let missing = render(format!("{base}/dashboard/app/no_such_app")).await;
+    assert!(missing.contains("Application not found") && missing.contains("no_such_app"));
+    let resp = reqwest::get(format!("{base}/dashboard/server/10.9.9.9-1"))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    assert!(resp.text().await.unwrap().contains("Server not found"));
+
+    // Screenshots, kept as artifacts.
+    screenshot(format!("{base}/dashboard"), "cluster.png").await;
+    screenshot(server_url, "server.png").await;
+    screenshot(app_url, "app.png").await;
+
+    b.running.shutdown().await;
+    a.running.shutdown().await;
+}
+
+/// A shuffle server without the coordinator has no dashboard, as it has no REST API.
+#[tokio::test]
+async fn no_dashboard_without_the_coordinator() {
+    let s = common::start(1, |_| {}).await;
+    let resp = reqwest::get(format!("http://{}/dashboard", s.running.http_addr))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    s.running.shutdown().await;
+}
