@@ -25,6 +25,7 @@ impl Mapper {
             self.config.metrics.http_port = port;
             self.set_origin("metrics.http_port", &e);
         }
+        self.map_jetty_security()?;
         if let Some((e, timeout)) =
             self.positive_duration("rss.coordinator.server.heartbeat.timeout", 1)?
         {
