@@ -3,8 +3,9 @@
 //! writes there, the coordinator's metrics are on Java's paths, and SIGTERM ends it with exit 0.
 //! Its HTTP port serves the Java coordinator's REST API as the embedded coordinator does: the
 //! nodes that heartbeat, decommission reaching the server over `ShuffleServerInternal` behind
-//! the Basic credentials of the coordinator.conf, its conf and info, over HTTPS too, and the
-//! exclude-nodes file it polls.
+//! the Basic credentials of the coordinator.conf, its conf and info, over HTTPS too, the
+//! exclude-nodes file it polls, and `rss.coordinator.shuffle.nodes.max` re-read from the changed
+//! file.
 
 mod common;
 
@@ -17,9 +18,9 @@ use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use serde_json::Value;
 use spillway::proto::coordinator_server_client::CoordinatorServerClient;
 use spillway::proto::{self, StatusCode};
-use serde_json::Value;
 use tonic::transport::Channel;
 
 use common::status_of;
@@ -339,23 +340,28 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
     std::fs::write(&exclude, "").unwrap();
     let credentials = "dXNlcjpzZWNyZXQ=";
     let conf = dir.path().join("coordinator.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "rss.rpc.server.port 0\n\
-             rss.jetty.http.port 0\n\
-             rss.http.basic.authorizationCredentials {credentials}\n\
-             rss.jetty.ssl.enable true\n\
-             rss.jetty.https.port 0\n\
-             rss.jetty.ssl.keystore.path {}\n\
-             rss.coordinator.server.heartbeat.timeout 30000\n\
-             rss.coordinator.exclude.nodes.file.path {}\n\
-             rss.coordinator.exclude.nodes.check.interval.ms 100\n",
-            keystore.display(),
-            exclude.display()
-        ),
-    )
-    .unwrap();
+    let write_conf = |nodes_max: usize| {
+        std::fs::write(
+            &conf,
+            format!(
+                "rss.rpc.server.port 0\n\
+                 rss.jetty.http.port 0\n\
+                 rss.http.basic.authorizationCredentials {credentials}\n\
+                 rss.jetty.ssl.enable true\n\
+                 rss.jetty.https.port 0\n\
+                 rss.jetty.ssl.keystore.path {}\n\
+                 rss.coordinator.server.heartbeat.timeout 30000\n\
+                 rss.coordinator.exclude.nodes.file.path {}\n\
+                 rss.coordinator.exclude.nodes.check.interval.ms 100\n\
+                 rss.coordinator.shuffle.nodes.max {nodes_max}\n\
+                 rss.reconfigure.interval.sec 1\n",
+                keystore.display(),
+                exclude.display()
+            ),
+        )
+        .unwrap()
+    };
+    write_conf(1);
     let (mut child, _rx, reader, grpc, http, https) = spawn_coordinator(&conf);
     let https = https.expect("rss.jetty.ssl.enable serves HTTPS");
 
@@ -372,7 +378,13 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
     // The servers that heartbeat, listed as Java lists them.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let v = envelope(web.get(format!("{base}/api/server/nodes")).send().await.unwrap()).await;
+        let v = envelope(
+            web.get(format!("{base}/api/server/nodes"))
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
         assert_eq!(v["code"], 0, "{v}");
         let ids: BTreeSet<String> = v["data"]
             .as_array()
@@ -401,6 +413,66 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
         node["data"]["grpcPort"],
         i64::from(b.running.grpc_addr.port())
     );
+
+    let channel = Channel::from_shared(format!("http://{grpc}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut coordinator = CoordinatorServerClient::new(channel);
+
+    // rss.coordinator.shuffle.nodes.max is re-read from the changed file, as Java re-reads it.
+    assert_eq!(assigned(&mut coordinator, "app_one").await.len(), 1);
+    write_conf(2);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut n = 0;
+    while assigned(&mut coordinator, &format!("app_two_{n}"))
+        .await
+        .len()
+        != 2
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "nodes.max 2 never applied"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        n += 1;
+    }
+
+    // The same key over Java's confOps, behind the credentials; a server's key is refused.
+    let conf_ops = |body: &'static str| {
+        web.post(format!("{base}/confOps/update"))
+            .header("authorization", format!("Basic {credentials}"))
+            .header("content-type", "application/json")
+            .body(body)
+    };
+    let r = web
+        .post(format!("{base}/confOps/update"))
+        .header("content-type", "application/json")
+        .body(r#"{"update": {"rss.coordinator.shuffle.nodes.max": "1"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let r = conf_ops(r#"{"update": {"rss.server.rpc.audit.log.enabled": "true"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
+    let refusal = r.text().await.unwrap();
+    assert!(refusal.contains("not reconfigurable"), "{refusal}");
+    let r = conf_ops(r#"{"update": {"rss.coordinator.shuffle.nodes.max": "1"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(assigned(&mut coordinator, "app_rest_one").await.len(), 1);
+    let r = conf_ops(r#"{"update": {"rss.coordinator.shuffle.nodes.max": "2"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(assigned(&mut coordinator, "app_rest_two").await.len(), 2);
 
     // info: this process's identity.
     let info = envelope(
@@ -435,7 +507,14 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
             )
         })
         .collect();
-    assert!(pairs.contains(&("rss.rpc.server.port".into(), "0".into())), "{pairs:?}");
+    assert!(
+        pairs.contains(&("rss.rpc.server.port".into(), "0".into())),
+        "{pairs:?}"
+    );
+    assert!(
+        pairs.contains(&("rss.coordinator.shuffle.nodes.max".into(), "2".into())),
+        "the running value: {pairs:?}"
+    );
     assert!(
         pairs.contains(&(
             "rss.http.basic.authorizationCredentials".into(),
@@ -534,12 +613,6 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
     assert_eq!(info["data"]["serverPort"], grpc.port().to_string());
 
     // The exclude-nodes file is polled: A listed there is no longer assigned.
-    let channel = Channel::from_shared(format!("http://{grpc}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let mut coordinator = CoordinatorServerClient::new(channel);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while assigned(&mut coordinator, "app_before").await != [ida.clone(), idb.clone()].into() {
         assert!(tokio::time::Instant::now() < deadline, "B never came back");
@@ -548,7 +621,10 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
     std::fs::write(&exclude, format!("{ida}\n")).unwrap();
     let mut n = 0;
     while assigned(&mut coordinator, &format!("app_after_{n}")).await != [idb.clone()].into() {
-        assert!(tokio::time::Instant::now() < deadline, "A is still assigned");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A is still assigned"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
         n += 1;
     }

@@ -285,7 +285,12 @@ async fn the_binary_runs_the_operators_coordinator_pod() {
     let nodes_url = format!("http://127.0.0.1:{http}/api/server/nodes");
     let deadline = tokio::time::Instant::now() + PATIENCE;
     loop {
-        let nodes = reqwest::get(&nodes_url).await.unwrap().text().await.unwrap();
+        let nodes = reqwest::get(&nodes_url)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         if nodes.contains(&format!("\"{}\"", server.running.server_id)) {
             break;
         }

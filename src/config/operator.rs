@@ -391,7 +391,10 @@ mod tests {
                 PathBuf::from(OPERATOR_COORDINATOR_CONF_FILE)
             ))
         );
-        let dir = env_of(&[("SERVICE_NAME", "coordinator"), ("RSS_CONF_DIR", "/etc/rss")]);
+        let dir = env_of(&[
+            ("SERVICE_NAME", "coordinator"),
+            ("RSS_CONF_DIR", "/etc/rss"),
+        ]);
         assert_eq!(
             default_config_file(&dir, &|_| false),
             Some(("RSS_CONF_DIR", PathBuf::from("/etc/rss/coordinator.conf")))
@@ -415,7 +418,10 @@ mod tests {
         assert!(c.coordinator_quorum.is_empty());
         assert_eq!(c.worker_ip.as_deref(), Some("10.1.2.3"));
 
-        let bad = env_of(&[("SERVICE_NAME", "coordinator"), ("COORDINATOR_HTTP_PORT", "x")]);
+        let bad = env_of(&[
+            ("SERVICE_NAME", "coordinator"),
+            ("COORDINATOR_HTTP_PORT", "x"),
+        ]);
         let mut c = Config {
             role: Role::Coordinator,
             ..Config::default()

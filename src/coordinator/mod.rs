@@ -30,7 +30,7 @@ pub mod storage;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -174,6 +174,10 @@ pub struct Coordinator {
     storages: Mutex<RemoteStorages>,
     /// `accessCluster` refusals by [`AccessDenial`], in its order.
     access_denied: [AtomicU64; 3],
+    /// `options.default_server_number` as running: Java's `rss.coordinator.shuffle.nodes.max`
+    /// is the one coordinator key Java reloads at runtime (its cluster manager and cluster-load
+    /// checker take it from a changed coordinator.conf), so it is kept apart from the options.
+    shuffle_nodes_max: AtomicUsize,
 }
 
 /// Which of Java's access checkers refused an `accessCluster` request; each has its counter
@@ -199,6 +203,7 @@ impl Coordinator {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos()),
         );
+        let nodes_max = options.default_server_number;
         let coordinator = Coordinator {
             servers: ServerRegistry::new(options.server_timeout),
             apps: Mutex::new(Apps::new(options.app_timeout)),
@@ -206,6 +211,7 @@ impl Coordinator {
             options,
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
+            shuffle_nodes_max: AtomicUsize::new(nodes_max),
             access_denied: Default::default(),
             excluded: Mutex::new(BTreeSet::new()),
             files: RwLock::new(FileState::default()),
@@ -408,7 +414,7 @@ impl Coordinator {
                         &self.assignable(),
                         req,
                         &self.options.access,
-                        self.options.default_server_number,
+                        self.shuffle_nodes_max(),
                     ),
                     AccessDenial::Load,
                 ),
@@ -465,7 +471,20 @@ impl Coordinator {
         self.quotas.lock().counts(Instant::now())
     }
 
-    /// The policy in force.
+    /// Servers per shuffle by default and at most (Java's `rss.coordinator.shuffle.nodes.max`),
+    /// as running.
+    pub fn shuffle_nodes_max(&self) -> usize {
+        self.shuffle_nodes_max.load(Ordering::Relaxed)
+    }
+
+    /// Runtime reconfiguration of [`Coordinator::shuffle_nodes_max`]; the next assignment and
+    /// `accessCluster` use it.
+    pub fn set_shuffle_nodes_max(&self, n: usize) {
+        self.shuffle_nodes_max.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// The policy in force (`default_server_number` as at start-up: see
+    /// [`Coordinator::shuffle_nodes_max`]).
     pub fn options(&self) -> &CoordinatorOptions {
         &self.options
     }
@@ -497,7 +516,7 @@ impl Coordinator {
     ) -> Result<Vec<proto::PartitionRangeAssignment>, AssignError> {
         let live = self.assignable();
         let policy = AssignPolicy {
-            shuffle_nodes_max: self.options.default_server_number,
+            shuffle_nodes_max: self.shuffle_nodes_max(),
             host: self.options.host_strategy,
             partition: self.options.partition_strategy,
         };

@@ -5,7 +5,8 @@
 //! as Jetty adds its SSL connector. Nothing of the shuffle server (no store, no Netty plane, no
 //! heartbeats of its own), so Spillway can stand in for the Java coordinators of a cluster as
 //! well as its servers. The operator files (exclude nodes, quota, candidates, dynamic client
-//! conf) are read at start-up, where a bad one stops it as in Java, and polled afterwards.
+//! conf) are read at start-up, where a bad one stops it as in Java, and polled afterwards; the
+//! config file is watched for the keys Java's coordinator reloads (`config::reload`).
 //!
 //! Shutdown, in order: stop the gRPC service (in-flight calls finish), stop the sweeper and
 //! the file polls, push the metrics one last time, stop HTTP, as the shuffle server orders its
@@ -88,9 +89,8 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
     let grpc_stop = CancellationToken::new();
 
     // Before any task starts, so a refused operator file leaves nothing running.
-    let coordinator = Arc::new(
-        Coordinator::open((&config.coordinator).into()).map_err(Error::Startup)?,
-    );
+    let coordinator =
+        Arc::new(Coordinator::open((&config.coordinator).into()).map_err(Error::Startup)?);
     coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
     coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
     let metrics = Metrics::new(&[])?;
@@ -113,7 +113,32 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
         })
     };
 
-    let runtime = crate::config::reload::Runtime::new(config.clone());
+    // Runtime reconfiguration, as Java's coordinator has it: `rss.coordinator.shuffle.nodes.max`
+    // from the file (every `reconfigure_interval`) or a REST update, and the push interval.
+    let runtime = crate::config::reload::Runtime::new_limited(
+        config.clone(),
+        &["coordinator.shuffle_server_number", "metrics.push_interval"],
+    );
+    {
+        let coordinator = Arc::clone(&coordinator);
+        runtime.listen(
+            &["coordinator.shuffle_server_number"],
+            Box::new(move |c| {
+                coordinator.set_shuffle_nodes_max(c.coordinator.shuffle_server_number);
+                Ok(())
+            }),
+        );
+    }
+    if let Some(path) = &config.source_path {
+        crate::config::reload::spawn_file_watch(
+            Arc::clone(&runtime),
+            path.clone(),
+            config.reconfigure_interval,
+            |name| std::env::var(name).ok(),
+            tasks_stop.clone(),
+            &tracker,
+        );
+    }
     let http = crate::http::coordinator::standalone_router(
         &crate::http::coordinator::CoordinatorHttp {
             rest: Arc::new(super::rest::RestContext {
@@ -124,7 +149,7 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
                 start_time_ms: crate::tasks::heartbeat::now_ms(),
             }),
             metrics: Arc::clone(&metrics),
-            runtime,
+            runtime: Arc::clone(&runtime),
             id: id.clone(),
         },
         &config,
@@ -147,7 +172,7 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
                 grouping: config.metrics.grouping_key(),
                 interval: config.metrics.push_interval,
                 timeout: config.metrics.push_timeout,
-                reconfigured: None,
+                reconfigured: Some(runtime.subscribe()),
             },
             id.clone(),
             late_stop.clone(),

@@ -15,6 +15,7 @@
 //! | `GET /api/coordinator/metrics[/{type}]` | JSON samples (no type: `all`) | open |
 //! | `GET /api/coordinator/prometheus/metrics/{type}` | text 0.0.4 | open |
 //! | `GET /metrics[/{type}]`, `/prometheus/metrics/{type}` | the same, in a coordinator-only process | open |
+//! | `POST /confOps/update` | runtime reconfiguration (`config::reload`), in a coordinator-only process; the single binary has the server's | admin |
 //!
 //! In the single binary the root paths stay the shuffle server's (its Java counterpart owns
 //! them on its own port), so the coordinator's are under `/api/coordinator` only. "admin" is
@@ -25,8 +26,8 @@ use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
 use axum::middleware;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 
@@ -89,7 +90,18 @@ async fn stacks(State(s): State<Arc<ConfState>>) -> Response {
 /// behind the admin guard `config` asks for.
 pub fn standalone_router(c: &CoordinatorHttp, config: &crate::config::Config) -> Router {
     let auth = Arc::new(AdminAuth::new(config, &c.metrics));
-    routes(c, auth, true)
+    // The embedded coordinator shares the server's `confOps` (one process, one config).
+    let conf_ops = Router::new()
+        .route(
+            "/confOps/update",
+            axum::routing::post(super::conf_ops::update_runtime),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            Arc::clone(&auth),
+            auth::require_admin,
+        ))
+        .with_state(Arc::clone(&c.runtime));
+    routes(c, auth, true).merge(conf_ops)
 }
 
 /// The coordinator's metric routes over `metrics`; `standalone` adds the root paths.

@@ -55,6 +55,7 @@ impl Mapper {
         self.map_placement()?;
         self.map_admission()?;
         self.map_operator_files()?;
+        self.map_reload()?;
         self.map_push_gateway()
     }
 

@@ -224,7 +224,7 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         Both,
         "9",
         &["coordinator.shuffle_server_number"],
-        "at least 1",
+        "at least 1; re-read from the changed file at runtime, as Java (rss.reconfigure.interval.sec)",
         "9",
     ),
     na(
@@ -335,11 +335,13 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "must be the PrometheusPushGatewayMetricReporter; it turns pushing on; another class is warned",
         "no pushing",
     ),
-    na(
+    mapped(
         "rss.reconfigure.interval.sec",
         Both,
         "5",
-        "a coordinator-only process reloads nothing at runtime (Java reloads its cluster manager's and access manager's keys, none of which Spillway maps)",
+        &["reconfigure_interval"],
+        "seconds > 0: how often the coordinator.conf is checked for rss.coordinator.shuffle.nodes.max, the one key Java's coordinator reloads",
+        "5 s",
     ),
     mapped(
         "rss.rpc.server.port",
