@@ -567,6 +567,16 @@ pub async fn start(config: Config) -> Result<Running> {
                 Ok(())
             }),
         );
+        if let Some(coordinator) = &coordinator {
+            let coordinator = Arc::clone(coordinator);
+            runtime.listen(
+                &["coordinator.shuffle_server_number"],
+                Box::new(move |c| {
+                    coordinator.set_shuffle_nodes_max(c.coordinator.shuffle_server_number);
+                    Ok(())
+                }),
+            );
+        }
         let budget = budget.clone();
         runtime.listen(
             &[

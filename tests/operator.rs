@@ -2,6 +2,8 @@
 //! exactly the env the operator sets and a `server.conf` where the operator mounts it (no
 //! `--config`), it listens on the operator's ports, heartbeats the operator's coordinators with
 //! the pod IP, and sizes its buffers from `XMX_SIZE` as the Java server sizes them from its heap.
+//! In the coordinator pod (`SERVICE_NAME=coordinator`) the same binary runs the coordinator
+//! from the mounted `coordinator.conf`.
 //!
 //! The mount is a temporary directory named by `RSS_CONF_DIR` (which the Java scripts honour
 //! too): the real `/data/rssadmin/rss/conf` is writable here, but the machine's other test runs
@@ -187,21 +189,133 @@ async fn the_binary_runs_in_the_operators_pod_unchanged() {
     serving.abort();
 }
 
-#[test]
-fn a_coordinator_pod_is_refused() {
+/// The operator's coordinator pod (`coordinator.go`): its env, and the ConfigMap's
+/// coordinator.conf as the operator fills it in (the two ports and the exclude-nodes file it
+/// mounts) beside the servers' server.conf. The binary runs the coordinator from it: servers
+/// heartbeat to it on the operator's port, and its REST API answers with the pod IP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_runs_the_operators_coordinator_pod() {
     let dir = tempfile::TempDir::new().unwrap();
-    std::fs::write(dir.path().join("server.conf"), "rss.rpc.server.port 0\n").unwrap();
-    let out = operator_env(
-        &mut Command::new(env!("CARGO_BIN_EXE_spillway")),
-        free_port(),
-        free_port(),
-        "127.0.0.1:1",
-        dir.path(),
+    let conf_dir = dir.path().join("conf");
+    std::fs::create_dir(&conf_dir).unwrap();
+    let exclude = dir.path().join("exclude_nodes");
+    std::fs::write(&exclude, "").unwrap();
+    let (rpc, http) = (free_port(), free_port());
+    std::fs::write(
+        conf_dir.join("coordinator.conf"),
+        format!(
+            "rss.coordinator.server.heartbeat.timeout 30000\n\
+             rss.rpc.server.port {rpc}\n\
+             rss.jetty.http.port {http}\n\
+             rss.coordinator.exclude.nodes.file.path {}\n",
+            exclude.display()
+        ),
     )
-    .env("SERVICE_NAME", "coordinator")
-    .arg("--print-config")
-    .output()
-    .expect("binary runs");
+    .unwrap();
+    std::fs::write(
+        conf_dir.join("server.conf"),
+        format!(
+            "rss.storage.type MEMORY_LOCALFILE\nrss.storage.basePath {}\n",
+            dir.path().join("rssdata").display()
+        ),
+    )
+    .unwrap();
+    let pod = |cmd: &mut Command, rpc: u16, http: u16, conf_dir: &std::path::Path| {
+        cmd.env_remove("WORKER_CONFIG_PATH")
+            .env_remove("WORKER_IP")
+            .env("COORDINATOR_RPC_PORT", rpc.to_string())
+            .env("COORDINATOR_HTTP_PORT", http.to_string())
+            .env("XMX_SIZE", "800M")
+            .env("SERVICE_NAME", "coordinator")
+            .env("NODE_NAME", "node-1")
+            .env("RSS_IP", "127.0.0.1")
+            .env("RSS_CONF_DIR", conf_dir);
+    };
+
+    // A coordinator.conf without the ports takes the operator's env ones.
+    let bare = dir.path().join("bare");
+    std::fs::create_dir(&bare).unwrap();
+    std::fs::write(
+        bare.join("coordinator.conf"),
+        "rss.coordinator.app.expired 60000\n",
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spillway"));
+    pod(&mut cmd, 20011, 20012, &bare);
+    let printed = cmd.arg("--print-config").output().expect("binary runs");
+    assert!(
+        printed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let effective: toml::Table = toml::from_str(&String::from_utf8_lossy(&printed.stdout)).unwrap();
+    assert_eq!(effective["role"].as_str(), Some("coordinator"));
+    assert_eq!(effective["grpc_port"].as_integer(), Some(20011));
+    assert_eq!(effective["metrics"]["http_port"].as_integer(), Some(20012));
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spillway"));
+    pod(&mut cmd, rpc, http, &conf_dir);
+    let child = cmd
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("binary starts");
+    let mut child = KillOnDrop(Some(child));
+
+    // Its REST API, under the pod IP, once it listens.
+    let info_url = format!("http://127.0.0.1:{http}/api/coordinator/info");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let info: serde_json::Value = loop {
+        if let Ok(r) = reqwest::get(&info_url).await {
+            break serde_json::from_str(&r.text().await.unwrap()).unwrap();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no HTTP on {http}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(info["data"]["coordinatorId"], format!("127.0.0.1-{rpc}"));
+    assert_eq!(info["data"]["serverIp"], "127.0.0.1");
+
+    // A shuffle server of the operator's quorum heartbeats to it.
+    let server = common::start(1, |c| {
+        c.coordinator_quorum = vec![format!("127.0.0.1:{rpc}")];
+        c.heartbeat_interval = Duration::from_millis(100);
+    })
+    .await;
+    let nodes_url = format!("http://127.0.0.1:{http}/api/server/nodes");
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let nodes = reqwest::get(&nodes_url)
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if nodes.contains(&format!("\"{}\"", server.running.server_id)) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{nodes}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.running.shutdown().await;
+
+    let mut child = child.0.take().unwrap();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "exit status {status:?}");
+
+    // A shuffle server's config in the coordinator's pod is refused, naming SERVICE_NAME.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spillway"));
+    pod(&mut cmd, rpc, http, &conf_dir);
+    let out = cmd
+        .arg("--config")
+        .arg(conf_dir.join("server.conf"))
+        .arg("--print-config")
+        .output()
+        .expect("binary runs");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("SERVICE_NAME"), "{err}");

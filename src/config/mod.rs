@@ -68,8 +68,8 @@ pub enum Role {
     /// A shuffle server, with the embedded coordinator when `coordinator.enabled`.
     #[default]
     Server,
-    /// A coordinator-only process: the `[coordinator]` policy on `grpc_port`, its metrics on
-    /// `metrics.http_port`; the store, Netty and heartbeat settings are not used.
+    /// A coordinator-only process: the `[coordinator]` policy on `grpc_port`, its REST API and
+    /// metrics on `metrics.http_port`; the store, Netty and heartbeat settings are not used.
     Coordinator,
 }
 

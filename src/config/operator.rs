@@ -1,4 +1,5 @@
-//! The shuffle-server pod of the Uniffle Kubernetes operator, run unchanged on Spillway's image.
+//! The shuffle-server and coordinator pods of the Uniffle Kubernetes operator, run unchanged on
+//! Spillway's image.
 //!
 //! What the operator gives the pod (`deploy/kubernetes/operator/pkg/controller/sync/
 //! shuffleserver/shuffleserver.go`, `pkg/controller/constants/constants.go`,
@@ -26,19 +27,40 @@
 //!   0.2); explicit capacities and TOML configs are unaffected;
 //! - `RSS_IP`: the address registered with the coordinators, over the file's (Java reads only the
 //!   env); Spillway's own `WORKER_IP` wins over it. Not an IP literal: start-up fails, as Java's;
-//! - `SERVICE_NAME`: `coordinator` asks this image for the Java coordinator, which it is not, so
-//!   start-up fails instead of serving the wrong thing; any other value (`server`) runs;
+//! - `SERVICE_NAME`: `coordinator` runs the coordinator pod (below); any other value (`server`)
+//!   runs the shuffle server;
 //! - `NODE_NAME`: not read by the Java server either.
+//!
+//! The coordinator pod (`sync/coordinator/coordinator.go`): env `COORDINATOR_RPC_PORT`,
+//! `COORDINATOR_HTTP_PORT`, `XMX_SIZE`, `SERVICE_NAME=coordinator`, `NODE_NAME`, `RSS_IP`, and
+//! the ConfigMap's `coordinator.conf` in `configDir` (the operator writes the two ports and
+//! `rss.coordinator.exclude.nodes.file.path` into it, the exclude file being a ConfigMap of its
+//! own that the operator's decommission flow edits). The image's `start.sh` runs
+//! `start-coordinator.sh` on `$RSS_CONF_DIR/coordinator.conf`. Spillway then starts the
+//! coordinator-only process (`coordinator::process`) with the same precedence as the server:
+//! - config file: `--config`, else `WORKER_CONFIG_PATH`, else `$RSS_CONF_DIR/coordinator.conf`,
+//!   else [`OPERATOR_COORDINATOR_CONF_FILE`]; it must be a coordinator's config (a Java
+//!   coordinator.conf, or TOML with `role = "coordinator"`), else start-up fails naming
+//!   `SERVICE_NAME`, rather than run a shuffle server in the coordinator's place;
+//! - ports: the file's keys win, the `COORDINATOR_*` env fills in what it does not set; the
+//!   server's `SERVER_*` ports and `RSS_COORDINATOR_QUORUM` do not apply;
+//! - `RSS_IP`: the coordinator's id (`<ip>-<port>`) and `/api/coordinator/info`'s `serverIp`,
+//!   as Java's `RssUtils.getHostIp` reads it;
+//! - `XMX_SIZE`: checked, then unused: it sizes the JVM's heap, and a coordinator has no buffers
+//!   sized from it (nor does the Java coordinator size anything from it).
 
 use std::path::{Path, PathBuf};
 
-use super::{non_empty_env, Config, ConfigError};
+use super::{non_empty_env, Config, ConfigError, Role};
 
 /// The `configDir` the operator mounts `server.conf` at in the Java image (`$RSS_HOME/conf`).
 pub const OPERATOR_CONF_DIR: &str = "/data/rssadmin/rss/conf";
 
 /// [`OPERATOR_CONF_DIR`]'s `server.conf`, read when no other config file is named.
 pub const OPERATOR_CONF_FILE: &str = "/data/rssadmin/rss/conf/server.conf";
+
+/// [`OPERATOR_CONF_DIR`]'s `coordinator.conf`, read instead with `SERVICE_NAME=coordinator`.
+pub const OPERATOR_COORDINATOR_CONF_FILE: &str = "/data/rssadmin/rss/conf/coordinator.conf";
 
 /// The Java scripts' config directory override.
 pub const ENV_RSS_CONF_DIR: &str = "RSS_CONF_DIR";
@@ -54,6 +76,15 @@ pub const ENV_XMX_SIZE: &str = "XMX_SIZE";
 pub const ENV_RSS_IP: &str = "RSS_IP";
 /// `server` or `coordinator`: which Uniffle process the image is to run.
 pub const ENV_SERVICE_NAME: &str = "SERVICE_NAME";
+/// The operator's gRPC port of a coordinator pod.
+pub const ENV_COORDINATOR_RPC_PORT: &str = "COORDINATOR_RPC_PORT";
+/// The operator's HTTP port of a coordinator pod.
+pub const ENV_COORDINATOR_HTTP_PORT: &str = "COORDINATOR_HTTP_PORT";
+
+/// Whether the pod is the operator's coordinator (`SERVICE_NAME=coordinator`).
+pub(super) fn is_coordinator_pod(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    non_empty_env(env, ENV_SERVICE_NAME).is_some_and(|s| s.trim() == "coordinator")
+}
 
 /// The config file to read when neither `--config` nor `WORKER_CONFIG_PATH` names one, with the
 /// origin errors name; `exists` is `Path::exists` outside tests.
@@ -61,10 +92,15 @@ pub(super) fn default_config_file(
     env: &dyn Fn(&str) -> Option<String>,
     exists: &dyn Fn(&Path) -> bool,
 ) -> Option<(&'static str, PathBuf)> {
+    let (name, file) = if is_coordinator_pod(env) {
+        ("coordinator.conf", OPERATOR_COORDINATOR_CONF_FILE)
+    } else {
+        ("server.conf", OPERATOR_CONF_FILE)
+    };
     if let Some(dir) = non_empty_env(env, ENV_RSS_CONF_DIR) {
-        return Some((ENV_RSS_CONF_DIR, Path::new(&dir).join("server.conf")));
+        return Some((ENV_RSS_CONF_DIR, Path::new(&dir).join(name)));
     }
-    let file = Path::new(OPERATOR_CONF_FILE);
+    let file = Path::new(file);
     exists(file).then(|| ("the operator's configDir", file.to_path_buf()))
 }
 
@@ -141,19 +177,22 @@ pub(super) fn apply_env(
     env: &dyn Fn(&str) -> Option<String>,
     file: FileSets,
 ) -> Result<(), ConfigError> {
-    // Only the operator's other value is refused: the name is generic enough that unrelated
-    // environments set it, and Java's start.sh acts on `server` and `coordinator` alone.
-    if let Some(service) = non_empty_env(env, ENV_SERVICE_NAME) {
-        if service.trim() == "coordinator" {
-            return Err(ConfigError::new(
-                ENV_SERVICE_NAME,
-                format!(
-                    "{service:?} asks for the Uniffle coordinator; this binary is the shuffle \
-                     server (SERVICE_NAME=server)"
-                ),
-            ));
-        }
+    // The name is generic enough that unrelated environments set it; Java's start.sh acts on
+    // `server` and `coordinator` alone, and only `coordinator` changes what runs.
+    let coordinator = is_coordinator_pod(env);
+    if coordinator && config.role != Role::Coordinator {
+        return Err(ConfigError::new(
+            ENV_SERVICE_NAME,
+            "\"coordinator\" asks for the Uniffle coordinator, but the config file is a shuffle \
+             server's: give the pod its coordinator.conf (or a TOML config with role = \
+             \"coordinator\")",
+        ));
     }
+    let (rpc_env, http_env) = if coordinator {
+        (ENV_COORDINATOR_RPC_PORT, ENV_COORDINATOR_HTTP_PORT)
+    } else {
+        (ENV_SERVER_RPC_PORT, ENV_SERVER_HTTP_PORT)
+    };
     let port = |name: &'static str| -> Result<Option<u16>, ConfigError> {
         non_empty_env(env, name)
             .map(|v| {
@@ -163,13 +202,14 @@ pub(super) fn apply_env(
             })
             .transpose()
     };
-    if let Some(p) = port(ENV_SERVER_RPC_PORT)?.filter(|_| !file.grpc_port) {
+    if let Some(p) = port(rpc_env)?.filter(|_| !file.grpc_port) {
         config.grpc_port = p;
     }
-    if let Some(p) = port(ENV_SERVER_HTTP_PORT)?.filter(|_| !file.http_port) {
+    if let Some(p) = port(http_env)?.filter(|_| !file.http_port) {
         config.metrics.http_port = p;
     }
-    if let Some(q) = non_empty_env(env, ENV_RSS_COORDINATOR_QUORUM).filter(|_| !file.quorum) {
+    let quorum = non_empty_env(env, ENV_RSS_COORDINATOR_QUORUM).filter(|_| !coordinator);
+    if let Some(q) = quorum.filter(|_| !file.quorum) {
         config.coordinator_quorum = q
             .split(',')
             .map(str::trim)
@@ -341,11 +381,62 @@ mod tests {
     }
 
     #[test]
+    fn the_coordinator_pod_reads_its_own_conf_and_ports_and_no_quorum() {
+        let pod = [("SERVICE_NAME", "coordinator")];
+        let mounted = |p: &Path| p == Path::new(OPERATOR_COORDINATOR_CONF_FILE);
+        assert_eq!(
+            default_config_file(&env_of(&pod), &mounted),
+            Some((
+                "the operator's configDir",
+                PathBuf::from(OPERATOR_COORDINATOR_CONF_FILE)
+            ))
+        );
+        let dir = env_of(&[
+            ("SERVICE_NAME", "coordinator"),
+            ("RSS_CONF_DIR", "/etc/rss"),
+        ]);
+        assert_eq!(
+            default_config_file(&dir, &|_| false),
+            Some(("RSS_CONF_DIR", PathBuf::from("/etc/rss/coordinator.conf")))
+        );
+
+        let env = env_of(&[
+            ("SERVICE_NAME", "coordinator"),
+            ("COORDINATOR_RPC_PORT", "19997"),
+            ("COORDINATOR_HTTP_PORT", "19996"),
+            ("SERVER_RPC_PORT", "20001"),
+            ("RSS_COORDINATOR_QUORUM", "elsewhere:19999"),
+            ("XMX_SIZE", "800M"),
+            ("RSS_IP", "10.1.2.3"),
+        ]);
+        let mut c = Config {
+            role: Role::Coordinator,
+            ..Config::default()
+        };
+        apply_env(&mut c, &env, FileSets::default()).unwrap();
+        assert_eq!((c.grpc_port, c.metrics.http_port), (19997, 19996));
+        assert!(c.coordinator_quorum.is_empty());
+        assert_eq!(c.worker_ip.as_deref(), Some("10.1.2.3"));
+
+        let bad = env_of(&[
+            ("SERVICE_NAME", "coordinator"),
+            ("COORDINATOR_HTTP_PORT", "x"),
+        ]);
+        let mut c = Config {
+            role: Role::Coordinator,
+            ..Config::default()
+        };
+        let e = apply_env(&mut c, &bad, FileSets::default()).unwrap_err();
+        assert_eq!(e.key, "COORDINATOR_HTTP_PORT");
+    }
+
+    #[test]
     fn bad_values_name_their_variable() {
         let cases: &[(&str, &str)] = &[
             ("SERVER_RPC_PORT", "70000"),
             ("SERVER_HTTP_PORT", "http"),
             ("RSS_IP", "pod-7.local"),
+            // A shuffle server's config (the default) in the coordinator's pod.
             ("SERVICE_NAME", "coordinator"),
         ];
         for (name, value) in cases {

@@ -18,6 +18,13 @@
 //! | `rss.server.huge-partition.split.limit` | `hybrid_store.huge_partition_split_limit` | the same |
 //! | `rss.server.memory.shuffle.highWaterMark.percentage` | `hybrid_store.memory_spill_high_watermark` | the memory budget's spill trigger (the spiller is woken if memory is already above the new mark) |
 //! | `rss.server.memory.shuffle.lowWaterMark.percentage` | `hybrid_store.memory_spill_low_watermark` | where a watermark spill stops |
+//! | `rss.coordinator.shuffle.nodes.max` | `coordinator.shuffle_server_number` | the coordinator (embedded or coordinator-only): the next assignment and `accessCluster`'s cluster-load check |
+//!
+//! The last one is the Java coordinator's: its `CoordinatorServer` re-reads its coordinator.conf
+//! every `rss.reconfigure.interval.sec` and hands this key to `SimpleClusterManager` and
+//! `AccessClusterLoadChecker` (their `isPropertyReconfigurable`), the only coordinator keys it
+//! reloads. A coordinator-only process watches its file for it, and the embedded coordinator
+//! takes it like the server's keys; a process without a coordinator refuses it.
 //!
 //! (Read from apache/uniffle post-0.10 copies of `ShuffleServerGrpcService`,
 //! `ShuffleServerNettyHandler`, `PrometheusPushGatewayMetricReporter`, `ShuffleBufferManager`
@@ -82,7 +89,7 @@ struct Key {
     show: fn(&Config) -> String,
 }
 
-const KEYS: [Key; 8] = [
+const KEYS: [Key; 9] = [
     Key {
         java: "rss.server.rpc.audit.log.enabled",
         spillway: "audit.rpc_log",
@@ -251,6 +258,34 @@ const KEYS: [Key; 8] = [
         value: |c| c.hybrid_store.memory_spill_low_watermark.to_string(),
         show: |c| (c.hybrid_store.memory_spill_low_watermark * 100.0).to_string(),
     },
+    Key {
+        java: "rss.coordinator.shuffle.nodes.max",
+        spillway: "coordinator.shuffle_server_number",
+        set: |c, v, _| {
+            // A process without a coordinator has nothing that would take it.
+            if !c.coordinator.enabled {
+                return Err("this process runs no coordinator".into());
+            }
+            let n: usize = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("{v:?} is not a whole number"))?;
+            if n == 0 {
+                return Err("must be at least 1".into());
+            }
+            c.coordinator.shuffle_server_number = n;
+            Ok(())
+        },
+        reset: |c, _| {
+            c.coordinator.shuffle_server_number =
+                super::CoordinatorConfig::default().shuffle_server_number
+        },
+        copy: |from, to| {
+            to.coordinator.shuffle_server_number = from.coordinator.shuffle_server_number
+        },
+        value: |c| c.coordinator.shuffle_server_number.to_string(),
+        show: |c| c.coordinator.shuffle_server_number.to_string(),
+    },
 ];
 
 /// Java's `Long.MAX_VALUE`, its "no limit" for the huge-partition limits.
@@ -341,6 +376,9 @@ struct Listener {
 /// The running config and the components that react to it.
 pub struct Runtime {
     current: watch::Sender<Arc<Config>>,
+    /// The keys this process has something to react with (Spillway names), when not all: a
+    /// coordinator-only process has no audit log or store, and takes no key for them.
+    only: Option<&'static [&'static str]>,
     /// The listeners, and the lock that serialises changes (REST and file), so two never
     /// interleave their read-modify-write. Held only while nothing awaits.
     listeners: parking_lot::Mutex<Vec<Listener>>,
@@ -349,11 +387,28 @@ pub struct Runtime {
 impl Runtime {
     /// `config` is the validated start-up config.
     pub fn new(config: Config) -> Arc<Runtime> {
+        Self::with_keys(config, None)
+    }
+
+    /// [`Runtime::new`] for a process that reacts to `only` of the keys (Spillway names); the
+    /// others are refused over REST and left alone in a re-read file.
+    pub fn new_limited(config: Config, only: &'static [&'static str]) -> Arc<Runtime> {
+        debug_assert!(only.iter().all(|k| KEYS.iter().any(|r| r.spillway == *k)));
+        Self::with_keys(config, Some(only))
+    }
+
+    fn with_keys(config: Config, only: Option<&'static [&'static str]>) -> Arc<Runtime> {
         let (current, _) = watch::channel(Arc::new(config));
         Arc::new(Runtime {
             current,
+            only,
             listeners: parking_lot::Mutex::new(Vec::new()),
         })
+    }
+
+    /// Whether this process takes `key`.
+    fn takes(&self, key: &Key) -> bool {
+        self.only.is_none_or(|only| only.contains(&key.spillway))
     }
 
     /// Calls `react` with the new config whenever one of `keys` (Spillway names) changes.
@@ -380,12 +435,13 @@ impl Runtime {
         let listeners = self.listeners.lock();
         let mut next = (*self.current()).clone();
         let java_file = !next.java_properties.is_empty();
+        let find = |name: &str| find(name).filter(|(k, _)| self.takes(k));
         for (name, value) in update {
-            let (key, java) = find(name).ok_or_else(|| not_reconfigurable(name))?;
+            let (key, java) = find(name).ok_or_else(|| not_reconfigurable(self, name))?;
             (key.set)(&mut next, value, java).map_err(|e| Refused(format!("{name}: {e}")))?;
         }
         for name in delete {
-            let (key, _) = find(name).ok_or_else(|| not_reconfigurable(name))?;
+            let (key, _) = find(name).ok_or_else(|| not_reconfigurable(self, name))?;
             (key.reset)(&mut next, java_file);
         }
         // Java's `/conf` lists the keys as they were set (a deleted one disappears).
@@ -403,7 +459,7 @@ impl Runtime {
         let running = self.current();
         let mut next = (*running).clone();
         let mut absent = Vec::new();
-        for key in &KEYS {
+        for key in KEYS.iter().filter(|k| self.takes(k)) {
             (key.copy)(file, &mut next);
             let java_file = !file.java_properties.is_empty();
             if java_file
@@ -483,8 +539,12 @@ impl Runtime {
     }
 }
 
-fn not_reconfigurable(name: &str) -> Refused {
-    let keys: Vec<&str> = KEYS.iter().map(|k| k.java).collect();
+fn not_reconfigurable(runtime: &Runtime, name: &str) -> Refused {
+    let keys: Vec<&str> = KEYS
+        .iter()
+        .filter(|k| runtime.takes(k))
+        .map(|k| k.java)
+        .collect();
     Refused(format!(
         "{name}: not reconfigurable at runtime; the keys that are: {} (or their Spillway \
          names); change others in the config file and restart",
@@ -662,6 +722,39 @@ mod tests {
         r.update(&[], &["audit.rpc_exclude".into(), "audit.rpc_log".into()])
             .unwrap();
         assert_eq!(r.current().audit, Config::default().audit);
+    }
+
+    /// Java's coordinator reloads `rss.coordinator.shuffle.nodes.max`; a process runs it only
+    /// with a coordinator, and a coordinator-only process takes none of the server's keys.
+    #[test]
+    fn shuffle_nodes_max_needs_a_coordinator_and_a_limited_runtime_takes_only_its_keys() {
+        let r = runtime(Config::default());
+        let e = r
+            .update(&set(&[("rss.coordinator.shuffle.nodes.max", "3")]), &[])
+            .unwrap_err();
+        assert!(e.0.contains("runs no coordinator"), "{e}");
+
+        let mut config = Config::default();
+        config.coordinator.enabled = true;
+        let r = Runtime::new_limited(config, &["coordinator.shuffle_server_number"]);
+        r.update(&set(&[("rss.coordinator.shuffle.nodes.max", "3")]), &[])
+            .unwrap();
+        assert_eq!(r.current().coordinator.shuffle_server_number, 3);
+        let e = r
+            .update(&set(&[("audit.rpc_log", "false")]), &[])
+            .unwrap_err();
+        assert!(e.0.contains("not reconfigurable"), "{e}");
+        assert!(
+            !e.0.contains("rss.server.rpc.audit.log.enabled"),
+            "lists only what it takes: {e}"
+        );
+        let e = r
+            .update(&set(&[("rss.coordinator.shuffle.nodes.max", "0")]), &[])
+            .unwrap_err();
+        assert!(e.0.contains("at least 1"), "{e}");
+        r.update(&[], &["coordinator.shuffle_server_number".into()])
+            .unwrap();
+        assert_eq!(r.current().coordinator.shuffle_server_number, 9);
     }
 
     #[test]

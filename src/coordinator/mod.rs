@@ -35,7 +35,7 @@ pub mod storage;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, Hasher};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -191,6 +191,10 @@ pub struct Coordinator {
     client_conf_rejected: AtomicU64,
     /// The last hour of samples the dashboard charts; filled by [`Coordinator::spawn_sampler`].
     history: dashboard::History,
+    /// `options.default_server_number` as running: Java's `rss.coordinator.shuffle.nodes.max`
+    /// is the one coordinator key Java reloads at runtime (its cluster manager and cluster-load
+    /// checker take it from a changed coordinator.conf), so it is kept apart from the options.
+    shuffle_nodes_max: AtomicUsize,
 }
 
 /// Which of Java's access checkers refused an `accessCluster` request; each has its counter
@@ -216,12 +220,14 @@ impl Coordinator {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos()),
         );
+        let nodes_max = options.default_server_number;
         let coordinator = Coordinator {
             servers: ServerRegistry::new(options.server_timeout),
             apps: Mutex::new(Apps::new(options.app_timeout)),
             quotas: Mutex::new(Quotas::new(options.app_timeout)),
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
+            shuffle_nodes_max: AtomicUsize::new(nodes_max),
             access_denied: Default::default(),
             client_conf_rejected: AtomicU64::new(0),
             excluded: Mutex::new(BTreeSet::new()),
@@ -442,7 +448,7 @@ impl Coordinator {
                         &self.assignable(),
                         req,
                         &self.options.access,
-                        self.options.default_server_number,
+                        self.shuffle_nodes_max(),
                     ),
                     AccessDenial::Load,
                 ),
@@ -518,7 +524,20 @@ impl Coordinator {
         self.quotas.lock().counts(Instant::now())
     }
 
-    /// The policy in force.
+    /// Servers per shuffle by default and at most (Java's `rss.coordinator.shuffle.nodes.max`),
+    /// as running.
+    pub fn shuffle_nodes_max(&self) -> usize {
+        self.shuffle_nodes_max.load(Ordering::Relaxed)
+    }
+
+    /// Runtime reconfiguration of [`Coordinator::shuffle_nodes_max`]; the next assignment and
+    /// `accessCluster` use it.
+    pub fn set_shuffle_nodes_max(&self, n: usize) {
+        self.shuffle_nodes_max.store(n.max(1), Ordering::Relaxed);
+    }
+
+    /// The policy in force (`default_server_number` as at start-up: see
+    /// [`Coordinator::shuffle_nodes_max`]).
     pub fn options(&self) -> &CoordinatorOptions {
         &self.options
     }
@@ -550,7 +569,7 @@ impl Coordinator {
     ) -> Result<Vec<proto::PartitionRangeAssignment>, AssignError> {
         let live = self.assignable();
         let policy = AssignPolicy {
-            shuffle_nodes_max: self.options.default_server_number,
+            shuffle_nodes_max: self.shuffle_nodes_max(),
             host: self.options.host_strategy,
             partition: self.options.partition_strategy,
         };

@@ -1,10 +1,16 @@
 //! A coordinator-only process (`role = "coordinator"`, or a Java `coordinator.conf`): the
-//! coordinator's gRPC service on `grpc_port` and its metrics on `metrics.http_port`, with
-//! nothing of the shuffle server (no store, no Netty plane, no heartbeats of its own), so
-//! Spillway can stand in for the Java coordinators of a cluster as well as its servers.
+//! coordinator's gRPC service on `grpc_port`, and on `metrics.http_port` everything the Java
+//! coordinator's Jetty serves (REST API, conf, info, metrics; `http::coordinator`, the same
+//! routes the embedded coordinator serves), plus HTTPS on a second port with `[metrics.https]`
+//! as Jetty adds its SSL connector. Nothing of the shuffle server (no store, no Netty plane, no
+//! heartbeats of its own), so Spillway can stand in for the Java coordinators of a cluster as
+//! well as its servers. The operator files (exclude nodes, quota, candidates, dynamic client
+//! conf) are read at start-up, where a bad one stops it as in Java, and polled afterwards; the
+//! config file is watched for the keys Java's coordinator reloads (`config::reload`).
 //!
-//! Shutdown, in order: stop the gRPC service (in-flight calls finish), stop the sweeper, push
-//! the metrics one last time, stop HTTP, as the shuffle server orders its own.
+//! Shutdown, in order: stop the gRPC service (in-flight calls finish), stop the sweeper and
+//! the file polls, push the metrics one last time, stop HTTP, as the shuffle server orders its
+//! own.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -28,8 +34,10 @@ const STEP_BUDGET: Duration = Duration::from_secs(10);
 pub struct RunningCoordinator {
     /// Where the coordinator's gRPC service listens.
     pub grpc_addr: SocketAddr,
-    /// Where its HTTP port (metrics) listens.
+    /// Where its HTTP port (REST API, metrics) listens.
     pub http_addr: SocketAddr,
+    /// Where HTTPS listens (`[metrics.https]`, Java's `rss.jetty.https.port`); `None` without.
+    pub https_addr: Option<SocketAddr>,
     /// `<ip>-<grpcPort>`, as Java names a coordinator (the push gateway's `instance`).
     pub id: String,
     coordinator: Arc<Coordinator>,
@@ -56,6 +64,19 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
     let http_addr = http_listener
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
+    // Key material before anything starts, so a bad keystore stops start-up at once.
+    let https = match &config.metrics.https {
+        Some(https) => {
+            let tls = crate::http::tls::server_config(https).map_err(Error::Startup)?;
+            let listener = crate::http::bind(SocketAddr::new(ip, https.port), takeover)?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| Error::Startup(format!("local address of the HTTPS port: {e}")))?;
+            Some((listener, addr, tls))
+        }
+        None => None,
+    };
+    let https_addr = https.as_ref().map(|(_, addr, _)| *addr);
     let host = config
         .worker_ip
         .clone()
@@ -67,8 +88,12 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
     let late_stop = CancellationToken::new();
     let grpc_stop = CancellationToken::new();
 
-    let coordinator = Arc::new(Coordinator::new((&config.coordinator).into()));
+    // Before any task starts, so a refused operator file leaves nothing running.
+    let coordinator =
+        Arc::new(Coordinator::open((&config.coordinator).into()).map_err(Error::Startup)?);
     coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
+    coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
+    coordinator.spawn_sampler(tasks_stop.clone(), &tracker);
     let metrics = Metrics::new(&[])?;
     metrics.attach_coordinator(Arc::clone(&coordinator), true)?;
 
@@ -89,7 +114,55 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
         })
     };
 
-    let http = crate::http::coordinator::router(Arc::clone(&metrics), true);
+    // Runtime reconfiguration, as Java's coordinator has it: `rss.coordinator.shuffle.nodes.max`
+    // from the file (every `reconfigure_interval`) or a REST update, and the push interval.
+    let runtime = crate::config::reload::Runtime::new_limited(
+        config.clone(),
+        &["coordinator.shuffle_server_number", "metrics.push_interval"],
+    );
+    {
+        let coordinator = Arc::clone(&coordinator);
+        runtime.listen(
+            &["coordinator.shuffle_server_number"],
+            Box::new(move |c| {
+                coordinator.set_shuffle_nodes_max(c.coordinator.shuffle_server_number);
+                Ok(())
+            }),
+        );
+    }
+    if let Some(path) = &config.source_path {
+        crate::config::reload::spawn_file_watch(
+            Arc::clone(&runtime),
+            path.clone(),
+            config.reconfigure_interval,
+            |name| std::env::var(name).ok(),
+            tasks_stop.clone(),
+            &tracker,
+        );
+    }
+    let http = crate::http::coordinator::standalone_router(
+        &crate::http::coordinator::CoordinatorHttp {
+            rest: Arc::new(super::rest::RestContext {
+                coordinator: Arc::clone(&coordinator),
+                ip: host.clone(),
+                grpc_port: grpc_addr.port(),
+                http_port: http_addr.port(),
+                start_time_ms: crate::tasks::heartbeat::now_ms(),
+            }),
+            metrics: Arc::clone(&metrics),
+            runtime: Arc::clone(&runtime),
+            id: id.clone(),
+        },
+        &config,
+    );
+    if let Some((listener, _, tls)) = https {
+        tracker.spawn(crate::http::serve_tls(
+            listener,
+            tls,
+            http.clone(),
+            late_stop.clone(),
+        ));
+    }
     tracker.spawn(crate::http::serve(http_listener, http, late_stop.clone()));
     if let Some(endpoint) = &config.metrics.push_gateway_endpoint {
         crate::tasks::push_gateway::spawn(
@@ -100,17 +173,18 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
                 grouping: config.metrics.grouping_key(),
                 interval: config.metrics.push_interval,
                 timeout: config.metrics.push_timeout,
-                reconfigured: None,
+                reconfigured: Some(runtime.subscribe()),
             },
             id.clone(),
             late_stop.clone(),
             &tracker,
         )?;
     }
-    tracing::info!(%grpc_addr, %http_addr, coordinator_id = %id, "spillway coordinator listening");
+    tracing::info!(%grpc_addr, %http_addr, ?https_addr, coordinator_id = %id, "spillway coordinator listening");
     Ok(RunningCoordinator {
         grpc_addr,
         http_addr,
+        https_addr,
         id,
         coordinator,
         metrics,

@@ -65,12 +65,16 @@ pub(super) async fn cancel_decommission(State(s): State<Arc<HttpState>>) -> Resp
 /// to dump, so this lists the OS threads with their states and the runtime's task numbers, and
 /// says where the deeper views are (tokio-console, `/debug/pprof/profile`).
 pub(super) async fn stacks(State(s): State<Arc<HttpState>>) -> Response {
+    stacks_text("server", &s.server_id).into_response()
+}
+
+/// The listing of [`stacks`] for a process of `role` (`server`, `coordinator`) named `id`.
+pub(super) fn stacks_text(role: &str, id: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "spillway {} server {} pid {}",
+        "spillway {} {role} {id} pid {}",
         env!("CARGO_PKG_VERSION"),
-        s.server_id,
         std::process::id()
     );
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
@@ -113,7 +117,7 @@ pub(super) async fn stacks(State(s): State<Arc<HttpState>>) -> Response {
     let _ = writeln!(
         out,
         "\nAsync tasks have no thread stacks: build with --features console (RUSTFLAGS=\"--cfg tokio_unstable\") \
-         and run tokio-console for tasks, or GET /debug/pprof/flamegraph?seconds=10 for where CPU goes."
+         and run tokio-console for tasks, or GET /debug/pprof/flamegraph?seconds=10 (shuffle servers) for where CPU goes."
     );
-    out.into_response()
+    out
 }

@@ -21,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::HttpState;
+use crate::config::reload::Runtime;
 
 /// Java's answer when the update went through.
 pub const APPLIED: &str = "temporarily effective until restart: Update successfully";
@@ -43,6 +44,20 @@ pub(super) async fn update(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    apply(Arc::clone(&s.runtime), headers, body).await
+}
+
+/// The same over a process's [`Runtime`] alone: a coordinator-only process's `/confOps/update`
+/// (Java's `JettyServer` serves `ConfOpsResource` on the coordinator's port too).
+pub(super) async fn update_runtime(
+    State(runtime): State<Arc<Runtime>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    apply(runtime, headers, body).await
+}
+
+async fn apply(runtime: Arc<Runtime>, headers: HeaderMap, body: Bytes) -> Response {
     let json = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -82,7 +97,6 @@ pub(super) async fn update(
     // Keys only: a value sent under a wrong key may be a secret.
     let keys: Vec<&str> = update.iter().map(|(k, _)| k.as_str()).collect();
     tracing::info!(update = ?keys, delete = ?vo.delete, "dynamic config update requested");
-    let runtime = Arc::clone(&s.runtime);
     // Turning the audit log on opens its file: blocking work, kept off the async workers.
     let result = tokio::task::spawn_blocking(move || runtime.update(&update, &vo.delete)).await;
     match result {

@@ -14,7 +14,7 @@
 //! | `POST /admin/decommission`, `POST /admin/cancel_decommission` | ShuffleServerInternal over HTTP | admin |
 //! | `POST /api/shuffleServer/confOps/update`, `POST /confOps/update` | runtime reconfiguration, Java's `ConfOpsResource` (`conf_ops.rs`) | admin |
 //! | `GET /debug/pprof/profile`, `/debug/pprof/flamegraph`, `/debug/pprof/heap` | profiles | admin |
-//! | `/api/server/*`, `/api/app/*`, `GET /api/coordinator/info`, `GET /api/coordinator/conf` | the Java coordinator's REST API, only with `coordinator.enabled` (`coordinator/rest/`) | open |
+//! | `/api/server/*`, `/api/app/*`, `GET /api/coordinator/{info,conf,stacks}` | the Java coordinator's REST API, only with `coordinator.enabled` (`coordinator.rs`, which a coordinator-only process serves too) | open |
 //! | `GET /dashboard`, `/dashboard/server/{id}`, `/dashboard/app/{id}` | the operator's HTML dashboard, only with `coordinator.enabled` (`coordinator/dashboard/`) | open |
 //! | `POST /api/server/[{id}/]decommission`, `…/cancelDecommission` | decommission through the coordinator | admin |
 //!
@@ -90,29 +90,21 @@ pub fn router(state: Arc<HttpState>) -> Router {
             Arc::clone(&auth),
             auth::require_admin,
         ));
-    // Java puts `@Authorization` on the decommission calls only.
+    // The coordinator's routes (REST API, conf, metrics), built as a coordinator-only
+    // process builds them; absent without the embedded coordinator, so its paths answer 404 as
+    // a Java shuffle server's do.
     let coordinator = match &state.coordinator {
-        Some(ctx) => {
-            use crate::coordinator::rest;
-            rest::open_routes(Arc::clone(ctx))
-                .merge(crate::coordinator::dashboard::routes(Arc::clone(ctx)))
-                .merge(
-                    rest::admin_routes(Arc::clone(ctx))
-                        .route_layer(middleware::from_fn_with_state(auth, auth::require_admin)),
-                )
-                .merge(
-                    Router::new()
-                        .route("/api/coordinator/conf", get(conf))
-                        .with_state(Arc::clone(&state)),
-                )
-        }
+        Some(ctx) => self::coordinator::routes(
+            &self::coordinator::CoordinatorHttp {
+                rest: Arc::clone(ctx),
+                metrics: Arc::clone(&state.metrics),
+                runtime: Arc::clone(&state.runtime),
+                id: state.server_id.clone(),
+            },
+            auth,
+            false,
+        ),
         None => Router::new(),
-    };
-    // The coordinator's metric paths (`/api/coordinator/[prometheus/]metrics`).
-    let coordinator = if state.metrics.has_coordinator() {
-        coordinator.merge(self::coordinator::router(Arc::clone(&state.metrics), false))
-    } else {
-        coordinator
     };
     Router::new()
         .route("/metrics", get(json_all))
@@ -236,19 +228,23 @@ async fn text_metrics(
     }
 }
 
-/// Java's `{"code":0,"data":[{"argumentKey":…,"argumentValue":…}],"errMsg":"success"}`.
-/// Also `/api/coordinator/conf` (Java's `CoordinatorConfVO` has the same two fields): the
-/// embedded coordinator shares the process and its config.
-///
-/// A server started from a Java `server.conf` lists that file's keys as written, which is what
-/// Java's `ShuffleServerConf.getAll()` holds, so a dashboard or script that looks up an `rss.*`
-/// key finds it. A TOML config has no `rss.*` keys: it lists its own dotted keys. The Basic
-/// credentials are masked (Java shows them to anyone; the endpoint is open). Both show the
-/// running values, as runtime reconfiguration left them.
+/// `GET /api/shuffleServer/conf`: see [`conf_json`].
 async fn conf(State(s): State<Arc<HttpState>>) -> Response {
-    let config = s.runtime.current();
+    conf_json(&s.runtime.current())
+}
+
+/// Java's `{"code":0,"data":[{"argumentKey":…,"argumentValue":…}],"errMsg":"success"}`, for
+/// `/api/shuffleServer/conf` and `/api/coordinator/conf` (Java's `CoordinatorConfVO` has the
+/// same two fields).
+///
+/// A process started from a Java `server.conf` or `coordinator.conf` lists that file's keys as
+/// written, which is what Java's `getAll()` holds, so a dashboard or script that looks up an
+/// `rss.*` key finds it. A TOML config has no `rss.*` keys: it lists its own dotted keys. The
+/// Basic credentials are masked (Java shows them to anyone; the endpoint is open). Both show
+/// the running values, as runtime reconfiguration left them.
+fn conf_json(config: &Config) -> Response {
     let pairs = if config.java_properties.is_empty() {
-        crate::config::reload::flatten(&config)
+        crate::config::reload::flatten(config)
     } else {
         config
             .java_properties

@@ -29,7 +29,9 @@
 # coordinators embedded in servers A and B, every server heartbeats to both, the client lists
 # both, replica 3 (write 2, read 2): C (first replica) SIGKILLed mid-read; C restarts, D joins,
 # A stops, a new job is assigned by B; new cluster, C decommissioned mid-read and stopping by
-# itself once the job is gone (README "Cluster job") -> HDFS suites:
+# itself once the job is gone; then two coordinator-only processes K1, K2 from Java
+# coordinator.conf files in front of three servers, K1 SIGTERMed mid-read, a new job assigned
+# by K2 (README "Cluster job") -> HDFS suites:
 # a MiniHdfs (tests/hdfs) on loopback, one server per store type MEMORY_HDFS and
 # MEMORY_LOCALFILE_HDFS (cold threshold 1 MiB), client 0.9.2 over GRPC with
 # spark.rss.remote.storage.path on that HDFS: the client reads the spilled shuffle straight from
@@ -71,7 +73,7 @@ while [[ $# -gt 0 ]]; do
     --keep) KEEP=1 ;;
     --no-hdfs) HDFS=0 ;;
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
-    -h|--help) sed -n '2,39p' "$HERE/run.sh"; exit 0 ;;
+    -h|--help) sed -n '2,44p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -629,6 +631,108 @@ print(r.status, r.read().decode())' "http://${!http_var}/admin/decommission" 2>&
   stop_cluster
 }
 
+# start_coordinator NAME PORT: a coordinator-only spillway process on PORT, started from a Java
+# coordinator.conf written to WORK/NAME/coordinator.conf; waits until it listens. Sets NAME_PID.
+start_coordinator() {
+  local name=$1 port=$2 dir="$WORK/$1"
+  local logf="$dir/coordinator.log"
+  mkdir -p "$dir"
+  {
+    echo '# A Java coordinator.conf, as the Java coordinator reads it.'
+    echo "rss.rpc.server.port $port"
+    echo 'rss.jetty.http.port 0'
+    # A stopped server leaves the assignments this long after its last beat.
+    echo "rss.coordinator.server.heartbeat.timeout $((CLUSTER_SERVER_TIMEOUT * 1000))"
+    # Java's default access checkers (cluster load, quota) want nodes.max servers available.
+    echo 'rss.coordinator.shuffle.nodes.max 3'
+  } >"$dir/coordinator.conf"
+  RUST_LOG=${SPILLWAY_LOG:-info} WORKER_IP=127.0.0.1 NO_COLOR=1 \
+    "$SPILLWAY_BIN" --config "$dir/coordinator.conf" >"$logf" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  printf -v "${name}_PID" '%s' "$pid"
+  local deadline=$((SECONDS + SERVER_START_TIMEOUT))
+  until grep -q 'spillway coordinator listening' "$logf" 2>/dev/null; do
+    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS > deadline)); then
+      echo "---- coordinator $name did not start; $logf says:"
+      tail -n 20 "$logf"
+      return 1
+    fi
+    sleep 0.2
+  done
+  log "coordinator $name (pid $pid) listening on 127.0.0.1:$port; log $logf"
+}
+
+# term_pid PID: SIGTERM a process we started and wait up to 15 s (then SIGKILL); returns its
+# exit code (137 when it had to be killed).
+term_pid() {
+  local pid=$1 i rc=0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 150; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || rc=$?
+  forget_pid "$pid"
+  return $rc
+}
+
+# coordinators_job: the cluster job's last phase (README "Cluster job"): two coordinator-only
+# processes K1 and K2 (Java coordinator.conf files) in front of servers A, B, C that host no
+# coordinator; K1 stops mid-job, and the next job is assigned by K2.
+coordinators_job() {
+  local ver=$BASE_VER p="k_${CLIENT_TYPE}_" name pause n k1 k2 pid_var rc
+  local ha_conf=(--rss-conf spark.rss.data.replica.write=2 --rss-conf spark.rss.data.replica.read=2)
+  local port1 port2
+  port1=$(free_port)
+  port2=$(free_port)
+  k1="127.0.0.1:$port1" k2="127.0.0.1:$port2"
+  name="uniffle-$ver-$CLIENT_TYPE-cluster-coordinators"
+  local ready=1
+  start_coordinator "${p}K1" "$port1" && start_coordinator "${p}K2" "$port2" || ready=0
+  for n in A B C; do
+    ((ready)) || break
+    SERVER_NETTY_PORT=$(free_port) start_server "$p$n" "$(free_port)" 0 "\"$k1\", \"$k2\"" \
+      || ready=0
+  done
+  if ((!ready)) || ! wait_coordinator "$ver" "$k1" 3 || ! wait_coordinator "$ver" "$k2" 3; then
+    fail "$name: cluster not ready (see above; coordinators $k1, $k2)"
+    stop_cluster
+    return
+  fi
+  COORD="$k1,$k2"
+  pause="$WORK/pause-kc-$CLIENT_TYPE"
+  start_paused_job "$name" "$pause" 3 "${ha_conf[@]}"
+  pid_var="${p}K1_PID"
+  if [[ -e $pause/paused ]]; then
+    log "reduce stage paused: SIGTERM coordinator K1 (pid ${!pid_var}, $k1)"
+  else
+    log "the reduce stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed); stopping K1 anyway"
+  fi
+  rc=0
+  term_pid "${!pid_var}" || rc=$?
+  [[ $rc == 0 ]] || fail "$name: coordinator K1 exited $rc on SIGTERM (log $WORK/${p}K1/coordinator.log)"
+  finish_paused_job "$name" "$pause"
+  assigned_by "$name" "$k1" || fail "$name: the assignment did not come from the first coordinator K1 $k1"
+  grep -q 'shuffle assigned app_id=local-.* replica=3' "$WORK/${p}K1/coordinator.log" \
+    || fail "$name: coordinator K1 logged no assignment of the job's shuffle (log $WORK/${p}K1/coordinator.log)"
+  check_alive "$name" "${p}A" "${p}B" "${p}C"
+
+  # A new job with K1 gone: the client's first coordinator refuses connections, K2 assigns.
+  name="uniffle-$ver-$CLIENT_TYPE-cluster-coordinators-k2"
+  run_jobs "$ver" "$name" "$REPLICA_TIMEOUT" --mode rss --coordinator "$COORD" --job replica \
+    --replica 3 --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" "${ha_conf[@]}"
+  assigned_by "$name" "$k2" || fail "$name: no assignment from the second coordinator K2 $k2"
+  ! assigned_by "$name" "$k1" || fail "$name: an assignment came from the stopped coordinator K1 $k1"
+  grep -q 'shuffle assigned app_id=local-.* replica=3' "$WORK/${p}K2/coordinator.log" \
+    || fail "$name: coordinator K2 logged no assignment (log $WORK/${p}K2/coordinator.log)"
+  pid_var="${p}K2_PID"
+  kill -0 "${!pid_var}" 2>/dev/null || fail "$name: coordinator K2 died (log $WORK/${p}K2/coordinator.log)"
+  check_alive "$name" "${p}A" "${p}B" "${p}C"
+  stop_cluster
+}
+
 # ---- HDFS --------------------------------------------------------------------------------------
 
 HDFS_PID=""
@@ -844,6 +948,9 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
     if [[ $CLUSTER == 1 ]]; then
       phase "cluster job, client $BASE_VER, $CLIENT_TYPE"
       cluster_job
+      phase_done
+      phase "coordinators K1 K2, $BASE_VER, $CLIENT_TYPE"
+      coordinators_job
       phase_done
     fi
   done

@@ -25,6 +25,7 @@ impl Mapper {
             self.config.metrics.http_port = port;
             self.set_origin("metrics.http_port", &e);
         }
+        self.map_jetty_security()?;
         if let Some((e, timeout)) =
             self.positive_duration("rss.coordinator.server.heartbeat.timeout", 1)?
         {
@@ -54,6 +55,7 @@ impl Mapper {
         self.map_placement()?;
         self.map_admission()?;
         self.map_operator_files()?;
+        self.map_reload()?;
         self.map_push_gateway()
     }
 

@@ -11,7 +11,7 @@
 //! set are answered from the shuffle server's table, which lists them all. Release attribution
 //! is not pinned per key: every row says 0.9.2 and 0.10.
 
-use super::keys::{mapped, na, refused, JavaKey, Releases::Both};
+use super::keys::{mapped, na, refused, JavaKey, Releases::Both, Releases::Only010};
 
 /// The coordinator row for `key` (any case), if the Java coordinator reads it.
 pub fn lookup(key: &str) -> Option<&'static JavaKey> {
@@ -233,7 +233,7 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         Both,
         "9",
         &["coordinator.shuffle_server_number"],
-        "at least 1",
+        "at least 1; re-read from the changed file at runtime, as Java (rss.reconfigure.interval.sec)",
         "9",
     ),
     na(
@@ -249,12 +249,60 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "Spillway's coordinator assigns from its first heartbeat; it has no start-up silent period",
     ),
     mapped(
+        "rss.http.basic.authorizationCredentials",
+        Only010,
+        "(none)",
+        &["metrics.basic_credentials"],
+        "as written (base64 of user:password), compared as-is with the Authorization: Basic value on the decommission calls, as Java's filter does",
+        "none (decommission calls from loopback only)",
+    ),
+    mapped(
         "rss.jetty.http.port",
         Both,
         "19998",
         &["metrics.http_port"],
-        "0..=65535: the coordinator's metrics",
+        "0..=65535: the coordinator's REST API and metrics",
         "19998",
+    ),
+    mapped(
+        "rss.jetty.https.port",
+        Both,
+        "(none)",
+        &["metrics.https"],
+        "the HTTPS port (metrics.https.port), beside the HTTP one as Jetty's second connector; required with rss.jetty.ssl.enable",
+        "no HTTPS",
+    ),
+    mapped(
+        "rss.jetty.ssl.enable",
+        Both,
+        "false",
+        &["metrics.https"],
+        "true serves the same routes over HTTPS on rss.jetty.https.port with rss.jetty.ssl.keystore.path; false warns the other rss.jetty.ssl keys",
+        "false (HTTP only)",
+    ),
+    mapped(
+        "rss.jetty.ssl.keymanager.password",
+        Both,
+        "(none)",
+        &["metrics.https"],
+        "metrics.https.key_password; a PKCS#12 keystore has one password, so it must equal the keystore password",
+        "the keystore password",
+    ),
+    mapped(
+        "rss.jetty.ssl.keystore.password",
+        Both,
+        "(none)",
+        &["metrics.https"],
+        "metrics.https.keystore_password",
+        "none (a keystore without a password)",
+    ),
+    mapped(
+        "rss.jetty.ssl.keystore.path",
+        Both,
+        "(none)",
+        &["metrics.https"],
+        "metrics.https.keystore_path: PKCS#12 (.p12/.pfx) or PEM with chain and key; a JKS keystore is refused with the keytool command that converts it",
+        "none; required with rss.jetty.ssl.enable",
     ),
     mapped(
         "rss.metrics.prometheus.pushgateway.addr",
@@ -296,11 +344,13 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "must be the PrometheusPushGatewayMetricReporter; it turns pushing on; another class is warned",
         "no pushing",
     ),
-    na(
+    mapped(
         "rss.reconfigure.interval.sec",
         Both,
         "5",
-        "a coordinator-only process reloads nothing at runtime (Java reloads its cluster manager's and access manager's keys, none of which Spillway maps)",
+        &["reconfigure_interval"],
+        "seconds > 0: how often the coordinator.conf is checked for rss.coordinator.shuffle.nodes.max, the one key Java's coordinator reloads",
+        "5 s",
     ),
     mapped(
         "rss.rpc.server.port",

@@ -14,11 +14,7 @@ impl Mapper {
             self.config.metrics.http_port = port;
             self.set_origin("metrics.http_port", &e);
         }
-        if let Some(e) = self.string(BASIC_CREDENTIALS_KEY) {
-            self.config.metrics.basic_credentials = Some(crate::config::Secret(e.value.clone()));
-            self.set_origin("metrics.basic_credentials", &e);
-        }
-        self.map_https()?;
+        self.map_jetty_security()?;
         let server_type = self.choice("rss.rpc.server.type", &["GRPC", "GRPC_NETTY"])?;
         match self.int("rss.server.netty.port", i64::from(i32::MIN)..=65535)? {
             // 0.9 turns the plane on for any port >= 0, off for a negative one.
@@ -48,6 +44,16 @@ impl Mapper {
 }
 
 impl Mapper {
+    /// What the Java server and coordinator alike read for their Jetty port (`JettyServer` and
+    /// `AuthorizationRequestFilter` are common code): the Basic credentials and HTTPS.
+    pub(super) fn map_jetty_security(&mut self) -> Result<(), ConfigError> {
+        if let Some(e) = self.string(BASIC_CREDENTIALS_KEY) {
+            self.config.metrics.basic_credentials = Some(crate::config::Secret(e.value.clone()));
+            self.set_origin("metrics.basic_credentials", &e);
+        }
+        self.map_https()
+    }
+
     /// Jetty's HTTPS connector: with `rss.jetty.ssl.enable` the port and the keystore path are
     /// required (Java fails start-up on either missing); without it the other keys are warned.
     fn map_https(&mut self) -> Result<(), ConfigError> {
