@@ -54,7 +54,22 @@ impl Mapper {
         self.map_placement()?;
         self.map_admission()?;
         self.map_operator_files()?;
+        self.map_coordinator_audit()?;
         self.map_push_gateway()
+    }
+
+    /// The coordinator's RPC audit log (0.10 keys). Absent, Java's defaults hold: on, the two
+    /// heartbeats excluded; the server's `rss.server.rpc.audit.*` keys do not reach it.
+    fn map_coordinator_audit(&mut self) -> Result<(), ConfigError> {
+        if let Some((e, on)) = self.boolean("rss.coordinator.rpc.audit.log.enabled")? {
+            self.config.audit.coordinator_rpc_log = on;
+            self.set_origin("audit.coordinator_rpc_log", &e);
+        }
+        if let Some(e) = self.take("rss.coordinator.rpc.audit.log.excludeList") {
+            self.config.audit.coordinator_rpc_exclude = java_list(&e.value);
+            self.set_origin("audit.coordinator_rpc_exclude", &e);
+        }
+        Ok(())
     }
 
     /// How servers and ranges are chosen, and among several remote storage paths.
