@@ -1049,6 +1049,59 @@ mod tests {
         );
     }
 
+    fn hash_set(items: &[&str]) -> String {
+        let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+        let mut out = Vec::new();
+        write_java_hash_set(&mut out, &items).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Orders Java prints: the 0.10 coordinator's own audit lines show `[ss_v5, GRPC]` and
+    /// `[GRPC_NETTY, ss_v5]` (apache/uniffle#1979, #2014), whatever order the client sent.
+    #[test]
+    fn hash_sets_print_in_java_hash_map_order() {
+        assert_eq!(hash_set(&["GRPC", "ss_v5"]), "[ss_v5, GRPC]");
+        assert_eq!(hash_set(&["ss_v5", "GRPC_NETTY"]), "[GRPC_NETTY, ss_v5]");
+        assert_eq!(hash_set(&["b", "a", "b"]), "[a, b]");
+        assert_eq!(hash_set(&[]), "[]");
+    }
+
+    #[test]
+    fn coordinator_records_have_no_shuffle_id_field() {
+        let record = RpcRecord {
+            at: SystemTime::now(),
+            command: Command::ReportClientOperation,
+            status: "SUCCESS",
+            from: Some("10.0.0.7:51234".parse().unwrap()),
+            micros: 5,
+            app_id: None,
+            shuffle_id: -1,
+            args: Args::ClientOperation {
+                host: "h".into(),
+                port: 7,
+                operation: "op".into(),
+                server: Some(crate::proto::ShuffleServerId {
+                    id: "s\"1".into(),
+                    ip: String::new(),
+                    port: 19999,
+                    netty_port: 0,
+                    jetty_port: 0,
+                }),
+            },
+            ret: Ret::None,
+        };
+        let mut out = Vec::new();
+        record.write_line(&mut out).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert_eq!(
+            line.split_once("] ").unwrap().1,
+            "cmd=reportClientOperation\tstatusCode=SUCCESS\tfrom=/10.0.0.7:51234\t\
+             executionTimeUs=5\tappId=N/A\targs{h:7->op->id: \"s\\\"1\"\nport: 19999\n}"
+        );
+        assert!(Command::FetchRemoteStorage.is_coordinator());
+        assert!(!Command::GetSortedShuffleData.is_coordinator());
+    }
+
     #[test]
     fn excluded_commands_are_not_started() {
         let dir = tempfile::TempDir::new().unwrap();
