@@ -164,7 +164,7 @@ pub async fn start(config: Config) -> Result<Running> {
     let audit_dropped = crate::audit::dropped_counter(metrics.tags())
         .map_err(|e| Error::Startup(format!("audit metrics: {e}")))?;
     metrics.register_server(Box::new(audit_dropped.clone()))?;
-    let audit = AuditLogs::open(&config.audit, &audit_dropped)?;
+    let audit = AuditLogs::open(&config.audit, config.coordinator.enabled, &audit_dropped)?;
 
     // Before any task starts, so a refused coordinator file leaves nothing running.
     let coordinator = match config.coordinator.enabled {
@@ -482,11 +482,11 @@ pub async fn start(config: Config) -> Result<Running> {
                     .into_server(grpc_budget.min(limits.max_request_size.as_u64() as usize)),
             )
             .add_service(InternalService::new(Arc::clone(&registry)).into_server())
-            .add_optional_service(
-                coordinator
-                    .clone()
-                    .map(|c| CoordinatorService::new(c).into_server()),
-            );
+            .add_optional_service(coordinator.clone().map(|c| {
+                CoordinatorService::new(c)
+                    .with_audit(audit.coordinator_rpc.clone())
+                    .into_server()
+            }));
         // Nagle plus delayed ACKs stall small replies by ~40 ms; the builder's own
         // `tcp_nodelay` does not apply to an incoming stream we bind ourselves.
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));

@@ -8,6 +8,15 @@
 //!
 //! `args{…}` and `return{…}` appear only for the commands Java gives them, with Java's field
 //! names and order (`ShuffleServerGrpcService`, `ShuffleServerNettyHandler`).
+//!
+//! The coordinator's log (`coordinator_rpc_audit.log`, Java's `COORDINATOR_RPC_AUDIT_LOG` behind
+//! `CoordinatorRpcAuditContext`) shares the layout and this writer; its context adds only
+//! `appId=`, so its lines carry no `shuffleId=` field (`getShuffleAssignments` puts the shuffle
+//! id first in its `args{}` instead), and it never has a `return{}` part:
+//!
+//! ```text
+//! [2025-09-01 12:00:00.123] cmd=registerApplicationInfo<TAB>statusCode=SUCCESS<TAB>from=/10.0.0.7:51234<TAB>executionTimeUs=41<TAB>appId=app_1<TAB>args{user=alice}
+//! ```
 
 use std::io::{self, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -57,11 +66,32 @@ pub enum Command {
     StartSortMerge,
     /// `getSortedShuffleData` (gRPC only: Java's Netty handler does not audit it)
     GetSortedShuffleData,
+    /// Coordinator: `getShuffleAssignments`
+    GetShuffleAssignments,
+    /// Coordinator: `heartbeat` (a shuffle server's)
+    Heartbeat,
+    /// Coordinator: `checkServiceAvailable`
+    CheckServiceAvailable,
+    /// Coordinator: `reportClientOperation`
+    ReportClientOperation,
+    /// Coordinator: `appHeartbeat` (the same name as the server's command, a line of the
+    /// coordinator's layout)
+    CoordinatorAppHeartbeat,
+    /// Coordinator: `registerApplicationInfo`
+    RegisterApplicationInfo,
+    /// Coordinator: `accessCluster`
+    AccessCluster,
+    /// Coordinator: `fetchClientConf`
+    FetchClientConf,
+    /// Coordinator: `fetchClientConfV2`
+    FetchClientConfV2,
+    /// Coordinator: `fetchRemoteStorage`
+    FetchRemoteStorage,
 }
 
 impl Command {
     /// Every command, for matching exclude-list names.
-    pub const ALL: [Command; 16] = [
+    pub const ALL: [Command; 26] = [
         Command::RegisterShuffle,
         Command::UnregisterShuffle,
         Command::UnregisterShuffleByAppId,
@@ -78,6 +108,16 @@ impl Command {
         Command::GetMemoryShuffleData,
         Command::StartSortMerge,
         Command::GetSortedShuffleData,
+        Command::GetShuffleAssignments,
+        Command::Heartbeat,
+        Command::CheckServiceAvailable,
+        Command::ReportClientOperation,
+        Command::CoordinatorAppHeartbeat,
+        Command::RegisterApplicationInfo,
+        Command::AccessCluster,
+        Command::FetchClientConf,
+        Command::FetchClientConfV2,
+        Command::FetchRemoteStorage,
     ];
 
     /// The name Java logs (`cmd=`) and matches against the exclude list (case-sensitive, as
@@ -100,7 +140,22 @@ impl Command {
             Command::GetMemoryShuffleData => "getMemoryShuffleData",
             Command::StartSortMerge => "startSortMerge",
             Command::GetSortedShuffleData => "getSortedShuffleData",
+            Command::GetShuffleAssignments => "getShuffleAssignments",
+            Command::Heartbeat => "heartbeat",
+            Command::CheckServiceAvailable => "checkServiceAvailable",
+            Command::ReportClientOperation => "reportClientOperation",
+            Command::CoordinatorAppHeartbeat => "appHeartbeat",
+            Command::RegisterApplicationInfo => "registerApplicationInfo",
+            Command::AccessCluster => "accessCluster",
+            Command::FetchClientConf => "fetchClientConf",
+            Command::FetchClientConfV2 => "fetchClientConfV2",
+            Command::FetchRemoteStorage => "fetchRemoteStorage",
         }
+    }
+
+    /// A command of the coordinator's log, whose lines have no `shuffleId=` field.
+    pub fn is_coordinator(self) -> bool {
+        self as u8 >= Command::GetShuffleAssignments as u8
     }
 
     fn bit(self) -> u32 {
@@ -241,6 +296,49 @@ pub enum Args {
         /// `blockId`.
         block_id: i64,
     },
+    /// Coordinator getShuffleAssignments.
+    Assignment {
+        /// `shuffleId`.
+        shuffle_id: i32,
+        /// `partitionNum`.
+        partition_num: i32,
+        /// `partitionNumPerRange`.
+        per_range: i32,
+        /// `replica`.
+        replica: i32,
+        /// `requiredTags`, as the request lists them (rendered in Java's `HashSet` order).
+        tags: Vec<String>,
+        /// `requiredShuffleServerNumber`.
+        server_number: i32,
+        /// `faultyServerIds`, as the request lists them (rendered in `HashSet` order).
+        faulty: Vec<String>,
+    },
+    /// Coordinator heartbeat: `serverNode=` + the server's id.
+    ServerNode(String),
+    /// Coordinator registerApplicationInfo: `user=`.
+    User(String),
+    /// Coordinator reportClientOperation: `host:port->operation->server`.
+    ClientOperation {
+        /// The client's host.
+        host: String,
+        /// The client's port.
+        port: i32,
+        /// The operation.
+        operation: String,
+        /// The server (protobuf text format, as Java's message `toString`; empty when unset).
+        server: Option<crate::proto::ShuffleServerId>,
+    },
+    /// Coordinator accessCluster: `accessInfo=AccessInfo{…}`.
+    Access {
+        /// `accessId`.
+        access_id: String,
+        /// `user`.
+        user: String,
+        /// `tags` (rendered in `HashSet` order).
+        tags: Vec<String>,
+        /// `extraProperties`, sorted by key (see [`write_args`]).
+        properties: Vec<(String, String)>,
+    },
 }
 
 /// The `return{…}` part.
@@ -309,11 +407,13 @@ impl Record for RpcRecord {
         }
         write!(
             out,
-            "\texecutionTimeUs={}\tappId={}\tshuffleId={}",
+            "\texecutionTimeUs={}\tappId={}",
             self.micros,
             self.app_id.as_deref().unwrap_or("N/A"),
-            self.shuffle_id
         )?;
+        if !self.command.is_coordinator() {
+            write!(out, "\tshuffleId={}", self.shuffle_id)?;
+        }
         write_args(out, &self.args)?;
         write_ret(out, self.ret)
     }
@@ -458,8 +558,151 @@ fn write_args(out: &mut dyn Write, args: &Args) -> io::Result<()> {
             out,
             "\targs{{partitionId={partition_id}, blockId={block_id}"
         )?,
+        // The 0.10 proto has no stage fields (GRPC.md §6: they were dropped before 0.10.0), so
+        // the line ends at faultyServerIds; the dev-0.10 snapshots appended stageId,
+        // stageAttemptNumber and isReassign from those fields.
+        Args::Assignment {
+            shuffle_id,
+            partition_num,
+            per_range,
+            replica,
+            tags,
+            server_number,
+            faulty,
+        } => {
+            write!(
+                out,
+                "\targs{{shuffleId={shuffle_id}, partitionNum={partition_num}, \
+                 partitionNumPerRange={per_range}, replica={replica}, requiredTags="
+            )?;
+            write_java_hash_set(out, tags)?;
+            write!(
+                out,
+                ", requiredShuffleServerNumber={server_number}, faultyServerIds="
+            )?;
+            write_java_hash_set(out, faulty)?;
+        }
+        Args::ServerNode(id) => write!(out, "\targs{{serverNode={id}")?,
+        Args::User(user) => write!(out, "\targs{{user={user}")?,
+        Args::ClientOperation {
+            host,
+            port,
+            operation,
+            server,
+        } => {
+            write!(out, "\targs{{{host}:{port}->{operation}->")?;
+            if let Some(server) = server {
+                write_server_id_text(out, server)?;
+            }
+        }
+        // Java prints the request's map, in wire order; prost keeps it in a `HashMap`, so the
+        // pairs are sorted by key to keep the line stable.
+        Args::Access {
+            access_id,
+            user,
+            tags,
+            properties,
+        } => {
+            write!(
+                out,
+                "\targs{{accessInfo=AccessInfo{{accessId='{access_id}', user= {user}, tags="
+            )?;
+            write_java_hash_set(out, tags)?;
+            out.write_all(b", extraProperties={")?;
+            for (i, (k, v)) in properties.iter().enumerate() {
+                if i > 0 {
+                    out.write_all(b", ")?;
+                }
+                write!(out, "{k}={v}")?;
+            }
+            out.write_all(b"}}")?;
+        }
     }
     out.write_all(b"}")
+}
+
+/// Java's `String.hashCode`: over UTF-16 code units, wrapping.
+fn java_string_hash(s: &str) -> i32 {
+    s.encode_utf16().fold(0i32, |h, unit| {
+        h.wrapping_mul(31).wrapping_add(i32::from(unit))
+    })
+}
+
+/// `new HashSet<>(list).toString()`, which Java's coordinator logs for tag and server-id
+/// lists: duplicates dropped (the first kept), then the elements in the order a `HashMap`
+/// iterates them: by bucket (`(h ^ h >>> 16) & (capacity - 1)`, capacity the power of two
+/// `HashSet(Collection)` sizes for the list, never resized) and by insertion within a bucket.
+pub fn write_java_hash_set(out: &mut dyn Write, items: &[String]) -> io::Result<()> {
+    let mut unique: Vec<&str> = Vec::with_capacity(items.len());
+    for item in items {
+        if !unique.contains(&item.as_str()) {
+            unique.push(item);
+        }
+    }
+    // HashSet(Collection c): new HashMap(max((int) (c.size() / .75f) + 1, 16)), rounded up to a
+    // power of two; the list's own size, duplicates included, sets it.
+    let wanted = ((items.len() as f32 / 0.75) as usize + 1).max(16);
+    let capacity = wanted.next_power_of_two();
+    let bucket = |s: &str| {
+        let h = java_string_hash(s) as u32;
+        ((h ^ (h >> 16)) as usize) & (capacity - 1)
+    };
+    // A stable sort keeps insertion order within a bucket.
+    unique.sort_by_key(|s| bucket(s));
+    out.write_all(b"[")?;
+    for (i, s) in unique.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b", ")?;
+        }
+        out.write_all(s.as_bytes())?;
+    }
+    out.write_all(b"]")
+}
+
+/// A `ShuffleServerId` as protobuf-java's `toString` (text format) prints it: each non-default
+/// field on its own line, strings quoted and escaped.
+fn write_server_id_text(
+    out: &mut dyn Write,
+    server: &crate::proto::ShuffleServerId,
+) -> io::Result<()> {
+    for (name, value) in [("id", &server.id), ("ip", &server.ip)] {
+        if !value.is_empty() {
+            write!(out, "{name}: \"")?;
+            write_text_format_escaped(out, value)?;
+            out.write_all(b"\"\n")?;
+        }
+    }
+    for (name, value) in [
+        ("port", server.port),
+        ("netty_port", server.netty_port),
+        ("jetty_port", server.jetty_port),
+    ] {
+        if value != 0 {
+            writeln!(out, "{name}: {value}")?;
+        }
+    }
+    Ok(())
+}
+
+/// protobuf-java's `TextFormat.escapeBytes` over the string's UTF-8 bytes.
+fn write_text_format_escaped(out: &mut dyn Write, s: &str) -> io::Result<()> {
+    for &b in s.as_bytes() {
+        match b {
+            0x07 => out.write_all(b"\\a")?,
+            0x08 => out.write_all(b"\\b")?,
+            0x0c => out.write_all(b"\\f")?,
+            b'\n' => out.write_all(b"\\n")?,
+            b'\r' => out.write_all(b"\\r")?,
+            b'\t' => out.write_all(b"\\t")?,
+            0x0b => out.write_all(b"\\v")?,
+            b'\\' => out.write_all(b"\\\\")?,
+            b'\'' => out.write_all(b"\\'")?,
+            b'"' => out.write_all(b"\\\"")?,
+            0x20..=0x7e => out.write_all(&[b])?,
+            _ => write!(out, "\\{:03o}", b)?,
+        }
+    }
+    Ok(())
 }
 
 fn write_ret(out: &mut dyn Write, ret: Ret) -> io::Result<()> {
@@ -613,6 +856,16 @@ impl RpcAudit {
         };
         audit.reconfigure(config)?;
         Ok(audit)
+    }
+
+    /// The coordinator's log (`audit.coordinator_rpc_log*`): its file opened now when it is
+    /// on, else a log that records nothing. Its switch and list take effect at start only.
+    pub fn open_coordinator(config: &AuditConfig, dropped: IntCounter) -> io::Result<Self> {
+        if !config.coordinator_rpc_log {
+            return Ok(RpcAudit::off());
+        }
+        let sink = Sink::open(&config.coordinator_rpc_log_path, "audit-coord-rpc", dropped)?;
+        Ok(RpcAudit::new(sink, &config.coordinator_rpc_exclude))
     }
 
     /// Applies a new switch and exclude list; turning the log on opens its file first, and a
@@ -794,6 +1047,59 @@ mod tests {
              appId=N/A\tshuffleId=-1\targs{requestId=9, partitionId=2, blockId=-1, \
              readBufferSize=1024}\treturn{len=10, bufferSegments=1}"
         );
+    }
+
+    fn hash_set(items: &[&str]) -> String {
+        let items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+        let mut out = Vec::new();
+        write_java_hash_set(&mut out, &items).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// Orders Java prints: the 0.10 coordinator's own audit lines show `[ss_v5, GRPC]` and
+    /// `[GRPC_NETTY, ss_v5]` (apache/uniffle#1979, #2014), whatever order the client sent.
+    #[test]
+    fn hash_sets_print_in_java_hash_map_order() {
+        assert_eq!(hash_set(&["GRPC", "ss_v5"]), "[ss_v5, GRPC]");
+        assert_eq!(hash_set(&["ss_v5", "GRPC_NETTY"]), "[GRPC_NETTY, ss_v5]");
+        assert_eq!(hash_set(&["b", "a", "b"]), "[a, b]");
+        assert_eq!(hash_set(&[]), "[]");
+    }
+
+    #[test]
+    fn coordinator_records_have_no_shuffle_id_field() {
+        let record = RpcRecord {
+            at: SystemTime::now(),
+            command: Command::ReportClientOperation,
+            status: "SUCCESS",
+            from: Some("10.0.0.7:51234".parse().unwrap()),
+            micros: 5,
+            app_id: None,
+            shuffle_id: -1,
+            args: Args::ClientOperation {
+                host: "h".into(),
+                port: 7,
+                operation: "op".into(),
+                server: Some(crate::proto::ShuffleServerId {
+                    id: "s\"1".into(),
+                    ip: String::new(),
+                    port: 19999,
+                    netty_port: 0,
+                    jetty_port: 0,
+                }),
+            },
+            ret: Ret::None,
+        };
+        let mut out = Vec::new();
+        record.write_line(&mut out).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert_eq!(
+            line.split_once("] ").unwrap().1,
+            "cmd=reportClientOperation\tstatusCode=SUCCESS\tfrom=/10.0.0.7:51234\t\
+             executionTimeUs=5\tappId=N/A\targs{h:7->op->id: \"s\\\"1\"\nport: 19999\n}"
+        );
+        assert!(Command::FetchRemoteStorage.is_coordinator());
+        assert!(!Command::GetSortedShuffleData.is_coordinator());
     }
 
     #[test]

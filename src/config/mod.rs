@@ -836,6 +836,20 @@ pub struct AuditConfig {
     /// `${RSS_LOG_DIR}/shuffle_server_storage_audit.log`; placed beside `rpc_log_path` for the
     /// same reason. Default: `"/tmp/spillway/logs/shuffle_server_storage_audit.log"`.
     pub storage_log_path: PathBuf,
+    /// The coordinator's RPC audit log (`rss.coordinator.rpc.audit.log.enabled`), written
+    /// whenever this process runs a coordinator (`coordinator.enabled`, or
+    /// `role = "coordinator"`). On by default like the server's log: Java's default, and a
+    /// coordinator answers a few calls per app and server, so the cost is small.
+    /// Default: true (as Java).
+    pub coordinator_rpc_log: bool,
+    /// The coordinator's audit file, appended to; its directory is created. Java's default is
+    /// `${RSS_LOG_DIR}/coordinator_rpc_audit.log`; placed beside `rpc_log_path` for the same
+    /// reason. Default: `"/tmp/spillway/logs/coordinator_rpc_audit.log"`.
+    pub coordinator_rpc_log_path: PathBuf,
+    /// Coordinator commands not logged, by the name the line carries
+    /// (`rss.coordinator.rpc.audit.log.excludeList`): the two heartbeats, which arrive every
+    /// few seconds per app and per server. Default: `["appHeartbeat", "heartbeat"]` (as Java).
+    pub coordinator_rpc_exclude: Vec<String>,
 }
 
 impl Default for AuditConfig {
@@ -846,6 +860,9 @@ impl Default for AuditConfig {
             rpc_exclude: vec!["appHeartbeat".into()],
             storage_log: false,
             storage_log_path: PathBuf::from("/tmp/spillway/logs/shuffle_server_storage_audit.log"),
+            coordinator_rpc_log: true,
+            coordinator_rpc_log_path: PathBuf::from("/tmp/spillway/logs/coordinator_rpc_audit.log"),
+            coordinator_rpc_exclude: vec!["appHeartbeat".into(), "heartbeat".into()],
         }
     }
 }

@@ -121,6 +121,9 @@ impl AuditConfig {
             rpc_exclude: _,
             storage_log,
             storage_log_path,
+            coordinator_rpc_log,
+            coordinator_rpc_log_path,
+            coordinator_rpc_exclude: _,
         } = self;
         if *rpc_log && rpc_log_path.as_os_str().is_empty() {
             return Err(ConfigError::new(
@@ -132,6 +135,12 @@ impl AuditConfig {
             return Err(ConfigError::new(
                 "audit.storage_log_path",
                 "is empty while audit.storage_log is on",
+            ));
+        }
+        if *coordinator_rpc_log && coordinator_rpc_log_path.as_os_str().is_empty() {
+            return Err(ConfigError::new(
+                "audit.coordinator_rpc_log_path",
+                "is empty while audit.coordinator_rpc_log is on",
             ));
         }
         Ok(())

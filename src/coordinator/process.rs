@@ -42,6 +42,8 @@ pub struct RunningCoordinator {
     pub id: String,
     coordinator: Arc<Coordinator>,
     metrics: Arc<Metrics>,
+    /// The RPC audit log, flushed once the gRPC calls have ended.
+    audit: crate::audit::RpcAudit,
     grpc_stop: CancellationToken,
     grpc_task: tokio::task::JoinHandle<std::result::Result<(), tonic::transport::Error>>,
     tasks_stop: CancellationToken,
@@ -96,11 +98,16 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
     coordinator.spawn_sampler(tasks_stop.clone(), &tracker);
     let metrics = Metrics::new(&[])?;
     metrics.attach_coordinator(Arc::clone(&coordinator), true)?;
+    let audit = open_audit(&config, &metrics)?;
 
     let grpc_task = {
         let router = tonic::transport::Server::builder()
             .layer(metrics.grpc().layer())
-            .add_service(CoordinatorService::new(Arc::clone(&coordinator)).into_server());
+            .add_service(
+                CoordinatorService::new(Arc::clone(&coordinator))
+                    .with_audit(audit.clone())
+                    .into_server(),
+            );
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let grpc_metrics = Arc::clone(metrics.grpc());
         let incoming = tokio_stream::StreamExt::map(incoming, move |accepted| {
@@ -188,12 +195,21 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
         id,
         coordinator,
         metrics,
+        audit,
         grpc_stop,
         grpc_task,
         tasks_stop,
         late_stop,
         tracker,
     })
+}
+
+/// The coordinator's RPC audit log, its drop counter on the served registry.
+fn open_audit(config: &Config, metrics: &Metrics) -> Result<crate::audit::RpcAudit> {
+    let dropped = crate::audit::dropped_counter(metrics.tags())
+        .map_err(|e| Error::Startup(format!("audit metrics: {e}")))?;
+    metrics.register_coordinator(Box::new(dropped.clone()))?;
+    crate::audit::open_coordinator_rpc(&config.audit, &dropped)
 }
 
 impl RunningCoordinator {
@@ -226,6 +242,7 @@ impl RunningCoordinator {
                 tracing::warn!(budget = ?STEP_BUDGET, "coordinator gRPC calls still running at shutdown")
             }
         }
+        self.audit.close().await;
         self.tasks_stop.cancel();
         // The final push and the HTTP port go last, so the final numbers stay observable.
         self.late_stop.cancel();

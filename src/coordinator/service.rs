@@ -1,25 +1,54 @@
 //! The `CoordinatorServer` tonic service: converts requests, calls [`Coordinator`], and always
 //! answers with a Uniffle status code (clients treat gRPC errors as an unreachable coordinator).
+//!
+//! Every method Java's `CoordinatorGrpcService` audits writes a line to the coordinator's RPC
+//! audit log ([`crate::audit::rpc`]), with Java's `appId` and `args{…}` per command; the server
+//! list, server count and storage-info calls are not audited, as in Java.
 
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use crate::audit::rpc::{status_name, Args, Command, Entry};
+use crate::audit::RpcAudit;
 use crate::proto::coordinator_server_server::{CoordinatorServer, CoordinatorServerServer};
 use crate::proto::{self, StatusCode};
 
 use super::{AccessRequest, AssignRequest, Coordinator};
 
 /// The gRPC front end of a [`Coordinator`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct CoordinatorService {
     coordinator: Arc<Coordinator>,
+    audit: RpcAudit,
+}
+
+impl std::fmt::Debug for CoordinatorService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorService")
+            .field("coordinator", &self.coordinator)
+            .finish_non_exhaustive()
+    }
 }
 
 impl CoordinatorService {
-    /// A service over `coordinator`.
+    /// A service over `coordinator`, writing no audit lines.
     pub fn new(coordinator: Arc<Coordinator>) -> Self {
-        CoordinatorService { coordinator }
+        CoordinatorService {
+            coordinator,
+            audit: RpcAudit::off(),
+        }
+    }
+
+    /// The same service, writing a line per audited call to `audit` (the coordinator's log).
+    pub fn with_audit(mut self, audit: RpcAudit) -> Self {
+        self.audit = audit;
+        self
+    }
+
+    /// Starts the audit entry of `command` from `request`'s peer (`None` when off or excluded).
+    fn audit<T>(&self, command: Command, request: &Request<T>) -> Option<Entry> {
+        self.audit.begin(command, request.remote_addr())
     }
 
     /// The tonic server to add to the router.
@@ -77,6 +106,7 @@ impl CoordinatorServer for CoordinatorService {
         &self,
         request: Request<proto::GetShuffleServerRequest>,
     ) -> Rpc<proto::GetShuffleAssignmentsResponse> {
+        let entry = self.audit(Command::GetShuffleAssignments, &request);
         let req = request.into_inner();
         let assign = AssignRequest {
             partition_num: req.partition_num,
@@ -128,6 +158,18 @@ impl CoordinatorServer for CoordinatorService {
                 }
             }
         };
+        if let Some(mut entry) = entry {
+            entry.app(&req.application_id).args(Args::Assignment {
+                shuffle_id: req.shuffle_id,
+                partition_num: req.partition_num,
+                per_range: req.partition_num_per_range,
+                replica: req.data_replica,
+                tags: req.require_tags,
+                server_number: req.assignment_shuffle_server_number,
+                faulty: req.faulty_server_ids,
+            });
+            entry.finish(status_name(response.status));
+        }
         Ok(Response::new(response))
     }
 
@@ -135,9 +177,16 @@ impl CoordinatorServer for CoordinatorService {
         &self,
         request: Request<proto::ShuffleServerHeartBeatRequest>,
     ) -> Rpc<proto::ShuffleServerHeartBeatResponse> {
+        let entry = self.audit(Command::Heartbeat, &request);
         let req = request.into_inner();
         if !self.coordinator.heartbeat(&req) {
             tracing::warn!("heartbeat without a server id ignored");
+        }
+        if let Some(mut entry) = entry {
+            // Java logs the id of the node it built from the request: empty when unset.
+            let id = req.server_id.map(|s| s.id).unwrap_or_default();
+            entry.args(Args::ServerNode(id));
+            entry.finish(StatusCode::Success.as_str_name());
         }
         // SUCCESS even for malformed content, as the Java coordinator answers.
         Ok(Response::new(proto::ShuffleServerHeartBeatResponse {
@@ -165,20 +214,30 @@ impl CoordinatorServer for CoordinatorService {
 
     async fn check_service_available(
         &self,
-        _request: Request<()>,
+        request: Request<()>,
     ) -> Rpc<proto::CheckServiceAvailableResponse> {
-        Ok(Response::new(proto::CheckServiceAvailableResponse {
+        let entry = self.audit(Command::CheckServiceAvailable, &request);
+        let response = proto::CheckServiceAvailableResponse {
             status: StatusCode::Success as i32,
             available: self.coordinator.servers().live_count() > 0,
-        }))
+        };
+        if let Some(entry) = entry {
+            entry.finish(StatusCode::Success.as_str_name());
+        }
+        Ok(Response::new(response))
     }
 
     async fn app_heartbeat(
         &self,
         request: Request<proto::AppHeartBeatRequest>,
     ) -> Rpc<proto::AppHeartBeatResponse> {
+        let entry = self.audit(Command::CoordinatorAppHeartbeat, &request);
         let req = request.into_inner();
         self.coordinator.app_heartbeat(&req.app_id);
+        if let Some(mut entry) = entry {
+            entry.app(&req.app_id);
+            entry.finish(StatusCode::Success.as_str_name());
+        }
         Ok(Response::new(proto::AppHeartBeatResponse {
             status: StatusCode::Success as i32,
             ret_msg: String::new(),
@@ -189,6 +248,7 @@ impl CoordinatorServer for CoordinatorService {
         &self,
         request: Request<proto::ReportShuffleClientOpRequest>,
     ) -> Rpc<proto::ReportShuffleClientOpResponse> {
+        let entry = self.audit(Command::ReportClientOperation, &request);
         let req = request.into_inner();
         tracing::info!(
             client = %format!("{}:{}", req.client_host, req.client_port),
@@ -196,6 +256,15 @@ impl CoordinatorServer for CoordinatorService {
             operation = %req.operation,
             "client reported an operation"
         );
+        if let Some(mut entry) = entry {
+            entry.args(Args::ClientOperation {
+                host: req.client_host,
+                port: req.client_port,
+                operation: req.operation,
+                server: req.server,
+            });
+            entry.finish(StatusCode::Success.as_str_name());
+        }
         Ok(Response::new(proto::ReportShuffleClientOpResponse {
             status: StatusCode::Success as i32,
             ret_msg: String::new(),
@@ -206,6 +275,7 @@ impl CoordinatorServer for CoordinatorService {
         &self,
         request: Request<proto::ApplicationInfoRequest>,
     ) -> Rpc<proto::ApplicationInfoResponse> {
+        let entry = self.audit(Command::RegisterApplicationInfo, &request);
         let req = request.into_inner();
         self.coordinator.register_app(&req.app_id, &req.user);
         self.coordinator.set_app_client(
@@ -215,6 +285,10 @@ impl CoordinatorServer for CoordinatorService {
         );
         tracing::info!(app_id = %req.app_id, user = %req.user,
             version = req.version.as_deref().unwrap_or(""), "app registered with the coordinator");
+        if let Some(mut entry) = entry {
+            entry.app(&req.app_id).args(Args::User(req.user));
+            entry.finish(StatusCode::Success.as_str_name());
+        }
         Ok(Response::new(proto::ApplicationInfoResponse {
             status: StatusCode::Success as i32,
             ret_msg: String::new(),
@@ -225,6 +299,7 @@ impl CoordinatorServer for CoordinatorService {
         &self,
         request: Request<proto::AccessClusterRequest>,
     ) -> Rpc<proto::AccessClusterResponse> {
+        let entry = self.audit(Command::AccessCluster, &request);
         let req = request.into_inner();
         let access = AccessRequest {
             access_id: &req.access_id,
@@ -253,30 +328,44 @@ impl CoordinatorServer for CoordinatorService {
                 }
             }
         };
+        if let Some(mut entry) = entry {
+            let mut properties: Vec<(String, String)> = req.extra_properties.into_iter().collect();
+            properties.sort_unstable();
+            entry.args(Args::Access {
+                access_id: req.access_id,
+                user: req.user,
+                tags: req.tags,
+                properties,
+            });
+            entry.finish(status_name(response.status));
+        }
         Ok(Response::new(response))
     }
 
-    async fn fetch_client_conf(
-        &self,
-        _request: Request<()>,
-    ) -> Rpc<proto::FetchClientConfResponse> {
-        Ok(Response::new(self.client_conf()))
+    async fn fetch_client_conf(&self, request: Request<()>) -> Rpc<proto::FetchClientConfResponse> {
+        let entry = self.audit(Command::FetchClientConf, &request);
+        Ok(Response::new(audited(entry, self.client_conf())))
     }
 
     async fn fetch_client_conf_v2(
         &self,
-        _request: Request<proto::FetchClientConfRequest>,
+        request: Request<proto::FetchClientConfRequest>,
     ) -> Rpc<proto::FetchClientConfResponse> {
+        let entry = self.audit(Command::FetchClientConfV2, &request);
         // The same items for every user and property set, as Java's default (and only shipped)
         // apply strategy answers; see `Coordinator::client_conf`.
-        Ok(Response::new(self.client_conf()))
+        Ok(Response::new(audited(entry, self.client_conf())))
     }
 
     async fn fetch_remote_storage(
         &self,
         request: Request<proto::FetchRemoteStorageRequest>,
     ) -> Rpc<proto::FetchRemoteStorageResponse> {
+        let mut entry = self.audit(Command::FetchRemoteStorage, &request);
         let req = request.into_inner();
+        if let Some(entry) = &mut entry {
+            entry.app(&req.app_id);
+        }
         let storage = self.coordinator.remote_storage(&req.app_id);
         tracing::debug!(app_id = %req.app_id, path = storage.as_ref().map_or("", |s| s.path.as_str()),
             "remote storage picked");
@@ -290,11 +379,27 @@ impl CoordinatorServer for CoordinatorService {
                     .map(|(key, value)| proto::RemoteStorageConfItem { key, value })
                     .collect(),
             });
+        if let Some(entry) = entry {
+            entry.finish(StatusCode::Success.as_str_name());
+        }
         Ok(Response::new(proto::FetchRemoteStorageResponse {
             status: StatusCode::Success as i32,
             remote_storage: Some(remote_storage),
         }))
     }
+}
+
+/// Queues `entry` with the status of a client-conf answer. Java logs SUCCESS whatever it
+/// answered, and its answer is always SUCCESS; Spillway can answer INTERNAL_ERROR (an
+/// unreadable conf file), and logs what it answered.
+fn audited(
+    entry: Option<Entry>,
+    response: proto::FetchClientConfResponse,
+) -> proto::FetchClientConfResponse {
+    if let Some(entry) = entry {
+        entry.finish(status_name(response.status));
+    }
+    response
 }
 
 /// The server ids used by `assignments`, sorted, for the log line.

@@ -259,6 +259,13 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
             "audit.storage_log_path",
             "storage-audit-log",
         ),
+        // Written whenever the process serves a coordinator (embedded or coordinator-only).
+        (
+            config.coordinator.enabled && config.audit.coordinator_rpc_log,
+            &config.audit.coordinator_rpc_log_path,
+            "audit.coordinator_rpc_log_path",
+            "coordinator-audit-log",
+        ),
     ];
     for (on, file, key, name) in audit_logs {
         if let Some(dir) = file.parent().filter(|_| on) {

@@ -33,6 +33,9 @@ pub struct CoordinatorMetrics {
     /// Java's coordinator `grpc` registry.
     grpc_registry: Registry,
     grpc: Arc<GrpcMetrics>,
+    /// Spillway's own families a coordinator-only process serves with the `server` ones (its
+    /// audit log's drop counter), since it has no shuffle-server registry to put them on.
+    extra: Registry,
 }
 
 impl CoordinatorMetrics {
@@ -45,7 +48,16 @@ impl CoordinatorMetrics {
             coordinator,
             grpc_registry,
             grpc,
+            extra: Registry::new(),
         })
+    }
+
+    /// Adds `collector` to the `server` families (see `extra`).
+    pub(super) fn register(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> prometheus::Result<()> {
+        self.extra.register(collector)
     }
 
     /// The coordinator's gRPC metrics, which the gRPC layer feeds for the coordinator service.
@@ -109,6 +121,7 @@ impl CoordinatorMetrics {
             limits,
             runtime,
         ));
+        out.extend(self.extra.gather());
         out.sort_by(|a, b| a.name().cmp(b.name()));
         out
     }

@@ -293,6 +293,20 @@ impl Metrics {
         out
     }
 
+    /// Registers `collector` with the attached coordinator's `server` families (a
+    /// coordinator-only process's own counters); an error before
+    /// [`Metrics::attach_coordinator`].
+    pub fn register_coordinator(
+        &self,
+        collector: Box<dyn prometheus::core::Collector>,
+    ) -> Result<()> {
+        let c = self
+            .coordinator
+            .get()
+            .ok_or_else(|| Error::Startup("no coordinator metrics to register on".into()))?;
+        c.register(collector).map_err(registration)
+    }
+
     /// Registers `collector` on the `server` registry (families owned elsewhere, such as the
     /// audit logs' drop counter).
     pub fn register_server(&self, collector: Box<dyn prometheus::core::Collector>) -> Result<()> {

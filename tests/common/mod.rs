@@ -45,6 +45,7 @@ pub fn test_config(disks: &[TempDir]) -> Config {
     // The RPC audit log (on by default) would land in the working directory; tests that check
     // it turn it on with a path of their own.
     c.audit.rpc_log = false;
+    c.audit.coordinator_rpc_log = false;
     c
 }
 

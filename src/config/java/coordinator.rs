@@ -56,7 +56,22 @@ impl Mapper {
         self.map_admission()?;
         self.map_operator_files()?;
         self.map_reload()?;
+        self.map_coordinator_audit()?;
         self.map_push_gateway()
+    }
+
+    /// The coordinator's RPC audit log (0.10 keys). Absent, Java's defaults hold: on, the two
+    /// heartbeats excluded; the server's `rss.server.rpc.audit.*` keys do not reach it.
+    fn map_coordinator_audit(&mut self) -> Result<(), ConfigError> {
+        if let Some((e, on)) = self.boolean("rss.coordinator.rpc.audit.log.enabled")? {
+            self.config.audit.coordinator_rpc_log = on;
+            self.set_origin("audit.coordinator_rpc_log", &e);
+        }
+        if let Some(e) = self.take("rss.coordinator.rpc.audit.log.excludeList") {
+            self.config.audit.coordinator_rpc_exclude = java_list(&e.value);
+            self.set_origin("audit.coordinator_rpc_exclude", &e);
+        }
+        Ok(())
     }
 
     /// How servers and ranges are chosen, and among several remote storage paths.
@@ -266,6 +281,46 @@ rss.coordinator.no.such.key x
         );
     }
 
+    /// The coordinator's audit keys: Java's defaults when absent (on, both heartbeats
+    /// excluded), the file's values when set.
+    #[test]
+    fn coordinator_audit_keys_map_with_javas_defaults() {
+        let absent = from_coordinator_properties("").unwrap().config;
+        assert!(absent.audit.coordinator_rpc_log);
+        assert_eq!(
+            absent.audit.coordinator_rpc_exclude,
+            ["appHeartbeat", "heartbeat"]
+        );
+        let set = from_coordinator_properties(
+            "rss.coordinator.rpc.audit.log.enabled false\n\
+             rss.coordinator.rpc.audit.log.excludeList getShuffleAssignments, accessCluster\n\
+             rss.coordinator.client.confApplyStrategy \
+             org.apache.uniffle.coordinator.conf.BypassRssClientConfApplyStrategy\n\
+             rss.coordinator.nodes.client.cache.max 10\n",
+        )
+        .unwrap();
+        assert!(!set.config.audit.coordinator_rpc_log);
+        assert_eq!(
+            set.config.audit.coordinator_rpc_exclude,
+            ["getShuffleAssignments", "accessCluster"]
+        );
+        let ignored = set.ignored.join("; ");
+        assert!(
+            ignored.contains("rss.coordinator.nodes.client.cache.max (sizes Java's cache"),
+            "{ignored}"
+        );
+        assert!(
+            !ignored.contains("confApplyStrategy"),
+            "Java's default strategy is served: {ignored}"
+        );
+        assert_eq!(
+            from_coordinator_properties("rss.coordinator.rpc.audit.log.enabled maybe\n")
+                .unwrap_err()
+                .key,
+            "rss.coordinator.rpc.audit.log.enabled"
+        );
+    }
+
     #[test]
     fn what_the_coordinator_cannot_do_stops_start_up_with_the_key_named() {
         for (line, key) in [
@@ -288,6 +343,14 @@ rss.coordinator.no.such.key x
             (
                 "rss.coordinator.app.expired 0",
                 "rss.coordinator.app.expired",
+            ),
+            (
+                "rss.coordinator.client.confApplyStrategy com.example.MyStrategy",
+                "rss.coordinator.client.confApplyStrategy",
+            ),
+            (
+                "rss.coordinator.node.tags.filePath /etc/uniffle/tags",
+                "rss.coordinator.node.tags.filePath",
             ),
         ] {
             let e = from_coordinator_properties(&format!("{line}\n")).unwrap_err();

@@ -9,9 +9,19 @@
 //! keys the coordinator guide names (`rss.rpc.server.port`, `rss.jetty.http.port`, the metric
 //! reporter, `rss.reconfigure.interval.sec`). Other `RssBaseConf` keys a coordinator.conf may
 //! set are answered from the shuffle server's table, which lists them all. Release attribution
-//! is not pinned per key: every row says 0.9.2 and 0.10.
+//! is pinned only for the rows added with the audit log (issue 22): the RPC audit keys and the
+//! client-conf apply strategy are 0.10 (apache/uniffle#1979, #2014 and #1710 landed after the
+//! 0.9 branch was cut), the node-tags file is 0.10 (the protocol notes, COORDINATOR.md §2.4),
+//! and the node-client cache is in both (decommission through the coordinator, 0.8). Every
+//! other row says 0.9.2 and 0.10. `rss.coordinator.access.bannedIdProvider` and
+//! `bannedIdProviderPattern` appear only in a CoordinatorConf newer than 0.10 (apache/uniffle
+//! 4afa141a) and not in the 0.9-era copy (b275e674), with no evidence they shipped in 0.10.0,
+//! so they have no row: the warning calls them not a key of 0.9.2 or 0.10.
 
-use super::keys::{mapped, na, refused, JavaKey, Releases::Both, Releases::Only010};
+use super::keys::{
+    mapped, na, refused, JavaKey,
+    Releases::{Both, Only010},
+};
 
 /// The coordinator row for `key` (any case), if the Java coordinator reads it.
 pub fn lookup(key: &str) -> Option<&'static JavaKey> {
@@ -91,6 +101,12 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "PARTITION_BALANCE (Spillway's balance rule, src/coordinator/assign.rs); BASIC stops start-up",
         "PARTITION_BALANCE",
     ),
+    refused(
+        "rss.coordinator.client.confApplyStrategy",
+        Only010,
+        "org.apache.uniffle.coordinator.conf.BypassRssClientConfApplyStrategy",
+        "Spillway answers fetchClientConf as Java's default strategy does (the same items for every app and user); plug-in strategies are not served",
+    ),
     mapped(
         "rss.coordinator.dynamicClientConf.enabled",
         Both,
@@ -138,6 +154,30 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         &["coordinator.exclude_nodes_file_path"],
         "server ids, one per line, re-read when it changes; unioned with the REST API's runtime list",
         "none",
+    ),
+    na(
+        "rss.coordinator.node.tags.checkIntervalMs",
+        Only010,
+        "60000",
+        "read only with rss.coordinator.node.tags.filePath, which is refused",
+    ),
+    refused(
+        "rss.coordinator.node.tags.filePath",
+        Only010,
+        "(none)",
+        "Spillway's coordinator takes a server's tags from its heartbeat only; it cannot add tags to servers from a file (set rss.server.tags on the servers instead)",
+    ),
+    na(
+        "rss.coordinator.nodes.client.cache.expired",
+        Both,
+        "120000",
+        "sizes Java's cache of ShuffleServerInternal clients for decommission calls; Spillway's coordinator opens a connection per REST decommission call (an operator action), so there is no cache to expire",
+    ),
+    na(
+        "rss.coordinator.nodes.client.cache.max",
+        Both,
+        "1000",
+        "sizes Java's cache of ShuffleServerInternal clients for decommission calls; Spillway's coordinator opens a connection per REST decommission call, so there is no cache to bound",
     ),
     mapped(
         "rss.coordinator.quota.default.app.num",
@@ -205,6 +245,22 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         &[],
         "APP_BALANCE only: IO_SAMPLE ranks paths by HDFS probes, and the coordinator has no HDFS client; it stops start-up",
         "APP_BALANCE",
+    ),
+    mapped(
+        "rss.coordinator.rpc.audit.log.enabled",
+        Only010,
+        "true",
+        &["audit.coordinator_rpc_log"],
+        "boolean; applies at start",
+        "true",
+    ),
+    mapped(
+        "rss.coordinator.rpc.audit.log.excludeList",
+        Only010,
+        "appHeartbeat,heartbeat",
+        &["audit.coordinator_rpc_exclude"],
+        "comma list of command names; applies at start",
+        "appHeartbeat,heartbeat",
     ),
     mapped(
         "rss.coordinator.select.partition.strategy",
