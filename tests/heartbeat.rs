@@ -297,6 +297,23 @@ async fn heartbeat_reports_identity_memory_apps_disks_and_status() {
     assert_eq!(busy.display_metrics["app"], "1");
     assert_eq!(busy.display_metrics["partition"], "2");
 
+    // Spilled: the bytes move to `localTotalSize` (Java's onLocalFileDataSize), nothing on HDFS.
+    common::finish(&mut s.client, "hb_app", 0).await;
+    let spilled = coord
+        .beat_where("the app's bytes on local files", |b| {
+            b.application_info
+                .iter()
+                .any(|a| a.app_id == "hb_app" && a.local_total_size >= 8000)
+        })
+        .await;
+    let app = spilled
+        .application_info
+        .iter()
+        .find(|a| a.app_id == "hb_app")
+        .unwrap();
+    assert_eq!(app.hadoop_total_size, 0, "{app:?}");
+    assert!(app.total_size >= 8000, "{app:?}");
+
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
         .unwrap()
         .connect()

@@ -130,6 +130,10 @@ pub struct AppSnapshot {
     pub memory_bytes: u64,
     /// Payload bytes received for the app's live shuffles.
     pub total_bytes: u64,
+    /// Charged bytes spilled to local files (Java's `onLocalFileDataSize`).
+    pub local_bytes: u64,
+    /// Charged bytes spilled to HDFS (Java's `onHadoopDataSize`).
+    pub hdfs_bytes: u64,
 }
 
 /// Builds the request from `id` and `snap`. Follows COORDINATOR.md §2.1: `isHealthy` stays
@@ -183,7 +187,10 @@ pub fn build_request(id: &Identity, snap: &Snapshot) -> proto::ShuffleServerHear
                 app_id: a.app_id.clone(),
                 partition_num: to_i64(a.partitions),
                 memory_size: to_i64(a.memory_bytes),
+                local_total_size: to_i64(a.local_bytes),
+                hadoop_total_size: to_i64(a.hdfs_bytes),
                 total_size: to_i64(a.total_bytes),
+                // Java leaves the file counts unset too (COORDINATOR.md §2.1).
                 ..Default::default()
             })
             .collect(),
@@ -267,6 +274,7 @@ impl Reporter {
             entry.0 += buffer.memory_bytes();
             entry.1 += buffer.total_bytes();
         }
+        let written: HashMap<_, _> = store.spiller().stats().per_app().into_iter().collect();
         let apps = self
             .registry
             .apps()
@@ -274,11 +282,14 @@ impl Reporter {
             .map(|app| {
                 let app_id = app.id().as_str().to_owned();
                 let (memory_bytes, total_bytes) = per_app.get(&app_id).copied().unwrap_or((0, 0));
+                let spilled = written.get(app.id()).copied().unwrap_or_default();
                 AppSnapshot {
                     app_id,
                     partitions: app.partition_count() as u64,
                     memory_bytes,
                     total_bytes,
+                    local_bytes: spilled.local_bytes,
+                    hdfs_bytes: spilled.hdfs_bytes,
                 }
             })
             .collect();
@@ -546,12 +557,16 @@ mod tests {
                     partitions: 4,
                     memory_bytes: 300,
                     total_bytes: 900,
+                    local_bytes: 500,
+                    hdfs_bytes: 100,
                 },
                 AppSnapshot {
                     app_id: "app-2".into(),
                     partitions: 2,
                     memory_bytes: 0,
                     total_bytes: 0,
+                    local_bytes: 0,
+                    hdfs_bytes: 0,
                 },
             ],
         }
@@ -611,6 +626,9 @@ mod tests {
         assert_eq!(r.application_info[0].partition_num, 4);
         assert_eq!(r.application_info[0].memory_size, 300);
         assert_eq!(r.application_info[0].total_size, 900);
+        assert_eq!(r.application_info[0].local_total_size, 500);
+        assert_eq!(r.application_info[0].hadoop_total_size, 100);
+        assert_eq!(r.application_info[0].local_file_num, 0, "unset, as Java's");
         assert_eq!(r.display_metrics["app"], "2");
         assert_eq!(r.display_metrics["partition"], "6");
     }

@@ -254,8 +254,8 @@ fn disk_media(d: &proto::StorageInfo) -> &'static str {
 
 /// One tier's share of an app on a server (`localTotalSize` or `hadoopTotalSize`), or `n/a`
 /// when the server's per-tier figures do not account for the app's total: proto3 cannot tell
-/// an unsent field from 0, and a server that does not split its bytes by tier (Spillway's
-/// heartbeat sends memory and total only) would otherwise read as holding nothing on disk.
+/// an unsent field from 0, and a server that does not split its bytes by tier would otherwise
+/// read as holding nothing on disk.
 fn tier_size(info: &proto::ApplicationInfo, bytes: i64) -> String {
     let parts = info
         .memory_size
