@@ -3,12 +3,14 @@
 //! read by the start-up warning, the README's coordinator key table and the mapper's check.
 //!
 //! Where the key list came from: `CoordinatorConf` as stored by the project's code search of
-//! apache/incubator-uniffle (the newest stored version predates the 0.10 tag: it has no
-//! `rss.coordinator.remote.storage.io.sample.*` keys, which the 0.10 coordinator guide,
-//! `docs/coordinator_guide.md`, lists and this table takes from there), plus the `RssBaseConf`
-//! keys the coordinator guide names (`rss.rpc.server.port`, `rss.jetty.http.port`, the metric
-//! reporter, `rss.reconfigure.interval.sec`). Other `RssBaseConf` keys a coordinator.conf may
-//! set are answered from the shuffle server's table, which lists them all. Release attribution
+//! apache/incubator-uniffle and apache/uniffle (the stored versions bracket the 0.10 tag), plus
+//! the `RssBaseConf` keys the coordinator guide names (`rss.rpc.server.port`,
+//! `rss.jetty.http.port`, the metric reporter, `rss.reconfigure.interval.sec`). The 0.10
+//! coordinator guide names the IO_SAMPLE keys `rss.coordinator.remote.storage.io.sample.*`, but
+//! every CoordinatorConf read (0.8 to after 0.10) has `rss.coordinator.remote.storage.schedule.*`:
+//! the rows follow the code, and the guide's names get the "not a key" warning, since Java
+//! ignores them too. Other `RssBaseConf` keys a coordinator.conf may set are answered from the
+//! shuffle server's table, which lists them all. Release attribution
 //! is pinned only for the rows added with the audit log (issue 22): the RPC audit keys and the
 //! client-conf apply strategy are 0.10 (apache/uniffle#1979, #2014 and #1710 landed after the
 //! 0.9 branch was cut), the node-tags file is 0.10 (the protocol notes, COORDINATOR.md §2.4),
@@ -212,24 +214,6 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         "Java's `host,k1=v1&k2=v2;host2,...` format: Hadoop conf items per remote storage host, served by fetchRemoteStorage",
         "none",
     ),
-    na(
-        "rss.coordinator.remote.storage.io.sample.access.times",
-        Both,
-        "3",
-        ONE_PATH,
-    ),
-    na(
-        "rss.coordinator.remote.storage.io.sample.file.size",
-        Both,
-        "204800000",
-        ONE_PATH,
-    ),
-    na(
-        "rss.coordinator.remote.storage.io.sample.schedule.time",
-        Both,
-        "60000",
-        ONE_PATH,
-    ),
     mapped(
         "rss.coordinator.remote.storage.path",
         Both,
@@ -237,6 +221,24 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
         &["coordinator.remote_storage_path"],
         "comma-separated paths; each app gets the one with the fewest apps (APP_BALANCE)",
         "none: fetchRemoteStorage answers an empty path, as Java's",
+    ),
+    na(
+        "rss.coordinator.remote.storage.schedule.access.times",
+        Both,
+        "3",
+        ONE_PATH,
+    ),
+    na(
+        "rss.coordinator.remote.storage.schedule.file.size",
+        Both,
+        "204800000",
+        ONE_PATH,
+    ),
+    na(
+        "rss.coordinator.remote.storage.schedule.time",
+        Both,
+        "60000",
+        ONE_PATH,
     ),
     mapped(
         "rss.coordinator.remote.storage.select.strategy",
