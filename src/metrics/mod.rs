@@ -217,11 +217,6 @@ impl Metrics {
         Ok(())
     }
 
-    /// Whether a coordinator is attached.
-    pub fn has_coordinator(&self) -> bool {
-        self.coordinator.get().is_some()
-    }
-
     /// The coordinator's families of `kind` (Java's coordinator registries: `server`, `grpc`,
     /// `jvm`, `all`); with `names` non-empty, only those. Without a coordinator, none. `netty`
     /// is refused: the Java coordinator has no such registry.
