@@ -1367,3 +1367,156 @@ fn coordinator_free_ports_are_refused() {
         }
     }
 }
+
+/// The `--prebuilt` image of a Java coordinator.conf, built and run with no arguments: it finds
+/// the baked config, runs the coordinator (not a shuffle server) as the non-root user, turns
+/// healthy on `/api/coordinator/info`, takes a shuffle server's heartbeats, and exits 0 on
+/// `docker stop`.
+#[test]
+fn dockerfile_coordinator_image_serves() {
+    let info = run(Command::new("docker").arg("info"));
+    assert!(
+        info.status.success(),
+        "no Docker engine answers: run tests/docker/setup.sh (tests/run-all.sh does). {}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Host networking (the engine here has no bridge), so the ports must be free on this host.
+    let (grpc, http) = (free_port(), free_port());
+    let path = java_coordinator_conf(dir.path(), grpc, http);
+    let config = load_coordinator(&path);
+    let text = render_with("dockerfile", &path, &["--prebuilt"]);
+    let context = dir.path().join("context");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_spillway"), context.join("spillway")).unwrap();
+    let dockerfile = dir.path().join("Dockerfile");
+    std::fs::write(&dockerfile, &text).unwrap();
+    let image = "spillway-deploy-coordinator-test:latest";
+    let out = run(Command::new("docker")
+        .args(["build", "--force-rm", "--network", "host", "-q", "-t", image, "-f"])
+        .arg(&dockerfile)
+        .arg(&context)
+        .env("DOCKER_BUILDKIT", "0"));
+    assert!(
+        out.status.success(),
+        "docker build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The exclude-nodes file the config names, mounted as the operator mounts its ConfigMap.
+    let exclude = dir.path().join("exclude_nodes");
+    std::fs::write(&exclude, "").unwrap();
+    let name = format!("spillway-deploy-coordinator-{}", std::process::id());
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "host",
+        "-e",
+        "WORKER_IP=127.0.0.1",
+        "-v",
+        &format!("{}:/config/exclude_nodes:ro", exclude.display()),
+        "--stop-timeout",
+        "30",
+        image,
+    ]);
+    let container = Container(name.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http_status(http, "/api/coordinator/info") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "no 200 from /api/coordinator/info; logs:\n{}",
+            docker(&["logs", &name])
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // A coordinator, not a shuffle server: no /health of the server's.
+    assert_eq!(http_status(http, "/health"), Some(404));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let health = docker(&["inspect", "-f", "{{.State.Health.Status}}", &name]);
+        if health == "healthy" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "HEALTHCHECK says {health}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_eq!(docker(&["exec", &name, "id", "-u"]), "10001");
+    let baked = docker(&["exec", &name, "cat", "/etc/spillway/config.toml"]);
+    assert_eq!(Config::from_toml_str(&baked).as_ref(), Ok(&config));
+
+    // A shuffle server of this suite's binary heartbeats to the container's coordinator.
+    let data = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut server_config = Config {
+            grpc_port: 0,
+            netty_port: -1,
+            bind_ip: "127.0.0.1".into(),
+            worker_ip: Some("127.0.0.1".into()),
+            coordinator_quorum: vec![format!("127.0.0.1:{grpc}")],
+            heartbeat_interval: Duration::from_secs(1),
+            ..Config::default()
+        };
+        server_config.metrics.http_port = 0;
+        server_config.localfile_store.data_paths = vec![data.path().to_path_buf()];
+        server_config.localfile_store.disk_high_watermark = 1.0;
+        server_config.localfile_store.disk_low_watermark = 0.99;
+        server_config.audit.rpc_log = false;
+        server_config.audit.coordinator_rpc_log = false;
+        let server = spillway::server::start(server_config).await.unwrap();
+        let mut coordinator =
+            spillway::proto::coordinator_server_client::CoordinatorServerClient::connect(
+                format!("http://127.0.0.1:{grpc}"),
+            )
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let servers = coordinator
+                .get_shuffle_server_list(())
+                .await
+                .unwrap()
+                .into_inner()
+                .servers;
+            if let Some(s) = servers.iter().find(|s| s.id == server.server_id) {
+                assert_eq!(s.port, i32::from(server.grpc_addr.port()));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the coordinator never listed {}",
+                server.server_id
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        server.shutdown().await;
+    });
+    // The coordinator (non-root) writes its audit log in the image's directory.
+    docker(&[
+        "exec",
+        &name,
+        "test",
+        "-f",
+        "/tmp/spillway/logs/coordinator_rpc_audit.log",
+    ]);
+
+    docker(&["stop", &name]);
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.State.ExitCode}}", &name]),
+        "0",
+        "exit code after SIGTERM; logs:\n{}",
+        docker(&["logs", &name])
+    );
+    drop(container);
+    let _ = Command::new("docker").args(["rmi", image]).output();
+    let _ = Command::new("docker")
+        .args(["image", "prune", "-f"])
+        .output();
+}
