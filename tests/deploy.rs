@@ -1393,7 +1393,16 @@ fn dockerfile_coordinator_image_serves() {
     std::fs::write(&dockerfile, &text).unwrap();
     let image = "spillway-deploy-coordinator-test:latest";
     let out = run(Command::new("docker")
-        .args(["build", "--force-rm", "--network", "host", "-q", "-t", image, "-f"])
+        .args([
+            "build",
+            "--force-rm",
+            "--network",
+            "host",
+            "-q",
+            "-t",
+            image,
+            "-f",
+        ])
         .arg(&dockerfile)
         .arg(&context)
         .env("DOCKER_BUILDKIT", "0"));
@@ -1472,9 +1481,9 @@ fn dockerfile_coordinator_image_serves() {
         server_config.audit.coordinator_rpc_log = false;
         let server = spillway::server::start(server_config).await.unwrap();
         let mut coordinator =
-            spillway::proto::coordinator_server_client::CoordinatorServerClient::connect(
-                format!("http://127.0.0.1:{grpc}"),
-            )
+            spillway::proto::coordinator_server_client::CoordinatorServerClient::connect(format!(
+                "http://127.0.0.1:{grpc}"
+            ))
             .await
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);

@@ -628,6 +628,26 @@ mod tests {
     }
 
     #[test]
+    fn a_coordinator_renders_without_the_servers_parts() {
+        let exe = Path::new("/usr/bin/spillway");
+        // Netty 0 would be refused for a server; a coordinator has no Netty plane.
+        let config = Config {
+            role: Role::Coordinator,
+            netty_port: 0,
+            ..Config::default()
+        };
+        for (kind, expected, absent) in [
+            (Kind::Dockerfile, "EXPOSE 19999 19998\n", ":19998/health"),
+            (Kind::Kubernetes, "kind: Deployment", "StatefulSet"),
+            (Kind::Systemd, "TimeoutStopSec=30\n", "/tmp/spillway/data"),
+        ] {
+            let out = render(kind, &config, None, exe, false).unwrap();
+            assert!(out.contains(expected), "{kind:?}:\n{out}");
+            assert!(!out.contains(absent), "{kind:?}:\n{out}");
+        }
+    }
+
+    #[test]
     fn free_ports_and_loopback_are_refused() {
         let exe = Path::new("/usr/bin/spillway");
         let mut config = Config {
