@@ -339,13 +339,15 @@ fn kubernetes_from_the_example() {
 #[test]
 fn kubernetes_from_custom_configs() {
     let dir = tempfile::tempdir().unwrap();
-    // Netty on, recovery journal on a path of its own (a claim of its own), and the audit log's
-    // directory (another).
+    // Netty on, recovery journal on a path of its own (a claim of its own), the audit log's
+    // directory (another), and HTTPS beside HTTP (a port of its own).
     let path = custom_config(
         dir.path(),
         "a.toml",
         "netty_port = 21101",
-        "\n[recovery]\ndir = \"/var/lib/spillway-meta\"\n",
+        "\n[recovery]\ndir = \"/var/lib/spillway-meta\"\n\
+         [metrics.https]\nport = 21143\ncert_path = \"/etc/spillway/tls/cert.pem\"\n\
+         key_path = \"/etc/spillway/tls/key.pem\"\n",
     );
     let text = render("kubernetes", &path);
     validate_kubernetes(dir.path(), &text);
@@ -354,6 +356,22 @@ fn kubernetes_from_custom_configs() {
     let pod = &sts["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
     assert_eq!(pod["terminationGracePeriodSeconds"], 120 + 45 + 120 + 30);
+    let https =
+        |ports: &Value| {
+            ports.as_array().unwrap().iter().any(|p| {
+                p["name"] == "https" && (p["containerPort"] == 21143 || p["port"] == 21143)
+            })
+        };
+    assert!(https(&c["ports"]), "{}", c["ports"]);
+    let service = yaml_documents(&text)
+        .into_iter()
+        .find(|d| d["kind"] == "Service")
+        .unwrap();
+    assert!(
+        https(&service["spec"]["ports"]),
+        "{}",
+        service["spec"]["ports"]
+    );
     // 3G + 512M + 128M + 512M = 4224 MiB; limit +25 %.
     assert_eq!(c["resources"]["requests"]["memory"], "4224Mi");
     assert_eq!(c["resources"]["limits"]["memory"], "5280Mi");

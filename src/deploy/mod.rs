@@ -243,10 +243,10 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
         Ok(_) if coordinator => None,
         Ok(port) => Some(fixed_port("netty_port", port)?),
     };
-    // Only the coordinator's file gets the HTTPS port (see README, "Deploying").
+    // Jetty's second connector (`rss.jetty.https.port`), published beside the HTTP port.
     let https_port = match &config.metrics.https {
-        Some(https) if coordinator => Some(fixed_port("metrics.https.port", https.port)?),
-        _ => None,
+        Some(https) => Some(fixed_port("metrics.https.port", https.port)?),
+        None => None,
     };
     let bind: std::net::IpAddr = config
         .bind_ip
@@ -645,6 +645,33 @@ mod tests {
             assert!(out.contains(expected), "{kind:?}:\n{out}");
             assert!(!out.contains(absent), "{kind:?}:\n{out}");
         }
+    }
+
+    /// A server with `[metrics.https]` publishes Jetty's second connector beside the HTTP port,
+    /// and a free (0) HTTPS port is refused as the others are.
+    #[test]
+    fn a_servers_https_port_is_published() {
+        let exe = Path::new("/usr/bin/spillway");
+        let mut config = Config::default();
+        config.metrics.https = Some(spillway::config::HttpsConfig {
+            port: 19443,
+            cert_path: Some("/etc/spillway/tls/cert.pem".into()),
+            key_path: Some("/etc/spillway/tls/key.pem".into()),
+            keystore_path: None,
+            keystore_password: None,
+            key_password: None,
+        });
+        let docker = render(Kind::Dockerfile, &config, None, exe, false).unwrap();
+        assert!(
+            docker.contains("EXPOSE 19999 17000 19998 19443\n"),
+            "{docker}"
+        );
+        let k8s = render(Kind::Kubernetes, &config, None, exe, false).unwrap();
+        assert!(k8s.contains("port: 19443"), "{k8s}");
+        assert!(k8s.contains("containerPort: 19443"), "{k8s}");
+        config.metrics.https.as_mut().unwrap().port = 0;
+        let err = render(Kind::Kubernetes, &config, None, exe, false).unwrap_err();
+        assert!(err.to_string().contains("metrics.https.port"), "{err:#}");
     }
 
     #[test]
