@@ -182,3 +182,39 @@ fn restart_keeps_what_was_in_memory_on_both_modes() {
         }
     }
 }
+
+#[test]
+fn curves_run_at_tiny_sizes_and_write_their_files() {
+    // Every curve at a thousandth of its size: the same servers, calls, restarts and files as
+    // the real run (the journal curve fails unless every block id comes back after the restart).
+    let out = tempfile::TempDir::new().unwrap();
+    let (ok, code, text) = bench(
+        &["curves", "all"],
+        &["--shrink", "1000", "--out", out.path().to_str().unwrap()],
+    );
+    assert!(ok, "exit {code}:\n{text}");
+    for heading in [
+        "#### Heap per reported block id",
+        "#### Per partition:",
+        "#### Journal and restart against block ids",
+        "#### Journal and restart against apps",
+        "#### Block-id calls against blocks per partition",
+        "#### getShuffleResultForMultiPart against partitions per request",
+    ] {
+        assert!(text.contains(heading), "{heading:?} missing:\n{text}");
+    }
+    for (csv, points) in [
+        ("blockids", 4),
+        ("partitions", 4),
+        ("journal-ids", 3),
+        ("latency-blocks", 4),
+        ("latency-multipart", 2),
+    ] {
+        let body = std::fs::read_to_string(out.path().join(format!("{csv}.csv"))).unwrap();
+        assert!(body.lines().count() > points, "{csv}.csv:\n{body}");
+        let svg = std::fs::read_to_string(out.path().join(format!("{csv}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("<polyline"), "{csv}.svg");
+    }
+    assert!(out.path().join("partitions-fds.svg").exists());
+    assert!(out.path().join("journal-apps-restart.svg").exists());
+}

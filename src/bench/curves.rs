@@ -300,9 +300,16 @@ impl Point {
         count_fds(self.server.pid)
     }
 
-    async fn stop(self) {
+    /// Stops the server; returns how long it took to exit after SIGTERM.
+    async fn stop(self) -> Duration {
+        let t = Instant::now();
         self.server.stop().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
+        let exit = t.elapsed();
+        let dir = self.dir;
+        let t = Instant::now();
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
+        tracing::info!("data dir removed in {:.1} s", t.elapsed().as_secs_f64());
+        exit
     }
 }
 
@@ -545,6 +552,7 @@ async fn partitions(opts: &CurveOptions) -> anyhow::Result<Curve> {
         for t in tasks {
             t.await??;
         }
+        let written = started.elapsed().as_secs_f64();
         let r = c
             .finish_shuffle(proto::FinishShuffleRequest {
                 app_id: app.clone(),
@@ -566,8 +574,10 @@ async fn partitions(opts: &CurveOptions) -> anyhow::Result<Curve> {
             after.saturating_sub(fds0) as f64,
             (n as usize * BLOCK) as f64 / elapsed / 1e6,
             n as f64 / elapsed,
+            elapsed - written,
         ]);
-        point.stop().await;
+        let exit = point.stop().await;
+        rows.last_mut().map(|r| r.push(exit.as_secs_f64()));
     }
     Ok(Curve {
         name: "partitions",
@@ -579,6 +589,8 @@ async fn partitions(opts: &CurveOptions) -> anyhow::Result<Curve> {
             "extra fds after",
             "write+spill MB/s",
             "partitions/s",
+            "finishShuffle s",
+            "SIGTERM to exit s",
         ]
         .map(String::from)
         .to_vec(),
