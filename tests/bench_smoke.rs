@@ -213,7 +213,10 @@ fn curves_run_at_tiny_sizes_and_write_their_files() {
         let body = std::fs::read_to_string(out.path().join(format!("{csv}.csv"))).unwrap();
         assert!(body.lines().count() > points, "{csv}.csv:\n{body}");
         let svg = std::fs::read_to_string(out.path().join(format!("{csv}.svg"))).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("<polyline"), "{csv}.svg");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("<polyline"),
+            "{csv}.svg"
+        );
     }
     assert!(out.path().join("partitions-fds.svg").exists());
     assert!(out.path().join("journal-apps-restart.svg").exists());
@@ -242,11 +245,18 @@ fn spilled_partitions_hold_no_descriptor_and_bounded_heap() {
         .split(',')
         .map(|v| v.parse().unwrap())
         .collect();
-    let (partitions, heap_per_partition, peak_fds, fds_after) = (last[0], last[1], last[2], last[3]);
+    let (partitions, heap_per_partition, peak_fds, fds_after) =
+        (last[0], last[1], last[2], last[3]);
     assert_eq!(partitions, 10_000.0, "{csv}");
     // The spill pool's writes in flight at most, never one per partition.
-    assert!(peak_fds <= 64.0, "{peak_fds} descriptors while spilling:\n{csv}");
-    assert!(fds_after <= 8.0, "{fds_after} descriptors kept after spilling:\n{csv}");
+    assert!(
+        peak_fds <= 64.0,
+        "{peak_fds} descriptors while spilling:\n{csv}"
+    );
+    assert!(
+        fds_after <= 8.0,
+        "{fds_after} descriptors kept after spilling:\n{csv}"
+    );
     assert!(
         heap_per_partition < HEAP_PER_SPILLED_PARTITION,
         "{heap_per_partition} heap bytes per spilled partition:\n{csv}"

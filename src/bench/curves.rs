@@ -166,7 +166,11 @@ impl Curve {
             .draw()?;
         for (i, c) in cols.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
-            let points: Vec<(f64, f64)> = xs.iter().zip(&self.rows).map(|(x, r)| (*x, r[*c])).collect();
+            let points: Vec<(f64, f64)> = xs
+                .iter()
+                .zip(&self.rows)
+                .map(|(x, r)| (*x, r[*c]))
+                .collect();
             chart
                 .draw_series(LineSeries::new(points, color.stroke_width(2)))?
                 .label(self.columns[*c].as_str())
@@ -222,7 +226,10 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             println!("{}", c.markdown());
             out.push(c);
         }
-        eprintln!("spillway-bench: {w:?} took {:.0} s", started.elapsed().as_secs_f64());
+        eprintln!(
+            "spillway-bench: {w:?} took {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
     }
     Ok(out)
 }
@@ -448,7 +455,11 @@ fn sizes(opts: &CurveOptions, base: &[u64], max: &[u64]) -> Vec<u64> {
 
 /// Curve 1: heap per reported block id, at 1, 100 and 10k partitions.
 async fn block_ids(opts: &CurveOptions) -> anyhow::Result<Curve> {
-    let totals = sizes(opts, &[10_000, 100_000, 1_000_000, 10_000_000], &[100_000_000]);
+    let totals = sizes(
+        opts,
+        &[10_000, 100_000, 1_000_000, 10_000_000],
+        &[100_000_000],
+    );
     let partition_counts = [1u64, 100, 10_000];
     let mut rows: Vec<Vec<f64>> = totals.iter().map(|t| vec![*t as f64]).collect();
     for (i, &parts) in partition_counts.iter().enumerate() {
@@ -475,7 +486,10 @@ async fn block_ids(opts: &CurveOptions) -> anyhow::Result<Curve> {
     }
     let mut columns = vec!["block ids".to_owned()];
     for p in partition_counts {
-        columns.push(format!("B/id @ {} partitions", (p / opts.shrink.min(p)).max(1)));
+        columns.push(format!(
+            "B/id @ {} partitions",
+            (p / opts.shrink.min(p)).max(1)
+        ));
     }
     columns.push("RSS MiB (last)".into());
     Ok(Curve {
@@ -577,7 +591,9 @@ async fn partitions(opts: &CurveOptions) -> anyhow::Result<Curve> {
             elapsed - written,
         ]);
         let exit = point.stop().await;
-        rows.last_mut().map(|r| r.push(exit.as_secs_f64()));
+        if let Some(r) = rows.last_mut() {
+            r.push(exit.as_secs_f64());
+        }
     }
     Ok(Curve {
         name: "partitions",
@@ -598,7 +614,11 @@ async fn partitions(opts: &CurveOptions) -> anyhow::Result<Curve> {
         plots: vec![
             ("", "heap bytes per partition", vec![1]),
             ("-fds", "descriptors over the idle server's", vec![2, 3]),
-            ("-throughput", "partitions written + spilled per second", vec![5]),
+            (
+                "-throughput",
+                "partitions written + spilled per second",
+                vec![5],
+            ),
         ],
     })
 }
@@ -727,7 +747,14 @@ async fn journal(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
         .enumerate()
     {
         let [bytes, exit, up, verify] = journal_point(opts, &format!("jids{i}"), 10, total).await?;
-        by_ids.push(vec![total as f64, bytes / total as f64, bytes / 1e6, exit, up, verify]);
+        by_ids.push(vec![
+            total as f64,
+            bytes / total as f64,
+            bytes / 1e6,
+            exit,
+            up,
+            verify,
+        ]);
     }
     let mut by_apps = Vec::new();
     let total = (1_000_000 / opts.shrink).max(1);
@@ -738,7 +765,14 @@ async fn journal(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
         let apps = apps.min(total);
         let [bytes, exit, up, verify] =
             journal_point(opts, &format!("japps{i}"), apps, total).await?;
-        by_apps.push(vec![apps as f64, bytes / 1e6, bytes / apps as f64, exit, up, verify]);
+        by_apps.push(vec![
+            apps as f64,
+            bytes / 1e6,
+            bytes / apps as f64,
+            exit,
+            up,
+            verify,
+        ]);
     }
     let restart_plot = |first: usize| ("-restart", "seconds", vec![first, first + 1]);
     Ok(vec![
@@ -901,7 +935,10 @@ async fn latency(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             .map(String::from)
             .to_vec(),
             rows: by_parts,
-            plots: vec![("", "ms", vec![1, 2]), ("-per-partition", "us per partition", vec![3])],
+            plots: vec![
+                ("", "ms", vec![1, 2]),
+                ("-per-partition", "us per partition", vec![3]),
+            ],
         },
     ])
 }
