@@ -205,7 +205,7 @@ fn curves_run_at_tiny_sizes_and_write_their_files() {
     }
     for (csv, points) in [
         ("blockids", 4),
-        ("partitions", 4),
+        ("partitions", 3),
         ("journal-ids", 3),
         ("latency-blocks", 4),
         ("latency-multipart", 2),
@@ -234,7 +234,13 @@ fn spilled_partitions_hold_no_descriptor_and_bounded_heap() {
     let out = tempfile::TempDir::new().unwrap();
     let (ok, code, text) = bench(
         &["curves", "partitions"],
-        &["--shrink", "20", "--out", out.path().to_str().unwrap()],
+        &[
+            "--shrink",
+            "20",
+            "--max",
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
     );
     assert!(ok, "exit {code}:\n{text}");
     let csv = std::fs::read_to_string(out.path().join("partitions.csv")).unwrap();
