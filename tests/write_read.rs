@@ -274,3 +274,51 @@ async fn localfile_commit_answers_once_the_shuffle_is_on_disk() {
         s.running.shutdown().await;
     }
 }
+
+/// `getShuffleResultForMultiPart` checks that every id it returns carries one of the requested
+/// partitions under the query's layout. The check compares each partition's ids with that
+/// partition first and searches the request only for the others: an id reported under
+/// partition 5 that carries partition 6 passes when 6 is requested too, and is still an
+/// `INTERNAL_ERROR` ("Inconsistent block number") when it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_part_result_checks_ids_reported_under_another_requested_partition() {
+    let mut s = start(1, |_| {}).await;
+    let app = unique("multipart_stray");
+    register(&mut s.client, &app, 0, 0..8, false).await;
+    let own: Vec<i64> = (0..100).map(|t| LAYOUT.block_id(0, 5, t)).collect();
+    let foreign = LAYOUT.block_id(1, 6, 7);
+    let mut ids = std::collections::BTreeMap::new();
+    ids.insert(5, own.iter().copied().chain([foreign]).collect::<Vec<_>>());
+    ids.insert(6, vec![LAYOUT.block_id(0, 6, 0)]);
+    report(&mut s.client, &app, 0, 1, &ids).await;
+
+    let query = |partitions: Vec<i32>| proto::GetShuffleResultForMultiPartRequest {
+        app_id: app.clone(),
+        shuffle_id: 0,
+        partitions,
+        block_id_layout: None,
+    };
+    let r = s
+        .client
+        .get_shuffle_result_for_multi_part(query(vec![6, 5]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    let got = spillway::codec::bitmap::decode(&r.serialized_bitmap).unwrap();
+    assert_eq!(got.len(), 102);
+    assert!(got.contains(foreign as u64));
+
+    let r = s
+        .client
+        .get_shuffle_result_for_multi_part(query(vec![5, 4]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::InternalError);
+    assert!(
+        r.ret_msg.contains("Inconsistent block number") && r.ret_msg.contains("1 of them"),
+        "{}",
+        r.ret_msg
+    );
+}

@@ -38,6 +38,8 @@ pub struct Spillway {
     pub pid: u32,
     /// Its addresses.
     pub target: Target,
+    /// Its metrics/admin HTTP address (the curves read jemalloc's counters there).
+    pub http: SocketAddr,
     /// Its data path.
     pub data_dir: PathBuf,
     /// Whether the run created the data dir (and removes it).
@@ -131,6 +133,7 @@ impl Spillway {
             child,
             pid,
             target,
+            http: SocketAddr::from(([127, 0, 0, 1], http)),
             data_dir: data,
             owns_dir,
             bin,

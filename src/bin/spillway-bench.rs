@@ -29,6 +29,9 @@ enum Command {
         #[command(flatten)]
         opts: Box<spillway::bench::Options>,
     },
+    /// Measure cost curves at growing scale (heap per block id and partition, descriptors,
+    /// journal and restart, block-id call latencies); tables, CSV and SVG plots.
+    Curves(Box<spillway::bench::curves::CurveOptions>),
     /// Serve the discard endpoints (gRPC and Netty) until killed.
     Discard {
         /// gRPC port (0: ephemeral).
@@ -71,6 +74,7 @@ fn main() -> std::process::ExitCode {
                 print!("{report}");
                 Ok(report.ok)
             }
+            Command::Curves(opts) => spillway::bench::curves::run(&opts).await.map(|_| true),
             Command::Discard {
                 grpc_port,
                 netty_port,

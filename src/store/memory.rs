@@ -101,6 +101,19 @@ impl SpillBatch {
                     .committed_blocks
                     .fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
+            // Emptied containers give their tables back: a removal keeps a hash table at its
+            // high-water mark and an emptied BTreeMap keeps its root node, so every partition
+            // that ever spilled held both for the rest of its shuffle (hundreds of bytes at
+            // least, a block id's worth of table per block it ever had in memory at most;
+            // benches/README round 5). The next insert allocates them again.
+            if inner.in_flight.is_empty() {
+                inner.in_flight = BTreeMap::new();
+            }
+            if inner.positions.is_empty() {
+                inner.positions = HashMap::new();
+            } else if inner.positions.capacity() > 4 * inner.positions.len().max(16) {
+                inner.positions.shrink_to_fit();
+            }
         }
         drop(self.charge);
     }
