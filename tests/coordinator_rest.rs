@@ -233,7 +233,8 @@ async fn register_app(client: &mut Coord, app: &str, user: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_endpoint_answers_javas_shapes() {
-    let (a, b) = cluster(|_| {}).await;
+    let (a, b) =
+        cluster(|c| c.coordinator.remote_storage_path = Some("hdfs://ns1/rss".into())).await;
     let http = Http::new(&a);
     let mut coord = coordinator_client(&a).await;
     let (ida, idb) = (a.running.server_id.clone(), b.running.server_id.clone());
@@ -241,6 +242,16 @@ async fn every_endpoint_answers_javas_shapes() {
     register_app(&mut coord, "app_alice_1", "alice").await;
     register_app(&mut coord, "app_alice_2", "alice").await;
     register_app(&mut coord, "app_bob_1", "bob").await;
+    // bob's app asks for its remote storage (as a MEMORY_LOCALFILE_HDFS client does); the
+    // applications listing then names that path, and null for the others, as Java's.
+    let storage = coord
+        .fetch_remote_storage(proto::FetchRemoteStorageRequest {
+            app_id: "app_bob_1".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(storage.remote_storage.unwrap().path, "hdfs://ns1/rss");
     // An app only heard from by heartbeat lands under the user "", as in Java.
     coord
         .app_heartbeat(proto::AppHeartBeatRequest {
@@ -367,6 +378,11 @@ async fn every_endpoint_answers_javas_shapes() {
         names,
         ["app_alice_1", "app_alice_2", "app_anon", "app_bob_1"]
     );
+    assert_eq!(
+        apps[0]["remoteStoragePath"],
+        Value::Null,
+        "alice never asked"
+    );
     let last = apps[0]["lastHeartBeatTime"].as_str().unwrap();
     assert_eq!(last.len(), "yyyy-MM-dd HH:mm:ss".len(), "{last}");
     let page = http
@@ -384,6 +400,7 @@ async fn every_endpoint_answers_javas_shapes() {
         )
         .await;
     assert_eq!(page["data"][0]["user"], "bob");
+    assert_eq!(page["data"][0]["remoteStoragePath"], "hdfs://ns1/rss");
     // The admin CLI sends the heartbeat range as JSON numbers (ms).
     let page = http
         .post(

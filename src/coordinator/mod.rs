@@ -514,6 +514,16 @@ impl Coordinator {
         self.storages.lock().pick(app_id)
     }
 
+    /// The remote storage path each app was given by `fetchRemoteStorage` (Java's
+    /// `appIdToRemoteStorageInfo`); apps that never asked are absent.
+    pub fn remote_storage_paths(&self) -> HashMap<String, String> {
+        let storages = self.storages.lock();
+        self.apps()
+            .into_iter()
+            .filter_map(|a| storages.of(&a.app_id).map(|p| (a.app_id, p.to_owned())))
+            .collect()
+    }
+
     /// Apps per remote storage path.
     pub fn remote_storage_counts(&self) -> BTreeMap<String, u64> {
         self.storages.lock().counts()

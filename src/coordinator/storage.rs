@@ -97,6 +97,11 @@ impl RemoteStorages {
         Some(storage)
     }
 
+    /// The path `app_id` was given, if it asked.
+    pub(super) fn of(&self, app_id: &str) -> Option<&str> {
+        self.apps.get(app_id).map(|s| s.path.as_str())
+    }
+
     /// An app expired: its path has one app fewer.
     pub(super) fn release(&mut self, app_id: &str) {
         let Some(storage) = self.apps.remove(app_id) else {

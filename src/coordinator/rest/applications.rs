@@ -1,7 +1,7 @@
 //! `POST /api/server/applications`: Java's `ApplicationManager.getApplications` filters and
 //! pages, and the request body as Jackson reads it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -81,13 +81,18 @@ pub(super) async fn applications(State(ctx): Ctx, body: Bytes) -> Response {
         Ok(None) => return fail("ApplicationRequest Is not null"),
         Err(refused) => return refused.into_response(),
     };
-    match select_apps(ctx.coordinator.apps(), &req) {
+    let paths = ctx.coordinator.remote_storage_paths();
+    match select_apps(ctx.coordinator.apps(), &paths, &req) {
         Ok(page) => success(Value::Array(page)),
         Err(msg) => fail(msg),
     }
 }
 
-fn select_apps(apps: Vec<AppSnapshot>, req: &ApplicationRequest) -> Result<Vec<Value>, String> {
+fn select_apps(
+    apps: Vec<AppSnapshot>,
+    paths: &HashMap<String, String>,
+    req: &ApplicationRequest,
+) -> Result<Vec<Value>, String> {
     let regex = match req.app_id_regex.as_deref().filter(|r| !r.trim().is_empty()) {
         // Java's `matches()` is a whole-string match.
         Some(r) => Some(regex::Regex::new(&format!("^(?:{r})$")).map_err(|e| e.to_string())?),
@@ -130,9 +135,8 @@ fn select_apps(apps: Vec<AppSnapshot>, req: &ApplicationRequest) -> Result<Vec<V
                 "applicationId": a.app_id,
                 "user": a.user,
                 "lastHeartBeatTime": local_time(a.update_ms),
-                // Per-app remote storage is not tracked yet: Java also answers null for an app
-                // that never called fetchRemoteStorage.
-                "remoteStoragePath": null,
+                // The path fetchRemoteStorage gave the app; null when it never asked, as Java.
+                "remoteStoragePath": paths.get(&a.app_id),
                 // Java's listing never sets it.
                 "registerTime": null,
             })
@@ -177,15 +181,21 @@ mod tests {
         let apps: Vec<AppSnapshot> = (0..25)
             .map(|i| app(&format!("app_{i:02}"), 1000 + i))
             .collect();
-        let page = select_apps(apps.clone(), &ApplicationRequest::default()).unwrap();
+        let none = HashMap::new();
+        let page = select_apps(apps.clone(), &none, &ApplicationRequest::default()).unwrap();
         assert_eq!(page.len(), 10);
         assert_eq!(ids(&page)[0], "app_00");
+        assert_eq!(page[0]["remoteStoragePath"], Value::Null);
+        let given = HashMap::from([("app_01".to_owned(), "hdfs://ns1/rss".to_owned())]);
+        let page = select_apps(apps.clone(), &given, &ApplicationRequest::default()).unwrap();
+        assert_eq!(page[1]["remoteStoragePath"], "hdfs://ns1/rss");
+        assert_eq!(page[0]["remoteStoragePath"], Value::Null);
         let req = ApplicationRequest {
             current_page: 3,
             ..Default::default()
         };
         assert_eq!(
-            ids(&select_apps(apps.clone(), &req).unwrap()),
+            ids(&select_apps(apps.clone(), &none, &req).unwrap()),
             ["app_20", "app_21", "app_22", "app_23", "app_24"]
         );
         let req = ApplicationRequest {
@@ -193,7 +203,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            select_apps(apps.clone(), &req).unwrap_err(),
+            select_apps(apps.clone(), &none, &req).unwrap_err(),
             "fromIndex(30) > toIndex(25)"
         );
         // Regex is a whole-id match, combined with the time range.
@@ -204,20 +214,20 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            ids(&select_apps(apps.clone(), &req).unwrap()),
+            ids(&select_apps(apps.clone(), &none, &req).unwrap()),
             ["app_12", "app_13", "app_14"]
         );
         let req = ApplicationRequest {
             app_id_regex: Some("app_1".into()),
             ..Default::default()
         };
-        assert!(select_apps(apps.clone(), &req).unwrap().is_empty());
+        assert!(select_apps(apps.clone(), &none, &req).unwrap().is_empty());
         let req = ApplicationRequest {
             heart_beat_start_time: Some("soon".into()),
             ..Default::default()
         };
         assert_eq!(
-            select_apps(apps.clone(), &req).unwrap_err(),
+            select_apps(apps.clone(), &none, &req).unwrap_err(),
             "heartBeatStartTime value must be a number!"
         );
         // The admin CLI's body: bounds as numbers, sizes as numbers or strings.
@@ -226,12 +236,15 @@ mod tests {
                 "currentPage": 2}"#,
         )
         .unwrap();
-        assert_eq!(ids(&select_apps(apps.clone(), &req).unwrap()), ["app_21"]);
+        assert_eq!(
+            ids(&select_apps(apps.clone(), &none, &req).unwrap()),
+            ["app_21"]
+        );
         assert!(serde_json::from_str::<ApplicationRequest>(r#"{"pageSize": []}"#).is_err());
         let req = ApplicationRequest {
             applications: Some(["app_03".to_owned(), "nope".to_owned()].into()),
             ..Default::default()
         };
-        assert_eq!(ids(&select_apps(apps, &req).unwrap()), ["app_03"]);
+        assert_eq!(ids(&select_apps(apps, &none, &req).unwrap()), ["app_03"]);
     }
 }
