@@ -29,6 +29,9 @@ enum Command {
         #[command(flatten)]
         opts: Box<spillway::bench::Options>,
     },
+    /// A 3-server cluster under continuous apps and seeded faults; fails on a lost block, a
+    /// panic or a resource growing past its bound (see `spillway::bench::soak`).
+    Soak(Box<spillway::bench::soak::SoakOptions>),
     /// Serve the discard endpoints (gRPC and Netty) until killed.
     Discard {
         /// gRPC port (0: ephemeral).
@@ -70,6 +73,11 @@ fn main() -> std::process::ExitCode {
                 let report = spillway::bench::restart::measure(&opts, mode).await?;
                 print!("{report}");
                 Ok(report.ok)
+            }
+            Command::Soak(opts) => {
+                let outcome = spillway::bench::soak::run(&opts).await?;
+                print!("{}", outcome.report);
+                Ok(outcome.ok)
             }
             Command::Discard {
                 grpc_port,

@@ -1,0 +1,332 @@
+//! The soak's output: a markdown report (app counts, fault log, per-server resource table with
+//! slopes), the raw samples as CSV, and one SVG plot per resource with every server's line and
+//! its restarts marked. Plots are hand-written SVG so the soak depends on nothing of the
+//! coordinator's dashboard.
+
+use std::fmt::Write;
+
+use super::faults::{Logged, Restart};
+use super::sampler::{Resource, Series};
+
+/// Least-squares slope of `points` (x seconds, y value), per hour; `None` below 2 points or
+/// with no spread in time.
+pub fn slope_per_hour(points: &[(f64, f64)]) -> Option<f64> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx * 3600.0)
+}
+
+/// A bound on a resource's slope (per hour).
+#[derive(Clone, Copy, Debug)]
+pub struct Bound {
+    /// The resource.
+    pub resource: Resource,
+    /// Largest growth per hour accepted.
+    pub per_hour: f64,
+}
+
+/// One row of a server's table.
+#[derive(Debug)]
+pub struct Row {
+    /// The resource.
+    pub resource: Resource,
+    /// First, last and largest measured value.
+    pub start: Option<f64>,
+    /// Last.
+    pub end: Option<f64>,
+    /// Largest.
+    pub max: Option<f64>,
+    /// Slope per hour over the window.
+    pub slope: Option<f64>,
+    /// The window's start (s) and its sample count.
+    pub window: (f64, usize),
+    /// The bound, if any, and whether the slope broke it.
+    pub bound: Option<(f64, bool)>,
+}
+
+/// Samples needed in a slope window before its slope is judged.
+pub const MIN_WINDOW_SAMPLES: usize = 30;
+
+/// Builds every server's rows. The slope window is the last half of the run, or from the
+/// server's last restart when that is later (a new process starts its own warm-up).
+pub fn rows(
+    series: &Series,
+    restarts: &[Restart],
+    duration: f64,
+    bounds: &[Bound],
+) -> Vec<Vec<Row>> {
+    series
+        .per_node
+        .iter()
+        .enumerate()
+        .map(|(node, samples)| {
+            let last_restart = restarts
+                .iter()
+                .filter(|r| r.node == node)
+                .map(|r| r.at)
+                .fold(0.0, f64::max);
+            let from = (duration / 2.0).max(last_restart);
+            Resource::ALL
+                .iter()
+                .enumerate()
+                .map(|(k, &resource)| {
+                    let known: Vec<(f64, f64)> = samples
+                        .iter()
+                        .filter_map(|s| s.values[k].map(|v| (s.t, v)))
+                        .collect();
+                    let window: Vec<(f64, f64)> =
+                        known.iter().copied().filter(|p| p.0 >= from).collect();
+                    let slope = slope_per_hour(&window);
+                    let bound = bounds.iter().find(|b| b.resource == resource).map(|b| {
+                        let judged = window.len() >= MIN_WINDOW_SAMPLES;
+                        (b.per_hour, judged && slope.is_some_and(|s| s > b.per_hour))
+                    });
+                    Row {
+                        resource,
+                        start: known.first().map(|p| p.1),
+                        end: known.last().map(|p| p.1),
+                        max: known.iter().map(|p| p.1).reduce(f64::max),
+                        slope,
+                        window: (from, window.len()),
+                        bound,
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn fmt_value(resource: Resource, v: Option<f64>) -> String {
+    match v {
+        None => "—".into(),
+        Some(v) if resource.bytes() => format!("{:.1} MiB", v / (1u64 << 20) as f64),
+        Some(v) => format!("{v:.0}"),
+    }
+}
+
+/// The markdown table of one server.
+pub fn table(out: &mut String, node: usize, restarts: usize, rows: &[Row]) {
+    let _ = writeln!(out, "\n#### server{node} ({restarts} restarts)\n");
+    let _ = writeln!(
+        out,
+        "| resource | start | end | max | slope / h (window from, samples) | bound / h | |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+    for r in rows {
+        let slope = r
+            .slope
+            .map_or("—".into(), |s| fmt_value(r.resource, Some(s)));
+        let (bound, verdict) = match r.bound {
+            None => ("—".to_string(), ""),
+            Some((b, broke)) => (
+                fmt_value(r.resource, Some(b)),
+                if broke {
+                    "**OVER**"
+                } else if r.window.1 < MIN_WINDOW_SAMPLES {
+                    "window too short"
+                } else {
+                    "ok"
+                },
+            ),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {slope} ({:.0} s, {}) | {bound} | {verdict} |",
+            r.resource.name(),
+            fmt_value(r.resource, r.start),
+            fmt_value(r.resource, r.end),
+            fmt_value(r.resource, r.max),
+            r.window.0,
+            r.window.1,
+        );
+    }
+}
+
+/// The fault log as a markdown table.
+pub fn fault_log(out: &mut String, log: &[Logged]) {
+    let _ = writeln!(out, "\n### Faults ({})\n", log.len());
+    let _ = writeln!(out, "| t (s) | server | fault | took (s) |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for l in log {
+        let _ = writeln!(
+            out,
+            "| {:.1} | server{} | {} | {:.2} |",
+            l.at, l.node, l.what, l.took
+        );
+    }
+}
+
+/// The samples as CSV (`t,server,<resource>…`; empty cells are gaps).
+pub fn csv(series: &Series) -> String {
+    let mut out = String::from("t,server");
+    for r in Resource::ALL {
+        out.push(',');
+        out.push_str(r.name());
+    }
+    out.push('\n');
+    for (node, samples) in series.per_node.iter().enumerate() {
+        for s in samples {
+            let _ = write!(out, "{:.3},{node}", s.t);
+            for v in s.values {
+                out.push(',');
+                if let Some(v) = v {
+                    let _ = write!(out, "{v}");
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+const COLORS: [&str; 3] = ["#1f77b4", "#d62728", "#2ca02c"];
+
+/// One resource over time as an SVG: a line per server (gaps where no process answered) and
+/// a dashed vertical line at each of its restarts, in its colour.
+pub fn plot(resource: Resource, k: usize, series: &Series, restarts: &[Restart]) -> String {
+    const W: f64 = 900.0;
+    const H: f64 = 300.0;
+    const L: f64 = 80.0;
+    const R: f64 = 20.0;
+    const T: f64 = 30.0;
+    const B: f64 = 40.0;
+    let t_max = series
+        .per_node
+        .iter()
+        .flat_map(|s| s.iter().map(|x| x.t))
+        .fold(1.0, f64::max);
+    let v_max = series
+        .per_node
+        .iter()
+        .flat_map(|s| s.iter().filter_map(|x| x.values[k]))
+        .fold(0.0, f64::max);
+    let v_top = if v_max > 0.0 { v_max * 1.1 } else { 1.0 };
+    let x = |t: f64| L + t / t_max * (W - L - R);
+    let y = |v: f64| H - B - v / v_top * (H - T - B);
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{H}\" \
+         font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{L}\" y=\"18\" font-size=\"14\">{}</text>\n\
+         <line x1=\"{L}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#444\"/>\n\
+         <line x1=\"{L}\" y1=\"{T}\" x2=\"{L}\" y2=\"{}\" stroke=\"#444\"/>\n",
+        resource.name(),
+        H - B,
+        W - R,
+        H - B,
+        H - B
+    );
+    for i in 0..=4 {
+        let v = v_top * f64::from(i) / 4.0;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            L - 4.0,
+            y(v) + 4.0,
+            fmt_value(resource, Some(v))
+        );
+        let t = t_max * f64::from(i) / 4.0;
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{t:.0} s</text>",
+            x(t),
+            H - B + 16.0
+        );
+    }
+    for r in restarts {
+        let _ = writeln!(
+            svg,
+            "<line class=\"restart\" x1=\"{0:.1}\" y1=\"{T}\" x2=\"{0:.1}\" y2=\"{1}\" \
+             stroke=\"{2}\" stroke-dasharray=\"4 3\" opacity=\"0.6\"/>",
+            x(r.at),
+            H - B,
+            COLORS[r.node % COLORS.len()]
+        );
+    }
+    for (node, samples) in series.per_node.iter().enumerate() {
+        let color = COLORS[node % COLORS.len()];
+        let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+        for s in samples {
+            match s.values[k] {
+                Some(v) => runs.last_mut().map_or((), |r| r.push((x(s.t), y(v)))),
+                None if runs.last().is_some_and(|r| !r.is_empty()) => runs.push(Vec::new()),
+                None => {}
+            }
+        }
+        for run in runs.iter().filter(|r| !r.is_empty()) {
+            let pts: Vec<String> = run.iter().map(|(a, b)| format!("{a:.1},{b:.1}")).collect();
+            let _ = writeln!(
+                svg,
+                "<polyline class=\"server{node}\" fill=\"none\" stroke=\"{color}\" \
+                 stroke-width=\"1.5\" points=\"{}\"/>",
+                pts.join(" ")
+            );
+        }
+        let _ = writeln!(
+            svg,
+            "<text x=\"{}\" y=\"18\" fill=\"{color}\">server{node}</text>",
+            W - R - 220.0 + 75.0 * node as f64
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sampler::Sample;
+    use super::*;
+
+    #[test]
+    fn slope_is_least_squares_per_hour() {
+        let pts: Vec<(f64, f64)> = (0..100).map(|t| (t as f64, 5.0 + 2.0 * t as f64)).collect();
+        let s = slope_per_hour(&pts).unwrap();
+        assert!((s - 7200.0).abs() < 1e-6, "{s}");
+        assert!(slope_per_hour(&pts[..1]).is_none());
+        assert!(slope_per_hour(&[(1.0, 1.0), (1.0, 2.0)]).is_none());
+    }
+
+    #[test]
+    fn window_starts_at_last_restart_and_bounds_judge_it() {
+        // 200 s of fd counts growing 1 per second after a restart at 150 s.
+        let samples: Vec<Sample> = (0..200)
+            .map(|t| Sample {
+                t: t as f64,
+                values: [
+                    None,
+                    Some(if t < 150 { 500.0 } else { t as f64 }),
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                ],
+            })
+            .collect();
+        let series = Series {
+            per_node: vec![samples],
+        };
+        let restarts = [Restart { at: 150.0, node: 0 }];
+        let bounds = [Bound {
+            resource: Resource::Fds,
+            per_hour: 100.0,
+        }];
+        let rows = rows(&series, &restarts, 200.0, &bounds);
+        let fds = &rows[0][1];
+        assert_eq!(fds.window, (150.0, 50));
+        assert!((fds.slope.unwrap() - 3600.0).abs() < 1e-6);
+        assert_eq!(fds.bound, Some((100.0, true)));
+        // RSS was never measured: no slope, nothing judged.
+        assert!(rows[0][0].slope.is_none());
+        let svg = plot(Resource::Fds, 1, &series, &restarts);
+        assert_eq!(svg.matches("class=\"restart\"").count(), 1);
+        assert_eq!(svg.matches("<polyline").count(), 1);
+    }
+}
