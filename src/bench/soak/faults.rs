@@ -83,8 +83,21 @@ pub struct Fault {
 
 /// Draws the schedule: gaps uniform in `[interval/2, 3*interval/2)`, from 10 s after the
 /// start to `tail` before the end (so the last restarts settle before the final checks).
+/// Kinds come in rounds holding each kind once, in a seeded order, so even a 5-minute run
+/// meets every kind.
 pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
+    let kinds: Vec<Kind> = [
+        Kind::Kill,
+        Kind::Term,
+        Kind::Takeover,
+        Kind::DiskFill,
+        Kind::CoordinatorStop,
+    ]
+    .into_iter()
+    .filter(|k| disks || *k != Kind::DiskFill)
+    .collect();
+    let mut round: Vec<Kind> = Vec::new();
     let mut out = Vec::new();
     let mut at = 10.0;
     loop {
@@ -92,23 +105,14 @@ pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool)
         if at > duration - tail {
             return out;
         }
-        let kinds: &[Kind] = if disks {
-            &[
-                Kind::Kill,
-                Kind::Term,
-                Kind::Takeover,
-                Kind::DiskFill,
-                Kind::CoordinatorStop,
-            ]
-        } else {
-            &[
-                Kind::Kill,
-                Kind::Term,
-                Kind::Takeover,
-                Kind::CoordinatorStop,
-            ]
-        };
-        let kind = kinds[rng.below(kinds.len() as u64) as usize];
+        if round.is_empty() {
+            round = kinds.clone();
+            // Fisher-Yates with the seeded generator.
+            for i in (1..round.len()).rev() {
+                round.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let kind = round.pop().unwrap_or(Kind::Kill);
         let node = match kind {
             Kind::CoordinatorStop => rng.below(COORDINATORS as u64) as usize,
             _ => rng.below(SERVERS as u64) as usize,
@@ -343,6 +347,13 @@ mod tests {
             .iter()
             .filter(|f| f.kind == Kind::CoordinatorStop)
             .all(|f| f.node < COORDINATORS));
+        // Every kind comes once per round of five.
+        for round in a.chunks_exact(5) {
+            let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
+            kinds.sort();
+            kinds.dedup();
+            assert_eq!(kinds.len(), 5, "{round:?}");
+        }
         // Without tmpfs mounts, no disk is filled (it would be the host's disk).
         assert!(schedule(7, 600.0, 20.0, 30.0, false)
             .iter()
