@@ -391,7 +391,10 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(
         md,
-        "\n### Resources (slope window: the last half of the run, or from the server's last restart; judged with at least {} samples)",
+        "\n### Resources\n\nSlope window: from half the run ({:.0} s), or {:.0} s after the server's last restart when later, to the last app's start ({:.0} s); judged with at least {} samples.",
+        opts.duration / 2.0,
+        report::WARMUP,
+        opts.duration,
         report::MIN_WINDOW_SAMPLES
     );
     for (node, node_rows) in rows.iter().enumerate() {

@@ -53,8 +53,13 @@ pub struct Row {
 /// Samples needed in a slope window before its slope is judged.
 pub const MIN_WINDOW_SAMPLES: usize = 30;
 
-/// Builds every server's rows. The slope window is the last half of the run, or from the
-/// server's last restart when that is later (a new process starts its own warm-up).
+/// Seconds after a restart left out of the slope window: a new process opens its connections,
+/// threads and allocator arenas then, and a ramp of seconds would read as a growth per hour.
+pub const WARMUP: f64 = 30.0;
+
+/// Builds every server's rows. The slope window ends when the last app starts (`duration`):
+/// after that the load drains and falling values would hide a leak. It begins at half the
+/// run, or [`WARMUP`] after the server's last restart when that is later.
 pub fn rows(
     series: &Series,
     restarts: &[Restart],
@@ -71,7 +76,7 @@ pub fn rows(
                 .filter(|r| r.node == node)
                 .map(|r| r.at)
                 .fold(0.0, f64::max);
-            let from = (duration / 2.0).max(last_restart);
+            let from = (duration / 2.0).max(last_restart + WARMUP);
             Resource::ALL
                 .iter()
                 .enumerate()
@@ -80,8 +85,11 @@ pub fn rows(
                         .iter()
                         .filter_map(|s| s.values[k].map(|v| (s.t, v)))
                         .collect();
-                    let window: Vec<(f64, f64)> =
-                        known.iter().copied().filter(|p| p.0 >= from).collect();
+                    let window: Vec<(f64, f64)> = known
+                        .iter()
+                        .copied()
+                        .filter(|p| p.0 >= from && p.0 <= duration)
+                        .collect();
                     let slope = slope_per_hour(&window);
                     let bound = bounds.iter().find(|b| b.resource == resource).map(|b| {
                         let judged = window.len() >= MIN_WINDOW_SAMPLES;
@@ -294,13 +302,13 @@ mod tests {
 
     #[test]
     fn window_starts_at_last_restart_and_bounds_judge_it() {
-        // 200 s of fd counts growing 1 per second after a restart at 150 s.
-        let samples: Vec<Sample> = (0..200)
+        // 250 s of fd counts growing 1 per second after a restart at 100 s; apps ran 200 s.
+        let samples: Vec<Sample> = (0..250)
             .map(|t| Sample {
                 t: t as f64,
                 values: [
                     None,
-                    Some(if t < 150 { 500.0 } else { t as f64 }),
+                    Some(if t < 100 { 500.0 } else { t as f64 }),
                     None,
                     None,
                     None,
@@ -313,14 +321,15 @@ mod tests {
         let series = Series {
             per_node: vec![samples],
         };
-        let restarts = [Restart { at: 150.0, node: 0 }];
+        let restarts = [Restart { at: 100.0, node: 0 }];
         let bounds = [Bound {
             resource: Resource::Fds,
             per_hour: 100.0,
         }];
         let rows = rows(&series, &restarts, 200.0, &bounds);
         let fds = &rows[0][1];
-        assert_eq!(fds.window, (150.0, 50));
+        // From 30 s after the restart to the end of the apps.
+        assert_eq!(fds.window, (130.0, 71));
         assert!((fds.slope.unwrap() - 3600.0).abs() < 1e-6);
         assert_eq!(fds.bound, Some((100.0, true)));
         // RSS was never measured: no slope, nothing judged.
