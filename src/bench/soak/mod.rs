@@ -138,6 +138,9 @@ pub struct SoakOptions {
     /// Largest growth of threads per hour.
     #[arg(long, default_value_t = 10.0)]
     pub max_thread_slope: f64,
+    /// Shortest slope window judged against the bounds (shorter ones are reported only).
+    #[arg(long, default_value = "10m", value_parser = seconds)]
+    pub min_slope_window: f64,
     /// After the last app, how long every server may take to be back to zero write memory,
     /// tickets and apps (apps whose cleanup failed expire after the server's 60 s).
     #[arg(long, default_value = "100s", value_parser = seconds)]
@@ -316,7 +319,13 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             per_hour: opts.max_thread_slope,
         },
     ];
-    let rows = report::rows(&series, &restarts, opts.duration, &bounds);
+    let rows = report::rows(
+        &series,
+        &restarts,
+        opts.duration,
+        opts.min_slope_window,
+        &bounds,
+    );
     let mut failures: Vec<String> = Vec::new();
     let c = &gen.counts;
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -391,11 +400,12 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(
         md,
-        "\n### Resources\n\nSlope window: from half the run ({:.0} s), or {:.0} s after the server's last restart when later, to the last app's start ({:.0} s); judged with at least {} samples.",
+        "\n### Resources\n\nSlope window: from half the run ({:.0} s), or {:.0} s after the server's last restart when later, to the last app's start ({:.0} s); judged against the bounds with at least {} samples spanning {:.0} s (`--min-slope-window`).",
         opts.duration / 2.0,
         report::WARMUP,
         opts.duration,
-        report::MIN_WINDOW_SAMPLES
+        report::MIN_WINDOW_SAMPLES,
+        opts.min_slope_window
     );
     for (node, node_rows) in rows.iter().enumerate() {
         let n = restarts.iter().filter(|r| r.node == node).count();
@@ -475,7 +485,7 @@ async fn settle(
             };
             for (name, v) in names.iter().zip(sampler::gauges_of(&body, &names)) {
                 match v {
-                    Some(v) if v == 0.0 => {}
+                    Some(0.0) => {}
                     Some(v) => left.push(format!(
                         "server{i}: {name} = {v} with every app gone ({} s after the last)",
                         limit.as_secs()

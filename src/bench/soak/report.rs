@@ -48,6 +48,8 @@ pub struct Row {
     pub window: (f64, usize),
     /// The bound, if any, and whether the slope broke it.
     pub bound: Option<(f64, bool)>,
+    /// Whether the window was long enough for its slope to be judged.
+    pub judged: bool,
 }
 
 /// Samples needed in a slope window before its slope is judged.
@@ -59,11 +61,15 @@ pub const WARMUP: f64 = 30.0;
 
 /// Builds every server's rows. The slope window ends when the last app starts (`duration`):
 /// after that the load drains and falling values would hide a leak. It begins at half the
-/// run, or [`WARMUP`] after the server's last restart when that is later.
+/// run, or [`WARMUP`] after the server's last restart when that is later. A slope is judged
+/// only over a window of at least [`MIN_WINDOW_SAMPLES`] samples spanning `min_span` seconds:
+/// the blocking pool's threads come and go by tens within seconds, and a young process's RSS
+/// warms up for minutes, so a window of a few minutes extrapolated to an hour measures noise.
 pub fn rows(
     series: &Series,
     restarts: &[Restart],
     duration: f64,
+    min_span: f64,
     bounds: &[Bound],
 ) -> Vec<Vec<Row>> {
     series
@@ -91,10 +97,15 @@ pub fn rows(
                         .filter(|p| p.0 >= from && p.0 <= duration)
                         .collect();
                     let slope = slope_per_hour(&window);
-                    let bound = bounds.iter().find(|b| b.resource == resource).map(|b| {
-                        let judged = window.len() >= MIN_WINDOW_SAMPLES;
-                        (b.per_hour, judged && slope.is_some_and(|s| s > b.per_hour))
-                    });
+                    let span = match (window.first(), window.last()) {
+                        (Some(a), Some(b)) => b.0 - a.0,
+                        _ => 0.0,
+                    };
+                    let judged = window.len() >= MIN_WINDOW_SAMPLES && span >= min_span;
+                    let bound = bounds
+                        .iter()
+                        .find(|b| b.resource == resource)
+                        .map(|b| (b.per_hour, judged && slope.is_some_and(|s| s > b.per_hour)));
                     Row {
                         resource,
                         start: known.first().map(|p| p.1),
@@ -103,6 +114,7 @@ pub fn rows(
                         slope,
                         window: (from, window.len()),
                         bound,
+                        judged,
                     }
                 })
                 .collect()
@@ -136,8 +148,8 @@ pub fn table(out: &mut String, node: usize, restarts: usize, rows: &[Row]) {
                 fmt_value(r.resource, Some(b)),
                 if broke {
                     "**OVER**"
-                } else if r.window.1 < MIN_WINDOW_SAMPLES {
-                    "window too short"
+                } else if !r.judged {
+                    "not judged: window too short"
                 } else {
                     "ok"
                 },
@@ -326,12 +338,16 @@ mod tests {
             resource: Resource::Fds,
             per_hour: 100.0,
         }];
-        let rows = rows(&series, &restarts, 200.0, &bounds);
+        let rows = rows(&series, &restarts, 200.0, 60.0, &bounds);
         let fds = &rows[0][1];
         // From 30 s after the restart to the end of the apps.
         assert_eq!(fds.window, (130.0, 71));
         assert!((fds.slope.unwrap() - 3600.0).abs() < 1e-6);
         assert_eq!(fds.bound, Some((100.0, true)));
+        // The same window is not judged when the run asks for a longer one.
+        let short = super::rows(&series, &restarts, 200.0, 600.0, &bounds);
+        assert_eq!(short[0][1].bound, Some((100.0, false)));
+        assert!(!short[0][1].judged);
         // RSS was never measured: no slope, nothing judged.
         assert!(rows[0][0].slope.is_none());
         let svg = plot(Resource::Fds, 1, &series, &restarts);

@@ -190,7 +190,7 @@ impl Generator {
         let pause = Duration::from_millis(rng.below(3000));
         for attempt in 0..=RETRIES {
             let app = format!("soak_{}_{n}_{attempt}", self.run_id);
-            let node = if n % 2 == 0 {
+            let node = if n.is_multiple_of(2) {
                 let c = (n / 2) as usize % COORDINATORS;
                 match self.assign(c, &app, shape.partitions).await {
                     Ok(node) => {
@@ -230,10 +230,19 @@ impl Generator {
             let killed = self.shared.nodes[node].kills.load(Ordering::Relaxed) != kills;
             match written {
                 Ok(Ok(_)) if !killed => {}
-                _ => {
+                other => {
                     // Not acknowledged as durable: as a Spark task, give up this attempt,
                     // drop what the server holds of it and run again.
                     self.counts.failed_retried.fetch_add(1, Ordering::Relaxed);
+                    let why = match other {
+                        Ok(Ok(_)) => "its server was SIGKILLed before finishShuffle".to_string(),
+                        Ok(Err(e)) => format!("{e:#}"),
+                        Err(_) => format!("not durable within {:?}", self.app_timeout),
+                    };
+                    eprintln!(
+                        "spillway-bench soak: t={:.1}s app {app} on server{node} failed and is retried: {why}",
+                        self.shared.now()
+                    );
                     let _ =
                         tokio::time::timeout(Duration::from_secs(10), driver::cleanup(&target, &w))
                             .await;
@@ -260,6 +269,7 @@ impl Generator {
             return;
         }
         self.counts.abandoned.fetch_add(1, Ordering::Relaxed);
+        eprintln!("spillway-bench soak: app {n} abandoned after {RETRIES} retries");
     }
 
     /// Reads a durable app back, retrying reads that fail (a restarting server) for
@@ -347,14 +357,11 @@ impl Generator {
                 .collect();
             for (app, node) in apps {
                 let addr = self.shared.nodes[node].grpc;
-                if !clients.contains_key(&addr) {
+                if let std::collections::hash_map::Entry::Vacant(slot) = clients.entry(addr) {
                     let Ok(ch) = crate::bench::client::channel(addr).await else {
                         continue;
                     };
-                    clients.insert(
-                        addr,
-                        proto::shuffle_server_client::ShuffleServerClient::new(ch),
-                    );
+                    slot.insert(proto::shuffle_server_client::ShuffleServerClient::new(ch));
                 }
                 if let Some(c) = clients.get_mut(&addr) {
                     let req = proto::AppHeartBeatRequest { app_id: app };
