@@ -370,7 +370,10 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.seed,
         opts.duration,
         run_secs,
-        fault_log.len(),
+        fault_log
+            .iter()
+            .filter(|f| !f.what.starts_with("disk fill removed"))
+            .count(),
         if tmpfs {
             format!("tmpfs data paths of {}", opts.disk_size)
         } else {
