@@ -403,10 +403,10 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(
         md,
-        "\n### Resources\n\nSlope window: from half the run ({:.0} s), or {:.0} s after the server's last restart when later, to the last app's start ({:.0} s); judged against the bounds with at least {} samples spanning {:.0} s (`--min-slope-window`).",
+        "\n### Resources\n\nSlope window: the last half of the run ({:.0} s to the last app's start at {:.0} s), cut at restarts, without {:.0} s of warm-up after each; the slope is the one every process's segment shares. Judged against the bounds with at least {} samples covering {:.0} s (`--min-slope-window`).",
         opts.duration / 2.0,
-        report::WARMUP,
         opts.duration,
+        report::WARMUP,
         report::MIN_WINDOW_SAMPLES,
         opts.min_slope_window
     );

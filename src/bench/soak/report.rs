@@ -8,17 +8,19 @@ use std::fmt::Write;
 use super::faults::{Logged, Restart};
 use super::sampler::{Resource, Series};
 
-/// Least-squares slope of `points` (x seconds, y value), per hour; `None` below 2 points or
-/// with no spread in time.
-pub fn slope_per_hour(points: &[(f64, f64)]) -> Option<f64> {
-    let n = points.len() as f64;
-    if points.len() < 2 {
-        return None;
+/// The least-squares slope per hour that `segments` share, each with its own intercept (the
+/// within-segment estimator): a leak shows as growth inside every process's life, while the
+/// level a restarted process starts from says nothing about it. `None` without two points in
+/// some segment.
+pub fn pooled_slope_per_hour(segments: &[Vec<(f64, f64)>]) -> Option<f64> {
+    let (mut sxx, mut sxy) = (0.0, 0.0);
+    for seg in segments.iter().filter(|s| s.len() >= 2) {
+        let n = seg.len() as f64;
+        let mx = seg.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = seg.iter().map(|p| p.1).sum::<f64>() / n;
+        sxx += seg.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>();
+        sxy += seg.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>();
     }
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
     (sxx > 0.0).then(|| sxy / sxx * 3600.0)
 }
 
@@ -44,8 +46,8 @@ pub struct Row {
     pub max: Option<f64>,
     /// Slope per hour over the window.
     pub slope: Option<f64>,
-    /// The window's start (s) and its sample count.
-    pub window: (f64, usize),
+    /// The window: seconds covered (summed over processes), samples, and processes.
+    pub window: (f64, usize, usize),
     /// The bound, if any, and whether the slope broke it.
     pub bound: Option<(f64, bool)>,
     /// Whether the window was long enough for its slope to be judged.
@@ -59,12 +61,14 @@ pub const MIN_WINDOW_SAMPLES: usize = 30;
 /// threads and allocator arenas then, and a ramp of seconds would read as a growth per hour.
 pub const WARMUP: f64 = 30.0;
 
-/// Builds every server's rows. The slope window ends when the last app starts (`duration`):
-/// after that the load drains and falling values would hide a leak. It begins at half the
-/// run, or [`WARMUP`] after the server's last restart when that is later. A slope is judged
-/// only over a window of at least [`MIN_WINDOW_SAMPLES`] samples spanning `min_span` seconds:
-/// the blocking pool's threads come and go by tens within seconds, and a young process's RSS
-/// warms up for minutes, so a window of a few minutes extrapolated to an hour measures noise.
+/// Builds every server's rows. The slope window is the last half of the run and ends when the
+/// last app starts (`duration`): after that the load drains and falling values would hide a
+/// leak. Restarts cut it into one segment per process, each without its first [`WARMUP`]
+/// seconds, and the slope is the one the segments share ([`pooled_slope_per_hour`]), so a
+/// server restarted every minute still has a slope. It is judged only with at least
+/// [`MIN_WINDOW_SAMPLES`] samples covering `min_span` seconds in all: the blocking pool's
+/// threads come and go by tens within seconds, so a window of a few minutes extrapolated to an
+/// hour measures noise.
 pub fn rows(
     series: &Series,
     restarts: &[Restart],
@@ -77,12 +81,21 @@ pub fn rows(
         .iter()
         .enumerate()
         .map(|(node, samples)| {
-            let last_restart = restarts
+            let mut starts: Vec<f64> = restarts
                 .iter()
                 .filter(|r| r.node == node)
                 .map(|r| r.at)
-                .fold(0.0, f64::max);
-            let from = (duration / 2.0).max(last_restart + WARMUP);
+                .collect();
+            starts.sort_by(f64::total_cmp);
+            let half = duration / 2.0;
+            // The process a sample belongs to (restarts before it), or None inside a warm-up.
+            let segment = |t: f64| -> Option<usize> {
+                let n = starts.iter().filter(|r| **r <= t).count();
+                match n.checked_sub(1).map(|i| starts[i]) {
+                    Some(r) if t - r < WARMUP => None,
+                    _ => Some(n),
+                }
+            };
             Resource::ALL
                 .iter()
                 .enumerate()
@@ -91,17 +104,20 @@ pub fn rows(
                         .iter()
                         .filter_map(|s| s.values[k].map(|v| (s.t, v)))
                         .collect();
-                    let window: Vec<(f64, f64)> = known
+                    let mut segments: Vec<Vec<(f64, f64)>> = vec![Vec::new(); starts.len() + 1];
+                    for p in known.iter().filter(|p| p.0 >= half && p.0 <= duration) {
+                        if let Some(i) = segment(p.0) {
+                            segments[i].push(*p);
+                        }
+                    }
+                    segments.retain(|s| !s.is_empty());
+                    let slope = pooled_slope_per_hour(&segments);
+                    let samples: usize = segments.iter().map(Vec::len).sum();
+                    let span: f64 = segments
                         .iter()
-                        .copied()
-                        .filter(|p| p.0 >= from && p.0 <= duration)
-                        .collect();
-                    let slope = slope_per_hour(&window);
-                    let span = match (window.first(), window.last()) {
-                        (Some(a), Some(b)) => b.0 - a.0,
-                        _ => 0.0,
-                    };
-                    let judged = window.len() >= MIN_WINDOW_SAMPLES && span >= min_span;
+                        .map(|s| s.last().map_or(0.0, |l| l.0) - s[0].0)
+                        .sum();
+                    let judged = samples >= MIN_WINDOW_SAMPLES && span >= min_span;
                     let bound = bounds
                         .iter()
                         .find(|b| b.resource == resource)
@@ -112,7 +128,7 @@ pub fn rows(
                         end: known.last().map(|p| p.1),
                         max: known.iter().map(|p| p.1).reduce(f64::max),
                         slope,
-                        window: (from, window.len()),
+                        window: (span, samples, segments.len()),
                         bound,
                         judged,
                     }
@@ -135,7 +151,7 @@ pub fn table(out: &mut String, node: usize, restarts: usize, rows: &[Row]) {
     let _ = writeln!(out, "\n#### server{node} ({restarts} restarts)\n");
     let _ = writeln!(
         out,
-        "| resource | start | end | max | slope / h (window from, samples) | bound / h | |"
+        "| resource | start | end | max | slope / h (window s, samples, processes) | bound / h | |"
     );
     let _ = writeln!(out, "|---|---|---|---|---|---|---|");
     for r in rows {
@@ -157,13 +173,14 @@ pub fn table(out: &mut String, node: usize, restarts: usize, rows: &[Row]) {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {slope} ({:.0} s, {}) | {bound} | {verdict} |",
+            "| {} | {} | {} | {} | {slope} ({:.0} s, {}, {}) | {bound} | {verdict} |",
             r.resource.name(),
             fmt_value(r.resource, r.start),
             fmt_value(r.resource, r.end),
             fmt_value(r.resource, r.max),
             r.window.0,
             r.window.1,
+            r.window.2,
         );
     }
 }
@@ -306,10 +323,10 @@ mod tests {
     #[test]
     fn slope_is_least_squares_per_hour() {
         let pts: Vec<(f64, f64)> = (0..100).map(|t| (t as f64, 5.0 + 2.0 * t as f64)).collect();
-        let s = slope_per_hour(&pts).unwrap();
+        let s = pooled_slope_per_hour(std::slice::from_ref(&pts)).unwrap();
         assert!((s - 7200.0).abs() < 1e-6, "{s}");
-        assert!(slope_per_hour(&pts[..1]).is_none());
-        assert!(slope_per_hour(&[(1.0, 1.0), (1.0, 2.0)]).is_none());
+        assert!(pooled_slope_per_hour(&[pts[..1].to_vec()]).is_none());
+        assert!(pooled_slope_per_hour(&[vec![(1.0, 1.0), (1.0, 2.0)]]).is_none());
     }
 
     #[test]
@@ -340,8 +357,8 @@ mod tests {
         }];
         let rows = rows(&series, &restarts, 200.0, 60.0, &bounds);
         let fds = &rows[0][1];
-        // From 30 s after the restart to the end of the apps.
-        assert_eq!(fds.window, (130.0, 71));
+        // From 30 s after the restart to the end of the apps: 130..=200 s.
+        assert_eq!(fds.window, (70.0, 71, 1));
         assert!((fds.slope.unwrap() - 3600.0).abs() < 1e-6);
         assert_eq!(fds.bound, Some((100.0, true)));
         // The same window is not judged when the run asks for a longer one.
@@ -353,5 +370,52 @@ mod tests {
         let svg = plot(Resource::Fds, 1, &series, &restarts);
         assert_eq!(svg.matches("class=\"restart\"").count(), 1);
         assert_eq!(svg.matches("<polyline").count(), 1);
+    }
+
+    #[test]
+    fn restarts_cut_the_window_and_levels_between_processes_do_not_count() {
+        // Each process grows 1 per second from 0 (a leak), and restarts at 50 s and 150 s drop
+        // it back: one line over the sawtooth would understate it.
+        let restarts = [
+            Restart { at: 50.0, node: 0 },
+            Restart { at: 150.0, node: 0 },
+        ];
+        let leak = |t: f64| {
+            t - if t >= 150.0 {
+                150.0
+            } else if t >= 50.0 {
+                50.0
+            } else {
+                0.0
+            }
+        };
+        let samples = |f: &dyn Fn(f64) -> f64| -> Series {
+            Series {
+                per_node: vec![(0..300)
+                    .map(|t| {
+                        let mut values = [None; 8];
+                        values[2] = Some(f(t as f64));
+                        Sample {
+                            t: t as f64,
+                            values,
+                        }
+                    })
+                    .collect()],
+            }
+        };
+        let bounds = [Bound {
+            resource: Resource::Threads,
+            per_hour: 10.0,
+        }];
+        let r = &rows(&samples(&leak), &restarts, 250.0, 60.0, &bounds)[0][2];
+        // Window 125..=250 s: 125..=149 (restart at 50) and 180..=250 (after warm-up).
+        assert_eq!(r.window, (24.0 + 70.0, 25 + 71, 2));
+        assert!((r.slope.unwrap() - 3600.0).abs() < 1e-6, "{:?}", r.slope);
+        assert_eq!(r.bound, Some((10.0, true)));
+        // Flat within each process at a different level per process: no growth.
+        let levels = |t: f64| if t >= 150.0 { 40.0 } else { 12.0 };
+        let r = &rows(&samples(&levels), &restarts, 250.0, 60.0, &bounds)[0][2];
+        assert_eq!(r.slope, Some(0.0));
+        assert_eq!(r.bound, Some((10.0, false)));
     }
 }
