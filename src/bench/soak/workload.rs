@@ -189,6 +189,11 @@ impl Generator {
         // stage's reducers wait for its slowest map: this is the window a SIGKILL hits.
         let pause = Duration::from_millis(rng.below(3000));
         for attempt in 0..=RETRIES {
+            if attempt > 0 {
+                // A Spark task retry comes after the failed task is reported and rescheduled,
+                // not at once; 1, 2, 4 s lets a coordinator notice a stopped server.
+                tokio::time::sleep(Duration::from_secs(1 << (attempt - 1))).await;
+            }
             let app = format!("soak_{}_{n}_{attempt}", self.run_id);
             let node = if n.is_multiple_of(2) {
                 let c = (n / 2) as usize % COORDINATORS;
