@@ -20,6 +20,7 @@ pub mod payload;
 pub mod procstat;
 mod report;
 pub mod restart;
+pub mod soak;
 mod spawn;
 
 use std::net::SocketAddr;

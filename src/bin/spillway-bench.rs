@@ -32,6 +32,9 @@ enum Command {
     /// Measure cost curves at growing scale (heap per block id and partition, descriptors,
     /// journal and restart, block-id call latencies); tables, CSV and SVG plots.
     Curves(Box<spillway::bench::curves::CurveOptions>),
+    /// A 3-server cluster under continuous apps and seeded faults; fails on a lost block, a
+    /// panic or a resource growing past its bound (see `spillway::bench::soak`).
+    Soak(Box<spillway::bench::soak::SoakOptions>),
     /// Serve the discard endpoints (gRPC and Netty) until killed.
     Discard {
         /// gRPC port (0: ephemeral).
@@ -75,6 +78,11 @@ fn main() -> std::process::ExitCode {
                 Ok(report.ok)
             }
             Command::Curves(opts) => spillway::bench::curves::run(&opts).await.map(|_| true),
+            Command::Soak(opts) => {
+                let outcome = spillway::bench::soak::run(&opts).await?;
+                print!("{}", outcome.report);
+                Ok(outcome.ok)
+            }
             Command::Discard {
                 grpc_port,
                 netty_port,

@@ -1,0 +1,505 @@
+//! `spillway-bench soak`: a cluster of three `spillway` processes under a continuous stream of
+//! generator apps while seeded faults fire, sampled every second, judged at the end.
+//!
+//! ```text
+//!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; 2 tmpfs data paths each)
+//!    ▲ apps: register (coordinator assignment / round-robin), write 4–16 KiB blocks,
+//!    │       report+commit, finishShuffle, read + verify, unregister or keep
+//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop
+//!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
+//!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
+//! ```
+//!
+//! **What counts as lost.** The server's guarantee (README "What survives a restart") covers
+//! blocks it acknowledged as durable: after `finishShuffle` returned SUCCESS every block is in
+//! a file and survives SIGTERM, `--takeover` and SIGKILL. Blocks only acknowledged to
+//! `sendShuffleData` are in memory and a SIGKILL loses them by design; their ids stay reported,
+//! so a reader notices, and Spark retries. So:
+//! - an app whose server was SIGKILLed between its registration and its `finishShuffle`
+//!   answer, or whose calls failed before that answer (a restart, a coordinator stop, a full
+//!   disk past the app's timeout), is **failed and retried**: run again under a new app id,
+//!   as a Spark task is, never counted as lost;
+//! - a block is **lost** when it belongs to an app whose `finishShuffle` succeeded (with no
+//!   SIGKILL of its server since it registered) and a read that completes does not return it,
+//!   or its id is missing from the result bitmap;
+//! - a block is **corrupt** when a read returns other bytes, a wrong CRC or an id never
+//!   written, in any state.
+//!
+//! Reads of durable apps that fail (the server restarting) are retried for up to 120 s; a
+//! durable app that could not be read at all in that time is **unreadable**, a failure too.
+//! A share of the apps (`--keep`) stays registered after its verification and is read again
+//! when it leaves the kept set and at the end, so data is checked across later restarts.
+//!
+//! The run fails on a lost, corrupt or unreadable block, a fault that could not be applied
+//! (a server that did not come back), "panicked" in a server's log, a slope above its bound,
+//! no app verified at all, or a server whose write memory, tickets or apps are not back to
+//! zero once every app is gone (`--settle`).
+
+mod cluster;
+mod faults;
+mod report;
+mod sampler;
+mod workload;
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use self::report::Bound;
+use self::sampler::Resource;
+use crate::config::ByteSize;
+
+fn seconds(s: &str) -> Result<f64, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?}"))?;
+    let mul = match unit.trim() {
+        "ms" => 0.001,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        u => return Err(format!("unknown unit {u:?} in {s:?} (ms, s, m, h)")),
+    };
+    Ok(n * mul)
+}
+
+/// Whether this process runs as root (mounting tmpfs needs it); read from `/proc/self/status`
+/// so no extra `nix` feature is needed.
+fn effective_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("Uid:"))?;
+            // Real, effective, saved, filesystem: the effective one decides.
+            line.split_whitespace().nth(2).map(|e| e == "0")
+        })
+        .unwrap_or(false)
+}
+
+/// Options of a soak (`spillway-bench soak --help`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SoakOptions {
+    /// How long apps are started for ("300", "5m", "1h").
+    #[arg(long, default_value = "5m", value_parser = seconds)]
+    pub duration: f64,
+    /// Seed of the fault schedule and the apps' shapes.
+    #[arg(long, default_value_t = 24)]
+    pub seed: u64,
+    /// Mean time between faults.
+    #[arg(long, default_value = "20s", value_parser = seconds)]
+    pub fault_interval: f64,
+    /// How long a disk stays full and a coordinator stays stopped.
+    #[arg(long, default_value = "10s", value_parser = seconds)]
+    pub fault_hold: f64,
+    /// New apps per second.
+    #[arg(long, default_value_t = 2.0)]
+    pub rate: f64,
+    /// Apps running at once at most (a new one waits for a slot).
+    #[arg(long, default_value_t = 16)]
+    pub max_apps: usize,
+    /// Share of apps kept registered after verification, for a later re-read.
+    #[arg(long, default_value_t = 0.25)]
+    pub keep: f64,
+    /// Kept apps at most; the oldest is re-read and unregistered beyond it.
+    #[arg(long, default_value_t = 48)]
+    pub keep_max: usize,
+    /// An app attempt not durable within this long is failed (and retried).
+    #[arg(long, default_value = "60s", value_parser = seconds)]
+    pub app_timeout: f64,
+    /// `memory_store.capacity` of every server (small, so spills happen).
+    #[arg(long, default_value = "32M")]
+    pub capacity: ByteSize,
+    /// Size of each tmpfs data path (two per server).
+    #[arg(long, default_value = "128M")]
+    pub disk_size: ByteSize,
+    /// Plain directories instead of tmpfs mounts (no root needed; no disk-fill faults).
+    #[arg(long)]
+    pub no_tmpfs: bool,
+    /// Where the report, CSV, plots, server configs and logs go.
+    #[arg(long, default_value = "soak-out")]
+    pub out: PathBuf,
+    /// The `spillway` binary (default: next to this one).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// Largest RSS growth per hour accepted over the slope window.
+    #[arg(long, default_value = "64M")]
+    pub max_rss_slope: ByteSize,
+    /// Largest growth of open fds per hour.
+    #[arg(long, default_value_t = 100.0)]
+    pub max_fd_slope: f64,
+    /// Largest growth of threads per hour.
+    #[arg(long, default_value_t = 10.0)]
+    pub max_thread_slope: f64,
+    /// Shortest slope window judged against the bounds (shorter ones are reported only).
+    #[arg(long, default_value = "10m", value_parser = seconds)]
+    pub min_slope_window: f64,
+    /// After the last app, how long every server may take to be back to zero write memory,
+    /// tickets and apps (apps whose cleanup failed expire after the server's 60 s).
+    #[arg(long, default_value = "100s", value_parser = seconds)]
+    pub settle: f64,
+}
+
+/// The result: the markdown report and whether the soak passed.
+pub struct Outcome {
+    /// The report (also written to `<out>/report.md`).
+    pub report: String,
+    /// True when nothing failed.
+    pub ok: bool,
+}
+
+/// Runs the soak; Ctrl-C stops it early (servers killed, mounts removed) with an error.
+pub async fn run(opts: &SoakOptions) -> anyhow::Result<Outcome> {
+    let ctrl_c = CancellationToken::new();
+    let watcher = {
+        let c = ctrl_c.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                c.cancel();
+            }
+        })
+    };
+    let r = soak(opts, ctrl_c).await;
+    watcher.abort();
+    r
+}
+
+async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<Outcome> {
+    anyhow::ensure!(opts.duration >= 20.0, "--duration must be at least 20 s");
+    anyhow::ensure!(opts.rate > 0.0, "--rate must be > 0");
+    anyhow::ensure!((0.0..=1.0).contains(&opts.keep), "--keep must be in [0, 1]");
+    let bin = match &opts.server_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?
+            .with_file_name("spillway")
+            .with_extension(std::env::consts::EXE_EXTENSION),
+    };
+    let tmpfs = !opts.no_tmpfs;
+    if tmpfs {
+        anyhow::ensure!(
+            effective_root(),
+            "tmpfs data paths need root (mount); run as root or pass --no-tmpfs"
+        );
+    }
+    std::fs::create_dir_all(&opts.out)?;
+    let out = opts.out.canonicalize()?;
+    let plan = faults::schedule(
+        opts.seed,
+        opts.duration,
+        opts.fault_interval,
+        opts.fault_hold + 10.0,
+        tmpfs,
+    );
+    eprintln!(
+        "spillway-bench soak: seed {}, {} s, {} faults planned, output in {}",
+        opts.seed,
+        opts.duration,
+        plan.len(),
+        out.display()
+    );
+    for f in &plan {
+        eprintln!(
+            "spillway-bench soak:   planned t={:.1}s server{} {:?}",
+            f.at, f.node, f.kind
+        );
+    }
+    let mut cluster = cluster::Cluster::start(&cluster::Layout {
+        bin,
+        root: out.join("cluster"),
+        keep_root: false,
+        tmpfs: tmpfs.then_some(opts.disk_size.0),
+        capacity: opts.capacity.0,
+    })
+    .await?;
+    let shared = Arc::clone(&cluster.shared);
+    let logs = cluster.logs();
+    let data_paths: Vec<Vec<PathBuf>> =
+        cluster.nodes.iter().map(|n| n.data_paths.clone()).collect();
+
+    let stop_sampler = CancellationToken::new();
+    let sampler = tokio::spawn(sampler::run(
+        Arc::clone(&shared),
+        data_paths,
+        stop_sampler.clone(),
+    ));
+    let gen = workload::Generator::new(
+        Arc::clone(&shared),
+        opts.keep,
+        opts.keep_max,
+        Duration::from_secs_f64(opts.app_timeout),
+    );
+    let stop_beats = CancellationToken::new();
+    let beats = tokio::spawn(Arc::clone(&gen).heartbeats(stop_beats.clone()));
+
+    // Apps are started on their own tasks while this task applies the faults, so the cluster
+    // stays owned by one task.
+    let stop_apps = ctrl_c.child_token();
+    let apps = {
+        let (gen, stop, seed, rate, max) = (
+            Arc::clone(&gen),
+            stop_apps.clone(),
+            opts.seed,
+            opts.rate,
+            opts.max_apps.max(1),
+        );
+        let duration = opts.duration;
+        let shared = Arc::clone(&shared);
+        tokio::spawn(async move {
+            let slots = Arc::new(tokio::sync::Semaphore::new(max));
+            let mut set = tokio::task::JoinSet::new();
+            let mut rng = faults::Rng::new(seed ^ 0x5eed_a995);
+            let mut n = 0u64;
+            let gap = Duration::from_secs_f64(1.0 / rate);
+            while shared.now() < duration && !stop.is_cancelled() {
+                let permit = tokio::select! {
+                    _ = stop.cancelled() => break,
+                    p = Arc::clone(&slots).acquire_owned() => match p {
+                        Ok(p) => p,
+                        Err(_) => break,
+                    },
+                };
+                let app_rng = faults::Rng::new(rng.next_u64());
+                let g = Arc::clone(&gen);
+                set.spawn(async move {
+                    g.app(n, app_rng).await;
+                    drop(permit);
+                });
+                n += 1;
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(gap) => {}
+                }
+                while set.try_join_next().is_some() {}
+            }
+            while set.join_next().await.is_some() {}
+        })
+    };
+    let (fault_log, restarts) = faults::run(
+        &mut cluster,
+        &plan,
+        Duration::from_secs_f64(opts.fault_hold),
+        ctrl_c.clone(),
+    )
+    .await;
+    let _ = apps.await;
+    anyhow::ensure!(!ctrl_c.is_cancelled(), "interrupted (Ctrl-C)");
+    eprintln!(
+        "spillway-bench soak: t={:.1}s apps done; re-reading kept apps",
+        shared.now()
+    );
+    gen.reverify_all().await;
+    stop_beats.cancel();
+    let _ = beats.await;
+    let settle = settle(&shared, Duration::from_secs_f64(opts.settle), &ctrl_c).await;
+    stop_sampler.cancel();
+    let series = sampler.await.context("sampler task")?;
+    let run_secs = shared.now();
+    cluster.stop_all().await;
+    drop(cluster);
+
+    // Judge and write.
+    let bounds = [
+        Bound {
+            resource: Resource::Rss,
+            per_hour: opts.max_rss_slope.0 as f64,
+        },
+        Bound {
+            resource: Resource::Fds,
+            per_hour: opts.max_fd_slope,
+        },
+        Bound {
+            resource: Resource::Threads,
+            per_hour: opts.max_thread_slope,
+        },
+    ];
+    let rows = report::rows(
+        &series,
+        &restarts,
+        opts.duration,
+        opts.min_slope_window,
+        &bounds,
+    );
+    let mut failures: Vec<String> = Vec::new();
+    let c = &gen.counts;
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    if get(&c.lost) > 0 {
+        failures.push(format!("{} lost blocks", get(&c.lost)));
+    }
+    if get(&c.corrupt) > 0 {
+        failures.push(format!("{} corrupt blocks", get(&c.corrupt)));
+    }
+    if get(&c.unreadable) > 0 {
+        failures.push(format!("{} durable apps unreadable", get(&c.unreadable)));
+    }
+    if get(&c.verified) == 0 {
+        failures.push("no app was verified".into());
+    }
+    for f in fault_log.iter().filter(|f| f.failed) {
+        failures.push(format!("fault failed: server{} {}", f.node, f.what));
+    }
+    for (node, log) in logs.iter().enumerate() {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|l| l.contains("panicked")) {
+            failures.push(format!("server{node} panicked: {line}"));
+        }
+    }
+    for (node, node_rows) in rows.iter().enumerate() {
+        for r in node_rows {
+            if let Some((b, true)) = r.bound {
+                failures.push(format!(
+                    "server{node} {} grows {:.1}/h over its window (bound {b:.1}/h)",
+                    r.resource.name(),
+                    r.slope.unwrap_or(0.0)
+                ));
+            }
+        }
+    }
+    failures.extend(settle);
+
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "### Soak: seed {}, {:.0} s of apps ({:.0} s in all), {} faults, {}\n",
+        opts.seed,
+        opts.duration,
+        run_secs,
+        fault_log
+            .iter()
+            .filter(|f| !f.what.starts_with("disk fill removed"))
+            .count(),
+        if tmpfs {
+            format!("tmpfs data paths of {}", opts.disk_size)
+        } else {
+            "plain data directories (no disk fills)".into()
+        }
+    );
+    let _ = writeln!(
+        md,
+        "| apps started | verified | failed and retried | abandoned | via coordinator | coordinator fallbacks | blocks verified | lost | corrupt | unreadable | re-read later |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        get(&c.started),
+        get(&c.verified),
+        get(&c.failed_retried),
+        get(&c.abandoned),
+        get(&c.via_coordinator),
+        get(&c.coordinator_fallbacks),
+        get(&c.blocks_verified),
+        get(&c.lost),
+        get(&c.corrupt),
+        get(&c.unreadable),
+        get(&c.reverified),
+    );
+    report::fault_log(&mut md, &fault_log);
+    let _ = writeln!(
+        md,
+        "\n### Resources\n\nSlope window: the last half of the run ({:.0} s to the last app's start at {:.0} s), cut at restarts, without {:.0} s of warm-up after each; the slope is the one every process's segment shares. Judged against the bounds with at least {} samples covering {:.0} s (`--min-slope-window`).",
+        opts.duration / 2.0,
+        opts.duration,
+        report::WARMUP,
+        report::MIN_WINDOW_SAMPLES,
+        opts.min_slope_window
+    );
+    for (node, node_rows) in rows.iter().enumerate() {
+        let n = restarts.iter().filter(|r| r.node == node).count();
+        report::table(&mut md, node, n, node_rows);
+    }
+    let problems = gen.problems.lock().clone();
+    if !problems.is_empty() {
+        let _ = writeln!(md, "\n### First problems\n");
+        for p in problems {
+            let _ = writeln!(md, "- {p}");
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n### Verdict: {}",
+        if failures.is_empty() {
+            "PASS".to_string()
+        } else {
+            format!("FAIL\n\n- {}", failures.join("\n- "))
+        }
+    );
+    std::fs::write(out.join("report.md"), &md)?;
+    std::fs::write(out.join("samples.csv"), report::csv(&series))?;
+    for (k, r) in Resource::ALL.iter().enumerate() {
+        std::fs::write(
+            out.join(format!("{}.svg", r.name())),
+            report::plot(*r, k, &series, &restarts),
+        )?;
+    }
+    Ok(Outcome {
+        report: md,
+        ok: failures.is_empty(),
+    })
+}
+
+/// Waits until every server reports zero write memory, tickets and apps; the failures left
+/// when `limit` passes. This is where leaked reservations, buffers or app records show.
+async fn settle(
+    shared: &cluster::Shared,
+    limit: Duration,
+    ctrl_c: &CancellationToken,
+) -> Vec<String> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_or_default();
+    let names = [
+        "used_buffer_size",
+        "allocated_buffer_size",
+        "require_buffer_count",
+        "app_num_with_node",
+    ];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let mut left = Vec::new();
+        for (i, node) in shared.nodes.iter().enumerate() {
+            let url = format!(
+                "http://127.0.0.1:{}/metrics/server?{}",
+                node.http,
+                names
+                    .iter()
+                    .map(|n| format!("name[]={n}"))
+                    .collect::<Vec<_>>()
+                    .join("&")
+            );
+            let body = match http.get(&url).send().await {
+                Ok(r) => r
+                    .bytes()
+                    .await
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok()),
+                Err(_) => None,
+            };
+            let Some(body) = body else {
+                left.push(format!("server{i}: /metrics/server did not answer"));
+                continue;
+            };
+            for (name, v) in names.iter().zip(sampler::gauges_of(&body, &names)) {
+                match v {
+                    Some(0.0) => {}
+                    Some(v) => left.push(format!(
+                        "server{i}: {name} = {v} with every app gone ({} s after the last)",
+                        limit.as_secs()
+                    )),
+                    None => left.push(format!("server{i}: no {name} in /metrics/server")),
+                }
+            }
+        }
+        if left.is_empty() || tokio::time::Instant::now() >= deadline || ctrl_c.is_cancelled() {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

@@ -1,0 +1,383 @@
+//! The generator apps. Each app: pick a server (the coordinator's assignment for every other
+//! app, round-robin otherwise), register, write small blocks over every partition, report and
+//! commit per map, `finishShuffle`, read back and verify every block, then unregister, or stay
+//! registered (with heartbeats) for the final re-verification.
+//!
+//! How an app is counted (see the module doc of `soak` for why):
+//! - **failed and retried**: any call failed before `finishShuffle` returned SUCCESS, or the
+//!   server was SIGKILLed while the app was writing (its memory is not covered). The app is run
+//!   again under a new id, as Spark retries the task, up to [`RETRIES`] times.
+//! - **acknowledged durable**: `finishShuffle` returned SUCCESS with no SIGKILL of the server
+//!   since registration. From then on every read that completes must return every block
+//!   intact; reads that fail on a transport error (a restart) are retried.
+//! - **lost** blocks: blocks of a durable app a completed read did not return (or a result
+//!   bitmap without them); **corrupt**: a block returned with other bytes or a bad CRC, or an
+//!   id that was never written, whatever the app's state.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::cluster::{Shared, COORDINATORS, SERVERS};
+use super::faults::Rng;
+use crate::bench::client::Transport;
+use crate::bench::driver::{self, Target, Verification, Workload};
+use crate::bench::payload::{Payloads, Shape};
+use crate::ids::BlockIdLayout;
+use crate::proto;
+
+/// Attempts after the first one for an app that fails before it is durable.
+pub const RETRIES: usize = 3;
+/// A durable app's read is retried this long while the server is restarting.
+const READ_PATIENCE: Duration = Duration::from_secs(120);
+/// Largest block: the payload pool is cut for it.
+pub const MAX_BLOCK: usize = 16 << 10;
+
+/// What the apps did, counted as they finish.
+#[derive(Default, Debug)]
+pub struct Counts {
+    /// Apps started (first attempts).
+    pub started: AtomicU64,
+    /// Apps whose blocks were all verified after finishShuffle.
+    pub verified: AtomicU64,
+    /// Attempts that failed before being durable and were run again.
+    pub failed_retried: AtomicU64,
+    /// Apps still failing after [`RETRIES`] retries (not a loss: nothing was acknowledged).
+    pub abandoned: AtomicU64,
+    /// Apps registered through the coordinator's assignment.
+    pub via_coordinator: AtomicU64,
+    /// Assignment requests that failed (a coordinator down), and fell back to round-robin.
+    pub coordinator_fallbacks: AtomicU64,
+    /// Blocks verified in all reads (including the final re-read).
+    pub blocks_verified: AtomicU64,
+    /// Blocks of durable apps not returned by a completed read.
+    pub lost: AtomicU64,
+    /// Blocks returned with wrong bytes, a wrong CRC or an unknown id.
+    pub corrupt: AtomicU64,
+    /// Durable apps whose read never completed within the patience window.
+    pub unreadable: AtomicU64,
+    /// Apps re-verified at the end or when evicted from the kept set.
+    pub reverified: AtomicU64,
+}
+
+/// A durable app kept registered for a later re-read.
+#[derive(Clone)]
+struct Kept {
+    node: usize,
+    workload: Workload,
+}
+
+/// The workload's shared state.
+pub struct Generator {
+    shared: Arc<Shared>,
+    payloads: Arc<Payloads>,
+    /// The counts.
+    pub counts: Counts,
+    /// First problems seen, for the report.
+    pub problems: Mutex<Vec<String>>,
+    kept: Mutex<Vec<Kept>>,
+    /// Apps registered now (id → server), heartbeated so none expires while waiting out a
+    /// restart or NO_BUFFER.
+    live: Mutex<HashMap<String, usize>>,
+    next_rr: AtomicUsize,
+    keep_share: f64,
+    keep_max: usize,
+    app_timeout: Duration,
+    run_id: String,
+}
+
+impl Generator {
+    /// A generator over `shared`'s servers.
+    pub fn new(
+        shared: Arc<Shared>,
+        keep_share: f64,
+        keep_max: usize,
+        app_timeout: Duration,
+    ) -> Arc<Generator> {
+        let run_id = format!(
+            "{}_{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_millis(),
+            std::process::id()
+        );
+        Arc::new(Generator {
+            shared,
+            payloads: Arc::new(Payloads::new(MAX_BLOCK)),
+            counts: Counts::default(),
+            problems: Mutex::new(Vec::new()),
+            kept: Mutex::new(Vec::new()),
+            live: Mutex::new(HashMap::new()),
+            next_rr: AtomicUsize::new(0),
+            keep_share,
+            keep_max,
+            app_timeout,
+            run_id,
+        })
+    }
+
+    fn problem(&self, p: String) {
+        eprintln!("spillway-bench soak: {p}");
+        let mut v = self.problems.lock();
+        if v.len() < 50 {
+            v.push(p);
+        }
+    }
+
+    fn target(&self, node: usize) -> Target {
+        Target {
+            grpc: self.shared.nodes[node].grpc,
+            netty: None,
+        }
+    }
+
+    /// Asks coordinator `c` for one server for the shuffle; the server's index.
+    async fn assign(&self, c: usize, app: &str, partitions: usize) -> anyhow::Result<usize> {
+        let ch = crate::bench::client::channel(self.shared.nodes[c].grpc).await?;
+        let mut client = proto::coordinator_server_client::CoordinatorServerClient::new(ch);
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            client.get_shuffle_assignments(proto::GetShuffleServerRequest {
+                application_id: app.to_owned(),
+                shuffle_id: 0,
+                partition_num: partitions as i32,
+                partition_num_per_range: 1,
+                data_replica: 1,
+                assignment_shuffle_server_number: 1,
+                ..Default::default()
+            }),
+        )
+        .await??
+        .into_inner();
+        anyhow::ensure!(
+            r.status == proto::StatusCode::Success as i32,
+            "getShuffleAssignments: status {} {}",
+            r.status,
+            r.ret_msg
+        );
+        let port = r
+            .assignments
+            .first()
+            .and_then(|a| a.server.first())
+            .map(|s| s.port)
+            .ok_or_else(|| anyhow::anyhow!("getShuffleAssignments: no server"))?;
+        self.shared
+            .nodes
+            .iter()
+            .position(|n| i32::from(n.grpc.port()) == port)
+            .ok_or_else(|| anyhow::anyhow!("assigned an unknown server port {port}"))
+    }
+
+    /// Runs app number `n` (drawn from `rng`) with its retries.
+    pub async fn app(self: Arc<Self>, n: u64, mut rng: Rng) {
+        self.counts.started.fetch_add(1, Ordering::Relaxed);
+        let block_size = (4 << 10) + rng.below(12 << 10) as usize + 1;
+        let shape = Shape {
+            maps: 2 + rng.below(4) as usize,
+            partitions: 4 + rng.below(12) as usize,
+            block_size: block_size.min(MAX_BLOCK),
+            blocks_per_partition: 1 + rng.below(4) as usize,
+            layout: BlockIdLayout::DEFAULT,
+        };
+        let keep = rng.unit() < self.keep_share;
+        // Map outputs wait in memory for the last map before the shuffle is finished, as a
+        // stage's reducers wait for its slowest map: this is the window a SIGKILL hits.
+        let pause = Duration::from_millis(rng.below(3000));
+        for attempt in 0..=RETRIES {
+            if attempt > 0 {
+                // A Spark task retry comes after the failed task is reported and rescheduled,
+                // not at once; 1, 2, 4 s lets a coordinator notice a stopped server.
+                tokio::time::sleep(Duration::from_secs(1 << (attempt - 1))).await;
+            }
+            let app = format!("soak_{}_{n}_{attempt}", self.run_id);
+            let node = if n.is_multiple_of(2) {
+                let c = (n / 2) as usize % COORDINATORS;
+                match self.assign(c, &app, shape.partitions).await {
+                    Ok(node) => {
+                        self.counts.via_coordinator.fetch_add(1, Ordering::Relaxed);
+                        node
+                    }
+                    Err(_) => {
+                        self.counts
+                            .coordinator_fallbacks
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.next_rr.fetch_add(1, Ordering::Relaxed) % SERVERS
+                    }
+                }
+            } else {
+                self.next_rr.fetch_add(1, Ordering::Relaxed) % SERVERS
+            };
+            let w = Workload {
+                shape,
+                app: app.clone(),
+                shuffle: 0,
+                request_bytes: 64 << 10,
+                concurrency: 2,
+                grpc_connections: 1,
+                read_size: 1 << 20,
+                backoff: Duration::from_millis(10),
+                transport: Transport::Grpc,
+            };
+            self.live.lock().insert(app.clone(), node);
+            let kills = self.shared.nodes[node].kills.load(Ordering::Relaxed);
+            let target = self.target(node);
+            let written = tokio::time::timeout(self.app_timeout, async {
+                driver::write(&target, &w, &self.payloads).await?;
+                tokio::time::sleep(pause).await;
+                driver::finish(&target, &w).await
+            })
+            .await;
+            let killed = self.shared.nodes[node].kills.load(Ordering::Relaxed) != kills;
+            match written {
+                Ok(Ok(_)) if !killed => {}
+                other => {
+                    // Not acknowledged as durable: as a Spark task, give up this attempt,
+                    // drop what the server holds of it and run again.
+                    self.counts.failed_retried.fetch_add(1, Ordering::Relaxed);
+                    let why = match other {
+                        Ok(Ok(_)) => "its server was SIGKILLed before finishShuffle".to_string(),
+                        Ok(Err(e)) => format!("{e:#}"),
+                        Err(_) => format!("not durable within {:?}", self.app_timeout),
+                    };
+                    eprintln!(
+                        "spillway-bench soak: t={:.1}s app {app} on server{node} failed and is retried: {why}",
+                        self.shared.now()
+                    );
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(10), driver::cleanup(&target, &w))
+                            .await;
+                    self.live.lock().remove(&app);
+                    continue;
+                }
+            }
+            if self.verify(node, &w).await {
+                self.counts.verified.fetch_add(1, Ordering::Relaxed);
+            }
+            if keep {
+                let evicted = {
+                    let mut kept = self.kept.lock();
+                    kept.push(Kept { node, workload: w });
+                    (kept.len() > self.keep_max).then(|| kept.remove(0))
+                };
+                if let Some(old) = evicted {
+                    self.reverify(old).await;
+                }
+            } else {
+                let _ = driver::cleanup(&target, &w).await;
+                self.live.lock().remove(&app);
+            }
+            return;
+        }
+        self.counts.abandoned.fetch_add(1, Ordering::Relaxed);
+        eprintln!("spillway-bench soak: app {n} abandoned after {RETRIES} retries");
+    }
+
+    /// Reads a durable app back, retrying reads that fail (a restarting server) for
+    /// [`READ_PATIENCE`]; counts lost and corrupt blocks of the first read that completes.
+    /// True when every block came back intact.
+    async fn verify(&self, node: usize, w: &Workload) -> bool {
+        let target = self.target(node);
+        let deadline = tokio::time::Instant::now() + READ_PATIENCE;
+        loop {
+            match tokio::time::timeout(
+                Duration::from_secs(60),
+                driver::read_verify(&target, w, &self.payloads),
+            )
+            .await
+            {
+                Ok(Ok((_, v))) => return self.account(node, w, v),
+                Ok(Err(e)) if tokio::time::Instant::now() >= deadline => {
+                    self.counts.unreadable.fetch_add(1, Ordering::Relaxed);
+                    self.problem(format!(
+                        "server{node} app {}: durable, but no read completed in {} s: {e:#}",
+                        w.app,
+                        READ_PATIENCE.as_secs()
+                    ));
+                    return false;
+                }
+                Err(_) if tokio::time::Instant::now() >= deadline => {
+                    self.counts.unreadable.fetch_add(1, Ordering::Relaxed);
+                    self.problem(format!("server{node} app {}: read hung", w.app));
+                    return false;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+    }
+
+    fn account(&self, node: usize, w: &Workload, v: Verification) -> bool {
+        self.counts
+            .blocks_verified
+            .fetch_add(v.blocks, Ordering::Relaxed);
+        // A result bitmap missing ids is a loss of the report, counted once per partition.
+        let lost = v.lost + v.bad_results;
+        self.counts.lost.fetch_add(lost, Ordering::Relaxed);
+        self.counts.corrupt.fetch_add(v.corrupt, Ordering::Relaxed);
+        if !v.ok() {
+            self.problem(format!(
+                "server{node} app {}: {} lost, {} corrupt, {} bad results: {:?}",
+                w.app, v.lost, v.corrupt, v.bad_results, v.problems
+            ));
+        }
+        v.ok()
+    }
+
+    async fn reverify(&self, k: Kept) {
+        self.verify(k.node, &k.workload).await;
+        self.counts.reverified.fetch_add(1, Ordering::Relaxed);
+        let _ = driver::cleanup(&self.target(k.node), &k.workload).await;
+        self.live.lock().remove(&k.workload.app);
+    }
+
+    /// Re-reads every kept app (the end of the run).
+    pub async fn reverify_all(&self) {
+        let kept = std::mem::take(&mut *self.kept.lock());
+        for k in kept {
+            self.reverify(k).await;
+        }
+    }
+
+    /// Sends `appHeartbeat` for every registered app every 5 s (as the client does every 10 s)
+    /// until `stop`, so apps waiting out a fault are not expired by the server.
+    pub async fn heartbeats(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let mut clients: HashMap<
+            SocketAddr,
+            proto::shuffle_server_client::ShuffleServerClient<tonic::transport::Channel>,
+        > = HashMap::new();
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            }
+            let apps: Vec<(String, usize)> = self
+                .live
+                .lock()
+                .iter()
+                .map(|(a, n)| (a.clone(), *n))
+                .collect();
+            for (app, node) in apps {
+                let addr = self.shared.nodes[node].grpc;
+                if let std::collections::hash_map::Entry::Vacant(slot) = clients.entry(addr) {
+                    let Ok(ch) = crate::bench::client::channel(addr).await else {
+                        continue;
+                    };
+                    slot.insert(proto::shuffle_server_client::ShuffleServerClient::new(ch));
+                }
+                if let Some(c) = clients.get_mut(&addr) {
+                    let req = proto::AppHeartBeatRequest { app_id: app };
+                    if tokio::time::timeout(Duration::from_secs(2), c.app_heartbeat(req))
+                        .await
+                        .map_or(true, |r| r.is_err())
+                    {
+                        clients.remove(&addr);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The chaos soak as every `cargo test` runs it, so the code cannot rot between the long runs:
+//! a 30-second soak of the debug binaries (3 servers, 2 embedded coordinators) with a fault
+//! every few seconds, through the real CLI. It must pass (no lost or corrupt block, no panic,
+//! every server back to zero memory, tickets and apps), log the faults it fired, and write
+//! the report, the CSV and one plot per resource. Slopes are printed but not judged: a
+//! 30-second window is shorter than the report's minimum. No timing is asserted.
+//!
+//! As root (CI) the data paths are tmpfs mounts and disks get filled; otherwise `--no-tmpfs`.
+
+use std::process::{Command, Stdio};
+
+const BENCH: &str = env!("CARGO_BIN_EXE_spillway-bench");
+const SERVER: &str = env!("CARGO_BIN_EXE_spillway");
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("Uid:"))?;
+            line.split_whitespace().nth(2).map(|e| e == "0")
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn short_soak_with_faults_passes_and_writes_its_report() {
+    let out = tempfile::TempDir::new().unwrap();
+    let mut cmd = Command::new(BENCH);
+    cmd.args(["soak", "--server-bin", SERVER])
+        .args([
+            "--duration",
+            "30s",
+            "--fault-interval",
+            "4s",
+            "--fault-hold",
+            "3s",
+        ])
+        .args(["--rate", "3", "--seed", "7"])
+        .arg("--out")
+        .arg(out.path())
+        .stdin(Stdio::null());
+    if !is_root() {
+        cmd.arg("--no-tmpfs");
+    }
+    let run = cmd.output().expect("spillway-bench runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(run.status.success(), "exit {:?}:\n{text}", run.status);
+    assert!(text.contains("### Verdict: PASS"), "{text}");
+    // The seed's schedule fires faults in the 30 s (10 s in, until 13 s before the end).
+    let faults: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("### Faults ("))
+        .and_then(|l| l.trim_end_matches(')').parse().ok())
+        .expect("fault log header");
+    assert!(faults > 0, "no fault fired:\n{text}");
+    // Apps were verified, and none was lost.
+    let row = text
+        .lines()
+        .skip_while(|l| !l.starts_with("| apps started"))
+        .nth(2)
+        .expect("app counts row");
+    let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+    assert!(cells[1].parse::<u64>().unwrap() > 0, "{row}");
+    assert_eq!(&cells[7..10], &["0", "0", "0"], "{row}");
+    let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
+    assert!(report.contains("#### server2"), "{report}");
+    let csv = std::fs::read_to_string(out.path().join("samples.csv")).unwrap();
+    assert!(csv.lines().count() > 30, "{csv}");
+    for name in [
+        "rss",
+        "fds",
+        "threads",
+        "used_buffer_size",
+        "allocated_buffer_size",
+        "require_buffer_count",
+        "app_num_with_node",
+        "journal_bytes",
+    ] {
+        let svg = std::fs::read_to_string(out.path().join(format!("{name}.svg"))).unwrap();
+        assert!(svg.contains("<polyline"), "{name}.svg has no line");
+    }
+}
