@@ -7,12 +7,16 @@
 #
 #   bash benches/realclient.sh [--presets "64k 1m small spill"] [--planes "GRPC GRPC_NETTY"]
 #                              [--scale N] [--servers "spillway discard"] [--keep] [--no-build]
+#                              [--profile DIR [--profile-seconds 20]]
 #
 # --scale multiplies every preset's total (default 1: the whole run is about 6-9 minutes on a
 # 2-core machine). Per run: server CPU-seconds (utime + stime of /proc/PID/stat, before and after
 # the client) per GB moved (payload written + payload read back; 10^9 bytes), and peak RSS
 # (VmHWM of /proc/PID/status; every run starts a fresh server). Prints a markdown table at the end.
-# Exit code 1 when any run failed to verify.
+# Exit code 1 when any run failed to verify. --profile: for each Spillway run, a CPU flamegraph of
+# the server over the first N seconds of the client's run, from its own pprof endpoint
+# (/debug/pprof/flamegraph, loopback passes the admin guard), saved as
+# DIR/realclient-<preset>-<plane>.svg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -23,6 +27,8 @@ SERVERS="spillway discard"
 SCALE=1
 KEEP=0
 BUILD=1
+PROFILE_DIR=""
+PROFILE_SECONDS=20
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --presets) PRESETS=$2; shift ;;
@@ -31,6 +37,8 @@ while [[ $# -gt 0 ]]; do
     --scale) SCALE=$2; shift ;;
     --keep) KEEP=1 ;;
     --no-build) BUILD=0 ;;
+    --profile) PROFILE_DIR=$2; shift ;;
+    --profile-seconds) PROFILE_SECONDS=$2; shift ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "realclient.sh: unknown option $1" >&2; exit 2 ;;
   esac
@@ -105,6 +113,7 @@ start_server() {
   local kind=$1 cap=$2 dir=$3
   GRPC_PORT=$(free_port)
   NETTY_PORT=$(free_port)
+  HTTP_PORT=$(free_port)
   mkdir -p "$dir/data"
   if [[ $kind == spillway ]]; then
     cat >"$dir/config.toml" <<EOF
@@ -121,7 +130,7 @@ data_paths = ["$dir/data"]
 disk_high_watermark = 1.0
 disk_low_watermark = 0.99
 [metrics]
-http_port = $(free_port)
+http_port = $HTTP_PORT
 [coordinator]
 enabled = false
 EOF
@@ -163,12 +172,22 @@ for preset_name in $PRESETS; do
       [[ $kind == discard ]] && read_opt=false
       log "$preset_name $plane $kind: ClientBench $args (server pid $SERVER_PID)"
       c0=$(cpu_ticks "$SERVER_PID")
+      prof_pid=""
+      if [[ -n $PROFILE_DIR && $kind == spillway ]]; then
+        mkdir -p "$PROFILE_DIR"
+        curl -sf -o "$PROFILE_DIR/realclient-$preset_name-${plane,,}.svg" \
+          "http://127.0.0.1:$HTTP_PORT/debug/pprof/flamegraph?seconds=$PROFILE_SECONDS" &
+        prof_pid=$!
+      fi
       rc=0
       # shellcheck disable=SC2086
       timeout -k 10 900 java "${JAVA_OPTS[@]}" -cp "$CP" io.spillway.sparktest.ClientBench \
         --grpc-port "$GRPC_PORT" --netty-port "$NETTY_PORT" --client-type "$plane" \
         --read "$read_opt" $args >"$dir/client.out" 2>"$dir/client.log" || rc=$?
       c1=$(cpu_ticks "$SERVER_PID")
+      if [[ -n $prof_pid ]]; then
+        wait "$prof_pid" || log "profile of $preset_name $plane failed"
+      fi
       hwm=$(hwm_kib "$SERVER_PID")
       stop_server
       result=$(grep '^RESULT' "$dir/client.out" || true)
