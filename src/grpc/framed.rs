@@ -289,10 +289,10 @@ async fn decode<T: Message + Default>(
 }
 
 /// [`decode`] with a decoder of its own (a send's, [`frames::decode_send`]).
-async fn decode_with<T>(
+async fn decode_with<T, E: std::fmt::Display>(
     req: http::Request<Body>,
     max_request: usize,
-    decoder: fn(Frames) -> Result<T, prost::DecodeError>,
+    decoder: fn(Frames) -> Result<T, E>,
 ) -> Result<Request<T>, Status> {
     let (parts, body) = req.into_parts();
     let mut frames = Frames::collect(body, max_request).await?;

@@ -29,9 +29,38 @@ use crate::proto;
 /// `SendShuffleDataRequest.shuffleData`'s field number.
 const SHUFFLE_DATA_FIELD: u32 = 4;
 
+/// Why a send's body is not a `SendShuffleDataRequest`.
+#[derive(Debug)]
+pub(crate) enum SendDecodeError {
+    /// What prost found.
+    Prost(DecodeError),
+    /// A partition's message claims more bytes than the body has left.
+    PartitionLength { claimed: u64, left: usize },
+}
+
+impl From<DecodeError> for SendDecodeError {
+    fn from(e: DecodeError) -> Self {
+        SendDecodeError::Prost(e)
+    }
+}
+
+impl std::fmt::Display for SendDecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendDecodeError::Prost(e) => e.fmt(f),
+            SendDecodeError::PartitionLength { claimed, left } => write!(
+                f,
+                "shuffleData of {claimed} bytes, but {left} bytes are left in the message"
+            ),
+        }
+    }
+}
+
 /// Decodes a `sendShuffleData` request from its frames, each partition's payloads in one
 /// allocation of their own (see the module doc). Any other field goes to prost as it is.
-pub(crate) fn decode_send(mut frames: Frames) -> Result<proto::SendShuffleDataRequest, DecodeError> {
+pub(crate) fn decode_send(
+    mut frames: Frames,
+) -> Result<proto::SendShuffleDataRequest, SendDecodeError> {
     let mut request = proto::SendShuffleDataRequest::default();
     while frames.has_remaining() {
         let (tag, wire_type) = decode_key(&mut frames)?;
@@ -43,7 +72,12 @@ pub(crate) fn decode_send(mut frames: Frames) -> Result<proto::SendShuffleDataRe
         // Checked before anything is allocated: a length past the body is a lie.
         let len = match usize::try_from(len) {
             Ok(len) if len <= frames.remaining => len,
-            _ => return Err(DecodeError::new("buffer underflow")),
+            _ => {
+                return Err(SendDecodeError::PartitionLength {
+                    claimed: len,
+                    left: frames.remaining,
+                })
+            }
         };
         // The message's length bounds its payloads' (the rest is a few bytes of fields per
         // block), so every payload of the partition fits.
@@ -297,7 +331,13 @@ mod tests {
         // field 4, length-delimited, length 2^40, then 3 bytes
         let body = [0x22, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 1, 2, 3];
         let (frames, _) = split(&body, 4);
-        assert!(decode_send(frames).is_err());
+        assert!(matches!(
+            decode_send(frames),
+            Err(SendDecodeError::PartitionLength {
+                claimed: 0x100_0000_0000,
+                left: 3
+            })
+        ));
     }
 
     #[test]
