@@ -61,7 +61,8 @@ import org.apache.uniffle.common.util.ChecksumUtils;
  * {@code var} from {@code getShuffleResult}'s return type and new ones made like it.
  *
  * <p>Output: "RESULT key=value ..." (GB/s are 10^9 bytes of payload per second), then
- * "PASS clientbench" or "FAIL clientbench: reason"; exit code 0 only on PASS.
+ * "PASS label" or "FAIL label: reason" (label: {@code --label}, default clientbench); exit code 0
+ * only on PASS.
  */
 public final class ClientBench {
   private static final int SHUFFLE_ID = 0;
@@ -107,7 +108,7 @@ public final class ClientBench {
       rc = new ClientBench(opts).run();
     } catch (Throwable t) {
       t.printStackTrace();
-      System.out.println("FAIL clientbench: " + t);
+      System.out.println("FAIL " + opts.getOrDefault("label", "clientbench") + ": " + t);
       rc = 1;
     }
     System.out.flush();
@@ -123,7 +124,7 @@ public final class ClientBench {
             + " [--client-type GRPC|GRPC_NETTY] [--maps 16] [--partitions 16]"
             + " [--block-size 64k | 4k-16k] [--total 512m] [--concurrency 8]"
             + " [--request-size 16m] [--read-size 14m] [--read-concurrency 2]"
-            + " [--commit false] [--read true] [--app-id ID]");
+            + " [--commit false] [--read true] [--app-id ID] [--label clientbench]");
     System.exit(2);
   }
 
@@ -314,7 +315,7 @@ public final class ClientBench {
     writeClient.unregisterShuffle(appId);
     writeClient.close();
     System.out.println(result);
-    System.out.println("PASS clientbench");
+    System.out.println("PASS " + opt("label", "clientbench"));
     return 0;
   }
 
