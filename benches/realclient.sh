@@ -8,15 +8,23 @@
 #   bash benches/realclient.sh [--presets "64k 1m small spill"] [--planes "GRPC GRPC_NETTY"]
 #                              [--scale N] [--servers "spillway discard"] [--keep] [--no-build]
 #                              [--profile DIR [--profile-seconds 20]]
+#                              [--spillway-bins "before=/path/spillway after=target/release/spillway"]
 #
-# --scale multiplies every preset's total (default 1: the whole run is about 6-9 minutes on a
-# 2-core machine). Per run: server CPU-seconds (utime + stime of /proc/PID/stat, before and after
-# the client) per GB moved (payload written + payload read back; 10^9 bytes), and peak RSS
-# (VmHWM of /proc/PID/status; every run starts a fresh server). Prints a markdown table at the end.
-# Exit code 1 when any run failed to verify. --profile: for each Spillway run, a CPU flamegraph of
-# the server over the first N seconds of the client's run, from its own pprof endpoint
-# (/debug/pprof/flamegraph, loopback passes the admin guard), saved as
-# DIR/realclient-<preset>-<plane>.svg.
+# Per run: server CPU-seconds (utime + stime of /proc/PID/stat, before and after the client) per
+# GB moved (payload written + payload read back; 10^9 bytes), and peak RSS (VmHWM of
+# /proc/PID/status; every run starts a fresh server). Prints a markdown table at the end; exit
+# code 1 when any run failed to verify.
+#
+# --scale N        multiplies every preset's total (default 1: about 6-9 minutes on 2 cores)
+# --spillway-bins  several Spillway builds side by side in one run, labelled in the table
+#                  (default: target/release/spillway as "spillway")
+# --profile DIR    for each Spillway run, a CPU flamegraph of the server over the first N seconds
+#                  of the client's run from its own pprof endpoint (/debug/pprof/flamegraph;
+#                  loopback passes the admin guard): DIR/realclient-<preset>-<plane>-<build>.svg;
+#                  with perf installed also the server's top symbols, kernel included, over the
+#                  whole client run (.perf.txt), and its flamegraph (.perf.svg, drawn by
+#                  benches/perf_flamegraph.py). Profiled runs carry the profilers' own cost:
+#                  take figures from runs without --profile.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -29,6 +37,7 @@ KEEP=0
 BUILD=1
 PROFILE_DIR=""
 PROFILE_SECONDS=20
+SPILLWAY_BINS="spillway=target/release/spillway"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --presets) PRESETS=$2; shift ;;
@@ -39,7 +48,8 @@ while [[ $# -gt 0 ]]; do
     --no-build) BUILD=0 ;;
     --profile) PROFILE_DIR=$2; shift ;;
     --profile-seconds) PROFILE_SECONDS=$2; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --spillway-bins) SPILLWAY_BINS=$2; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "realclient.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -115,7 +125,7 @@ start_server() {
   NETTY_PORT=$(free_port)
   HTTP_PORT=$(free_port)
   mkdir -p "$dir/data"
-  if [[ $kind == spillway ]]; then
+  if [[ $kind != discard ]]; then
     cat >"$dir/config.toml" <<EOF
 store_type = "MEMORY_LOCALFILE"
 grpc_port = $GRPC_PORT
@@ -134,7 +144,7 @@ http_port = $HTTP_PORT
 [coordinator]
 enabled = false
 EOF
-    RUST_LOG=${SPILLWAY_LOG:-warn} target/release/spillway --config "$dir/config.toml" \
+    RUST_LOG=${SPILLWAY_LOG:-warn} "${BIN[$kind]}" --config "$dir/config.toml" \
       >"$dir/server.log" 2>&1 &
   else
     target/release/spillway-bench discard --grpc-port "$GRPC_PORT" --netty-port "$NETTY_PORT" \
@@ -152,6 +162,20 @@ stop_server() {
 
 field() { { grep -o "$1=[0-9.]*" <<<"$2" || true; } | head -1 | cut -d= -f2; }
 
+# Server kinds of a run: each Spillway build by its label, then the discard server.
+declare -A BIN
+KINDS=()
+for k in $SERVERS; do
+  if [[ $k == spillway ]]; then
+    for b in $SPILLWAY_BINS; do
+      BIN[${b%%=*}]=${b#*=}
+      KINDS+=("${b%%=*}")
+    done
+  else
+    KINDS+=("$k")
+  fi
+done
+
 ROWS=()
 FAILED=0
 n=0
@@ -163,7 +187,7 @@ for preset_name in $PRESETS; do
   total="$(awk -v m="$mib" -v s="$SCALE" 'BEGIN { printf "%d", m * s }')m"
   args="${args/--total-mib $mib/--total $total}"
   for plane in $PLANES; do
-    for kind in $SERVERS; do
+    for kind in "${KINDS[@]}"; do
       n=$((n + 1))
       dir="$WORK/$n-$preset_name-$plane-$kind"
       mkdir -p "$dir"
@@ -173,11 +197,17 @@ for preset_name in $PRESETS; do
       log "$preset_name $plane $kind: ClientBench $args (server pid $SERVER_PID)"
       c0=$(cpu_ticks "$SERVER_PID")
       prof_pid=""
-      if [[ -n $PROFILE_DIR && $kind == spillway ]]; then
+      if [[ -n $PROFILE_DIR && $kind != discard ]]; then
         mkdir -p "$PROFILE_DIR"
-        curl -sf -o "$PROFILE_DIR/realclient-$preset_name-${plane,,}.svg" \
-          "http://127.0.0.1:$HTTP_PORT/debug/pprof/flamegraph?seconds=$PROFILE_SECONDS" &
+        curl -sf -o "$PROFILE_DIR/realclient-$preset_name-${plane,,}-$kind.svg" \
+          "http://127.0.0.1:$HTTP_PORT/debug/pprof/flamegraph?seconds=$PROFILE_SECONDS&frequency=997" &
         prof_pid=$!
+        if command -v perf >/dev/null; then
+          # The kernel's share too (the pprof flamegraph sees user space only): perf's own
+          # sampling of the server, reported as text next to the SVG.
+          perf record -q -F 299 --call-graph dwarf,16384 -o "$dir/perf.data" -p "$SERVER_PID" 2>"$dir/perf.log" &
+          perf_pid=$!
+        fi
       fi
       rc=0
       # shellcheck disable=SC2086
@@ -187,6 +217,16 @@ for preset_name in $PRESETS; do
       c1=$(cpu_ticks "$SERVER_PID")
       if [[ -n $prof_pid ]]; then
         wait "$prof_pid" || log "profile of $preset_name $plane failed"
+        if [[ -n ${perf_pid:-} ]]; then
+          kill -INT "$perf_pid" 2>/dev/null || true
+          wait "$perf_pid" 2>/dev/null || true
+          perf report -i "$dir/perf.data" --no-children --sort dso,sym --stdio 2>/dev/null \
+            | grep -E '^ +[0-9]' | head -n 60 >"$PROFILE_DIR/realclient-$preset_name-${plane,,}-$kind.perf.txt" || true
+          perf script -i "$dir/perf.data" 2>/dev/null \
+            | python3 benches/perf_flamegraph.py "$preset_name $plane $kind: Spillway server" \
+              >"$PROFILE_DIR/realclient-$preset_name-${plane,,}-$kind.perf.svg" || true
+          perf_pid=""
+        fi
       fi
       hwm=$(hwm_kib "$SERVER_PID")
       stop_server
