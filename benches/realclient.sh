@@ -15,7 +15,7 @@
 # /proc/PID/status; every run starts a fresh server). Prints a markdown table at the end; exit
 # code 1 when any run failed to verify.
 #
-# --scale N        multiplies every preset's total (default 1: about 6-9 minutes on 2 cores)
+# --scale N        multiplies every preset's total (default 1: about 3 minutes on 2 cores)
 # --spillway-bins  several Spillway builds side by side in one run, labelled in the table
 #                  (default: target/release/spillway as "spillway")
 # --profile DIR    for each Spillway run, a CPU flamegraph of the server over the first N seconds
