@@ -55,6 +55,12 @@ import org.apache.uniffle.common.util.ChecksumUtils;
  * is a slice of a seeded pool chosen by the id. Every block is checked: id expected for the
  * partition and seen once, length, bytes; and the count. The client itself checks each CRC.
  *
+ * <p>Sources: the client API as the 0.9.2 jar has it ({@code javap}: the
+ * {@code ShuffleClientFactory} builders, {@code ShuffleBlockInfo}'s constructor); the reader's
+ * builder calls as RssShuffleReader (client-spark/spark3) makes them, read in a version newer
+ * than 0.10 (its extra builder calls, e.g. readCostTracker, do not exist in 0.9); the send size
+ * limit from RssSparkConfig of 0.9.
+ *
  * <p>The client's Roaring bitmap class is shaded under a different package per release (0.9.0:
  * org.apache.uniffle.org.roaringbitmap, 0.9.2: org.apache.uniffle.shaded.org.roaringbitmap), and
  * the harness compiles this class against each; so it is never named: bitmaps are typed by
