@@ -12,7 +12,7 @@
 //! sees no difference; a test checks that byte for byte.
 //!
 //! Sends: requests are decoded from the received frames ([`Frames`]), each payload copied once
-//! into an allocation of its own size, where tonic would join the frames and the memory tier
+//! into one allocation per partition, where tonic would join the frames and the memory tier
 //! would then compact the payloads out of the joined buffer.
 //!
 //! Requests that are not plain gRPC (a `grpc-encoding` other than identity, a non-gRPC
@@ -33,7 +33,7 @@ use tonic::metadata::MetadataMap;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
-use super::frames::Frames;
+use super::frames::{self, Frames};
 use super::{ShuffleService, MAX_RESPONSE_SIZE};
 use crate::memory::ReadPermit;
 use crate::proto::{self, shuffle_server_server::ShuffleServerServer};
@@ -247,8 +247,9 @@ impl tower_service::Service<http::Request<Body>> for ShuffleRoutes {
                     Err(status) => Err(status),
                 }
                 .map(|r| respond(r, max_response)),
-                // Payloads decoded from the frames are right-sized allocations already.
-                Route::Send => match decode(req, max_request).await {
+                // Payloads decoded from the frames are in one allocation per partition
+                // already, with nothing to compact.
+                Route::Send => match decode_with(req, max_request, frames::decode_send).await {
                     Ok(req) => service.send_data(req, Payloads::Owned),
                     Err(status) => Err(status),
                 }
@@ -284,11 +285,20 @@ async fn decode<T: Message + Default>(
     req: http::Request<Body>,
     max_request: usize,
 ) -> Result<Request<T>, Status> {
+    decode_with(req, max_request, T::decode).await
+}
+
+/// [`decode`] with a decoder of its own (a send's, [`frames::decode_send`]).
+async fn decode_with<T, E: std::fmt::Display>(
+    req: http::Request<Body>,
+    max_request: usize,
+    decoder: fn(Frames) -> Result<T, E>,
+) -> Result<Request<T>, Status> {
     let (parts, body) = req.into_parts();
     let mut frames = Frames::collect(body, max_request).await?;
     frames.unframe()?;
-    let message = T::decode(frames)
-        .map_err(|e| Status::internal(format!("failed to decode request: {e}")))?;
+    let message =
+        decoder(frames).map_err(|e| Status::internal(format!("failed to decode request: {e}")))?;
     Ok(Request::from_parts(
         MetadataMap::from_headers(parts.headers),
         parts.extensions,

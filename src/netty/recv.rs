@@ -1,15 +1,22 @@
-//! Receives a send (type 3) off the socket while it is decoded, so that every block payload is
-//! read by the kernel straight into an allocation of exactly its size. Nothing is compacted
-//! afterwards and no small block can pin a large receive buffer: the socket-to-memory copy is
-//! the only one a Netty block ever gets before it is spilled.
+//! Receives a send (type 3) off the socket while it is decoded, so that every block payload
+//! ends up in an allocation of exactly its size. Nothing is compacted afterwards and no small
+//! block can pin a large receive buffer.
 //!
-//! Fields between payloads are read in small pieces into the connection's buffer. A piece may
-//! run into the next payload; those few bytes are moved into the payload's own buffer, so a
-//! payload byte is copied in user space at most once, and only near a field.
+//! Payloads above [`SMALL_PAYLOAD`] are read by the kernel straight into their allocation: the
+//! socket-to-memory copy is the only one such a block gets before it is spilled. Fields between
+//! payloads are read in small pieces into the connection's buffer; a piece may run into the
+//! next payload, and those few bytes are moved into the payload's own buffer.
+//!
+//! Small payloads go through the connection's buffer instead, read ahead [`SMALL_READ`] bytes
+//! at a time, and are copied out of it. Reading each straight into its allocation cost one
+//! `recv` per block, and two when the fields' read ran into it: with the real client's 4-16 KiB
+//! blocks (benches/README "Round 6") a 16 MiB send took some 3,000 system calls, each with its
+//! wake-up. A memcpy of a few KiB is cheaper than a system call, and either way a payload byte
+//! is copied in user space at most once.
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
@@ -18,6 +25,14 @@ use super::frame::{FrameError, Source};
 /// Most bytes read ahead for fields: enough for the fields of many small blocks in one
 /// system call, little enough that few payload bytes pass through the connection's buffer.
 const FIELDS_READ: usize = 4 << 10;
+
+/// Payloads up to this size are copied out of the connection's buffer rather than read into
+/// their own allocation by a system call of their own.
+const SMALL_PAYLOAD: usize = 16 << 10;
+
+/// Bytes read ahead at a time while small payloads are taken from the connection's buffer:
+/// the fields and payloads of several small blocks per system call.
+const SMALL_READ: usize = 64 << 10;
 
 /// The message of one frame being received: what has been buffered, what is still on the
 /// socket.
@@ -126,6 +141,21 @@ impl Source for Receiver<'_> {
         if n > self.left {
             return Err(self.overrun(field, n));
         }
+        if n <= SMALL_PAYLOAD {
+            while self.buffer.len() < n {
+                let max = (n - self.buffer.len())
+                    .max(SMALL_READ)
+                    .min(self.unbuffered());
+                self.buffer.reserve(max);
+                self.socket.read(self.buffer, max).await?;
+            }
+            self.left -= n;
+            // A copy, not `split_to(n).freeze()`: a slice would keep the connection's buffer
+            // alive for as long as the block is stored.
+            let data = Bytes::copy_from_slice(&self.buffer[..n]);
+            self.buffer.advance(n);
+            return Ok(data);
+        }
         let mut data = BytesMut::with_capacity(n);
         let buffered = self.buffer.len().min(n);
         data.extend_from_slice(&self.buffer.split_to(buffered));
@@ -143,7 +173,7 @@ mod tests {
     use super::*;
     use crate::netty::frame::{Header, HEADER_LEN};
     use crate::netty::messages::{decode_send, Request, SendBlock, SendRequest};
-    use bytes::Buf;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::AsyncWriteExt;
     use tokio::net::TcpListener;
 
@@ -219,6 +249,51 @@ mod tests {
                 server.read_buf(&mut buffer).await.unwrap();
             }
             assert_eq!(&buffer[..], &next[..], "the next frame is left whole");
+        }
+    }
+
+    /// Small payloads share system calls: a send of 16 blocks of 4 KiB, already on the socket
+    /// when decoding starts, is read in a few reads (one per block and more before), each
+    /// payload in an allocation of its own, not a slice of the connection's buffer.
+    #[tokio::test]
+    async fn small_payloads_share_reads_and_own_their_bytes() {
+        let request = send(&[4096; 8]);
+        let wire = Request::Send(request.clone()).encode();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        // About 70 KiB: fits loopback's socket buffers, so the whole send is queued before the
+        // first read.
+        client.write_all(&wire).await.unwrap();
+        let mut buffer = BytesMut::new();
+        while buffer.len() < HEADER_LEN {
+            server.read_buf(&mut buffer).await.unwrap();
+        }
+        let header = Header::parse(&buffer, usize::MAX).unwrap();
+        buffer.advance(HEADER_LEN);
+        let reads = AtomicUsize::new(0);
+        let touch = || {
+            reads.fetch_add(1, Ordering::Relaxed);
+        };
+        let mut rx = Receiver::new(
+            &mut server,
+            &mut buffer,
+            header.msg_len,
+            Duration::from_secs(10),
+            &touch,
+        );
+        let got = decode_send(&mut rx).await.unwrap();
+        rx.skip_rest(header.body_len).await.unwrap();
+        assert_eq!(got, request);
+        let reads = reads.load(Ordering::Relaxed);
+        assert!(reads <= 4, "{reads} reads for 16 small payloads");
+        for (_, blocks) in got.partitions {
+            for block in blocks {
+                // `try_into_mut` succeeds only for the sole owner of a whole allocation.
+                assert!(block.data.try_into_mut().is_ok(), "a payload is a slice");
+            }
         }
     }
 

@@ -10,6 +10,8 @@
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
 #   --no-replica          skip the two-server replica job
 #   --no-restart          skip the upgrade job (the server is replaced by --takeover mid-read)
+#   --no-clientbench      skip the clientbench job (ClientBench, benches/realclient.sh's driver, at
+#                         a tiny size on one server, per client type)
 #   --no-cluster          skip the cluster job (two coordinators, replica 3: SIGKILL, coordinator
 #                         fail-over, decommission)
 #   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC GRPC_NETTY";
@@ -58,6 +60,7 @@ VANILLA_ONLY=0
 REPLICA=1
 RESTART=1
 CLUSTER=1
+CLIENTBENCH=1
 KEEP=0
 HDFS=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
@@ -69,11 +72,12 @@ while [[ $# -gt 0 ]]; do
     --no-replica) REPLICA=0 ;;
     --no-restart) RESTART=0 ;;
     --no-cluster) CLUSTER=0 ;;
+    --no-clientbench) CLIENTBENCH=0 ;;
     --client-types) CLIENT_TYPES=$2; shift ;;
     --keep) KEEP=1 ;;
     --no-hdfs) HDFS=0 ;;
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
-    -h|--help) sed -n '2,44p' "$HERE/run.sh"; exit 0 ;;
+    -h|--help) sed -n '2,46p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -440,6 +444,33 @@ stop_cluster() {
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
   PIDS=()
+}
+
+# ---- clientbench job ----------------------------------------------------------------------------
+
+# clientbench_job: a tiny run of benches/realclient.sh's driver (ClientBench: the released client's
+# ShuffleWriteClient / ShuffleReadClient without Spark) on one server without a coordinator, so the
+# benchmark cannot rot. 32 MiB of 4-16 KiB blocks through a 16 MiB memory store: the writes spill
+# and the reads come from files and memory; every block is verified.
+clientbench_job() {
+  local ver=$BASE_VER name="clientbench-$BASE_VER-$CLIENT_TYPE" rc=0
+  phase "clientbench (client API, no Spark), client $ver, $CLIENT_TYPE"
+  local netty
+  netty=$(free_port)
+  if SERVER_NETTY_PORT=$netty SERVER_MEMORY=16M start_server "cb_${CLIENT_TYPE}" "$(free_port)" 0 ""; then
+    local addr_var="cb_${CLIENT_TYPE}_ADDR"
+    local out="$WORK/$name.out"
+    bg_wait "$out" "$WORK/$name.log" timeout -k 15 300 java "${JAVA_OPTS[@]}" -cp "$(java_cp "$ver")" \
+      io.spillway.sparktest.ClientBench --grpc-port "${!addr_var##*:}" --netty-port "$netty" \
+      --client-type "$CLIENT_TYPE" --label "$name" --total 32m --maps 4 --partitions 8 \
+      --block-size 4k-16k --concurrency 4 --request-size 1m --read-size 1m || rc=$?
+    cat "$out"
+    count_results "$out" "$rc" "$name"
+  else
+    fail "$name: server did not start"
+  fi
+  stop_cluster
+  phase_done
 }
 
 # ---- cluster job -------------------------------------------------------------------------------
@@ -874,6 +905,10 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
       stop_cluster
       phase_done
     done
+
+    if [[ $CLIENTBENCH == 1 ]]; then
+      clientbench_job
+    fi
 
     if [[ $REPLICA == 1 ]]; then
       ver=$BASE_VER
