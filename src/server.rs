@@ -134,18 +134,8 @@ pub async fn start(config: Config) -> Result<Running> {
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
     // Key material before anything else starts, so a bad keystore stops start-up at once.
-    let https = match &config.metrics.https {
-        Some(https) => {
-            let tls = crate::http::tls::server_config(https).map_err(Error::Startup)?;
-            let listener = crate::http::bind(SocketAddr::new(bind.ip(), https.port), takeover)?;
-            let addr = listener
-                .local_addr()
-                .map_err(|e| Error::Startup(format!("local address of the HTTPS port: {e}")))?;
-            Some((listener, addr, tls))
-        }
-        None => None,
-    };
-    let https_addr = https.as_ref().map(|(_, addr, _)| *addr);
+    let https = crate::http::bind_https(config.metrics.https.as_ref(), bind.ip(), takeover)?;
+    let https_addr = https.as_ref().map(|h| h.addr);
     let mut transport_tags = vec![crate::tasks::heartbeat::TAG_GRPC.to_owned()];
     if netty_addr.is_some() {
         transport_tags.push(crate::tasks::heartbeat::TAG_GRPC_NETTY.to_owned());
@@ -617,31 +607,10 @@ pub async fn start(config: Config) -> Result<Running> {
             })
         }),
     }));
-    if let Some((listener, _, tls)) = https {
-        tracker.spawn(crate::http::serve_tls(
-            listener,
-            tls,
-            http.clone(),
-            late_stop.clone(),
-        ));
-    }
-    tracker.spawn(crate::http::serve(http_listener, http, late_stop.clone()));
-    if let Some(endpoint) = &config.metrics.push_gateway_endpoint {
-        crate::tasks::push_gateway::spawn(
-            Arc::clone(&metrics),
-            crate::tasks::push_gateway::PushOptions {
-                endpoint: endpoint.clone(),
-                job: config.metrics.push_gateway_job.clone(),
-                grouping: config.metrics.grouping_key(),
-                interval: config.metrics.push_interval,
-                timeout: config.metrics.push_timeout,
-                reconfigured: Some(runtime.subscribe()),
-            },
-            server_id.clone(),
-            late_stop.clone(),
-            &tracker,
-        )?;
-    }
+    crate::http::spawn(&tracker, http_listener, https, http, &late_stop);
+    crate::tasks::push_gateway::spawn_configured(
+        &metrics, &config, &runtime, &server_id, &late_stop, &tracker,
+    )?;
     crate::tasks::heartbeat::spawn(
         Arc::clone(&registry),
         local.clone(),

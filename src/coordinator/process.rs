@@ -69,18 +69,8 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
         .local_addr()
         .map_err(|e| Error::Startup(format!("local address of the HTTP port: {e}")))?;
     // Key material before anything starts, so a bad keystore stops start-up at once.
-    let https = match &config.metrics.https {
-        Some(https) => {
-            let tls = crate::http::tls::server_config(https).map_err(Error::Startup)?;
-            let listener = crate::http::bind(SocketAddr::new(ip, https.port), takeover)?;
-            let addr = listener
-                .local_addr()
-                .map_err(|e| Error::Startup(format!("local address of the HTTPS port: {e}")))?;
-            Some((listener, addr, tls))
-        }
-        None => None,
-    };
-    let https_addr = https.as_ref().map(|(_, addr, _)| *addr);
+    let https = crate::http::bind_https(config.metrics.https.as_ref(), ip, takeover)?;
+    let https_addr = https.as_ref().map(|h| h.addr);
     let host = config
         .worker_ip
         .clone()
@@ -164,31 +154,10 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
         },
         &config,
     );
-    if let Some((listener, _, tls)) = https {
-        tracker.spawn(crate::http::serve_tls(
-            listener,
-            tls,
-            http.clone(),
-            late_stop.clone(),
-        ));
-    }
-    tracker.spawn(crate::http::serve(http_listener, http, late_stop.clone()));
-    if let Some(endpoint) = &config.metrics.push_gateway_endpoint {
-        crate::tasks::push_gateway::spawn(
-            Arc::clone(&metrics),
-            crate::tasks::push_gateway::PushOptions {
-                endpoint: endpoint.clone(),
-                job: config.metrics.push_gateway_job.clone(),
-                grouping: config.metrics.grouping_key(),
-                interval: config.metrics.push_interval,
-                timeout: config.metrics.push_timeout,
-                reconfigured: Some(runtime.subscribe()),
-            },
-            id.clone(),
-            late_stop.clone(),
-            &tracker,
-        )?;
-    }
+    crate::http::spawn(&tracker, http_listener, https, http, &late_stop);
+    crate::tasks::push_gateway::spawn_configured(
+        &metrics, &config, &runtime, &id, &late_stop, &tracker,
+    )?;
     tracing::info!(%grpc_addr, %http_addr, ?https_addr, coordinator_id = %id, "spillway coordinator listening");
     Ok(RunningCoordinator {
         grpc_addr,

@@ -175,6 +175,56 @@ pub fn bind(addr: SocketAddr, takeover: bool) -> crate::error::Result<TcpListene
     crate::listen::listen(addr, "HTTP", takeover)
 }
 
+/// The HTTPS port (Jetty's second connector), bound with its TLS config before anything is
+/// served, so that a taken port or an unreadable keystore stops start-up.
+pub struct HttpsListener {
+    listener: TcpListener,
+    /// Where it listens (port 0 resolved).
+    pub addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+}
+
+/// Binds `[metrics.https]` on `ip`, if configured.
+pub fn bind_https(
+    https: Option<&crate::config::HttpsConfig>,
+    ip: std::net::IpAddr,
+    takeover: bool,
+) -> crate::error::Result<Option<HttpsListener>> {
+    use crate::error::Error;
+    let Some(https) = https else {
+        return Ok(None);
+    };
+    let tls = tls::server_config(https).map_err(Error::Startup)?;
+    let listener = bind(SocketAddr::new(ip, https.port), takeover)?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Startup(format!("local address of the HTTPS port: {e}")))?;
+    Ok(Some(HttpsListener {
+        listener,
+        addr,
+        tls,
+    }))
+}
+
+/// Serves `router` on the HTTP port and, when bound, the HTTPS port, until `stop`.
+pub fn spawn(
+    tracker: &tokio_util::task::TaskTracker,
+    http: TcpListener,
+    https: Option<HttpsListener>,
+    router: Router,
+    stop: &CancellationToken,
+) {
+    if let Some(https) = https {
+        tracker.spawn(serve_tls(
+            https.listener,
+            https.tls,
+            router.clone(),
+            stop.clone(),
+        ));
+    }
+    tracker.spawn(serve(http, router, stop.clone()));
+}
+
 /// The repeated `name[]=` parameters.
 fn names(query: Option<String>) -> Vec<String> {
     let Some(q) = query else {

@@ -77,6 +77,35 @@ pub fn push_url(opts: &PushOptions, server_id: &str) -> String {
     url
 }
 
+/// Starts the pusher when `config` names a push gateway; the interval follows runtime
+/// reconfiguration through `runtime`.
+pub fn spawn_configured(
+    metrics: &Arc<Metrics>,
+    config: &Config,
+    runtime: &crate::config::reload::Runtime,
+    id: &str,
+    stop: &CancellationToken,
+    tracker: &TaskTracker,
+) -> crate::error::Result<()> {
+    let Some(endpoint) = &config.metrics.push_gateway_endpoint else {
+        return Ok(());
+    };
+    spawn(
+        Arc::clone(metrics),
+        PushOptions {
+            endpoint: endpoint.clone(),
+            job: config.metrics.push_gateway_job.clone(),
+            grouping: config.metrics.grouping_key(),
+            interval: config.metrics.push_interval,
+            timeout: config.metrics.push_timeout,
+            reconfigured: Some(runtime.subscribe()),
+        },
+        id.to_owned(),
+        stop.clone(),
+        tracker,
+    )
+}
+
 /// Starts the reporter on `tracker`; `stop` ends it after one final push.
 pub fn spawn(
     metrics: Arc<Metrics>,
