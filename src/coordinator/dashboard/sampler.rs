@@ -28,6 +28,11 @@ use crate::coordinator::{Coordinator, ServerNode};
 /// instead of delaying the others'.
 const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Counter fetches in flight at once: a cluster of hundreds of servers is read in waves
+/// rather than with hundreds of connections per sample. Each reading carries its own time, so
+/// the wait does not skew the rates.
+const MAX_FETCHES: usize = 32;
+
 /// The counters a throughput chart is derived from.
 const WRITE_COUNTER: &str = "total_received_data";
 const READ_COUNTER: &str = "total_read_data";
@@ -104,17 +109,22 @@ fn build_sample(
     }
 }
 
-/// Reads every server's counters at once; servers without an HTTP port or that fail are left
-/// out.
+/// Reads every server's counters, [`MAX_FETCHES`] at a time; servers without an HTTP port or
+/// that fail are left out.
 async fn fetch_all(client: &reqwest::Client, servers: &[ServerNode]) -> HashMap<String, Reading> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_FETCHES));
     let mut tasks = JoinSet::new();
     for s in servers.iter().filter(|s| s.jetty_port > 0) {
         let url = format!(
             "http://{}:{}/metrics/server?name[]={WRITE_COUNTER}&name[]={READ_COUNTER}",
             s.ip, s.jetty_port
         );
-        let (client, id) = (client.clone(), s.id.clone());
-        tasks.spawn(async move { (id, fetch(&client, &url).await) });
+        let (client, id, permits) = (client.clone(), s.id.clone(), Arc::clone(&permits));
+        tasks.spawn(async move {
+            // The semaphore is never closed, so a permit always comes.
+            let _permit = permits.acquire_owned().await;
+            (id, fetch(&client, &url).await)
+        });
     }
     let mut readings = HashMap::new();
     while let Some(joined) = tasks.join_next().await {
@@ -176,6 +186,48 @@ mod tests {
             used_memory: used,
             last_seen: Instant::now(),
         }
+    }
+
+    /// 80 servers on one slow counter endpoint: every reading arrives, and never more than
+    /// `MAX_FETCHES` requests are open at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fetches_are_capped_and_all_arrive() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (open, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (o, p) = (Arc::clone(&open), Arc::clone(&peak));
+        let app = axum::Router::new().route(
+            "/metrics/server",
+            axum::routing::get(move || {
+                let (o, p) = (Arc::clone(&o), Arc::clone(&p));
+                async move {
+                    let now = o.fetch_add(1, Ordering::SeqCst) + 1;
+                    p.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    o.fetch_sub(1, Ordering::SeqCst);
+                    axum::Json(serde_json::json!({"metrics": [
+                        {"name": WRITE_COUNTER, "value": 1.0},
+                        {"name": READ_COUNTER, "value": 2.0},
+                    ]}))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let servers: Vec<ServerNode> = (0..80)
+            .map(|i| ServerNode {
+                jetty_port: i32::from(port),
+                ..node(&format!("s{i}"), 0, 0)
+            })
+            .collect();
+        let client = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .build()
+            .unwrap();
+        let readings = fetch_all(&client, &servers).await;
+        assert_eq!(readings.len(), 80);
+        let peak = peak.load(Ordering::SeqCst);
+        assert!((2..=MAX_FETCHES).contains(&peak), "peak {peak}");
     }
 
     #[test]
