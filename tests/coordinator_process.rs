@@ -65,42 +65,12 @@ async fn a_java_coordinator_conf_starts_a_coordinator_that_servers_and_clients_u
     let dir = tempfile::TempDir::new().unwrap();
     let conf = dir.path().join("rss-coordinator.properties");
     std::fs::write(&conf, CONF).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .arg("--config")
-        .arg(&conf)
-        .env("RUST_LOG", "info")
-        .env("WORKER_IP", "127.0.0.1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("binary starts");
-    let mut child = KillOnDrop(Some(child));
-    let stdout = child.0.as_mut().unwrap().stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("coordinator> {line}");
-            let _ = tx.send(line);
-        }
+    let process = CoordinatorProcess::start(&conf);
+    let (grpc, http) = (process.grpc, process.http);
+    let warned = process.start_up.iter().any(|line| {
+        line.contains("Java coordinator setting(s) are not used")
+            && line.contains("rss.coordinator.server.periodic.output.interval.times")
     });
-    let mut warned = false;
-    let (grpc, http) = loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the coordinator logs its listening addresses");
-        warned |= line.contains("Java coordinator setting(s) are not used")
-            && line.contains("rss.coordinator.server.periodic.output.interval.times");
-        assert!(
-            !line.contains("spillway listening"),
-            "a shuffle server started instead of a coordinator"
-        );
-        if line.contains("spillway coordinator listening") {
-            break (
-                addr_after(&line, "grpc_addr").unwrap(),
-                addr_after(&line, "http_addr").unwrap(),
-            );
-        }
-    };
     assert!(warned, "the unused key is warned once at start-up");
 
     // A Spillway shuffle server with this coordinator in its quorum.
@@ -228,69 +198,81 @@ async fn a_java_coordinator_conf_starts_a_coordinator_that_servers_and_clients_u
     );
 
     server.running.shutdown().await;
-    let mut child = child.0.take().unwrap();
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "exit status {status:?}");
-    reader.join().unwrap();
+    process.stop().await;
 }
 
-/// The binary started on `conf`, once it logged its addresses: (process, log lines, log reader,
-/// gRPC, HTTP, HTTPS) with the addresses on loopback.
-#[allow(clippy::type_complexity)]
-fn spawn_coordinator(
-    conf: &Path,
-) -> (
-    KillOnDrop,
-    std::sync::mpsc::Receiver<String>,
-    std::thread::JoinHandle<()>,
-    SocketAddr,
-    SocketAddr,
-    Option<SocketAddr>,
-) {
-    let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
-        .arg("--config")
-        .arg(conf)
-        .env("RUST_LOG", "info")
-        .env("WORKER_IP", "127.0.0.1")
-        .env_remove("SPILLWAY_ADMIN_TOKEN")
-        .env_remove("SERVICE_NAME")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("binary starts");
-    let mut child = KillOnDrop(Some(child));
-    let stdout = child.0.as_mut().unwrap().stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel::<String>();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            println!("coordinator> {line}");
-            let _ = tx.send(line);
-        }
-    });
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the coordinator logs its listening addresses");
-        if line.contains("spillway coordinator listening") {
-            let https = line
-                .split("https_addr=Some(")
-                .nth(1)
-                .and_then(|v| v.split(')').next())
-                .and_then(|v| v.parse::<SocketAddr>().ok())
-                .map(|a| SocketAddr::new([127, 0, 0, 1].into(), a.port()));
-            return (
-                child,
-                rx,
-                reader,
-                addr_after(&line, "grpc_addr").unwrap(),
-                addr_after(&line, "http_addr").unwrap(),
-                https,
+/// The binary started on a coordinator.conf, once it logged its addresses (on loopback).
+struct CoordinatorProcess {
+    child: KillOnDrop,
+    reader: std::thread::JoinHandle<()>,
+    /// The log lines before the listening line (start-up warnings).
+    start_up: Vec<String>,
+    grpc: SocketAddr,
+    http: SocketAddr,
+    https: Option<SocketAddr>,
+}
+
+impl CoordinatorProcess {
+    fn start(conf: &Path) -> CoordinatorProcess {
+        let child = Command::new(env!("CARGO_BIN_EXE_spillway"))
+            .arg("--config")
+            .arg(conf)
+            .env("RUST_LOG", "info")
+            .env("WORKER_IP", "127.0.0.1")
+            .env_remove("SPILLWAY_ADMIN_TOKEN")
+            .env_remove("SERVICE_NAME")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("binary starts");
+        let mut child = KillOnDrop(Some(child));
+        let stdout = child.0.as_mut().unwrap().stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                println!("coordinator> {line}");
+                let _ = tx.send(line);
+            }
+        });
+        let mut start_up = Vec::new();
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the coordinator logs its listening addresses");
+            assert!(
+                !line.contains("spillway listening"),
+                "a shuffle server started instead of a coordinator"
             );
+            if line.contains("spillway coordinator listening") {
+                let https = line
+                    .split("https_addr=Some(")
+                    .nth(1)
+                    .and_then(|v| v.split(')').next())
+                    .and_then(|v| v.parse::<SocketAddr>().ok())
+                    .map(|a| SocketAddr::new([127, 0, 0, 1].into(), a.port()));
+                return CoordinatorProcess {
+                    child,
+                    reader,
+                    start_up,
+                    grpc: addr_after(&line, "grpc_addr").unwrap(),
+                    http: addr_after(&line, "http_addr").unwrap(),
+                    https,
+                };
+            }
+            start_up.push(line);
         }
+    }
+
+    /// SIGTERM; the process must exit 0.
+    async fn stop(mut self) {
+        let mut child = self.child.0.take().unwrap();
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(status.success(), "exit status {status:?}");
+        self.reader.join().unwrap();
     }
 }
 
@@ -362,7 +344,8 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
         .unwrap()
     };
     write_conf(1);
-    let (mut child, _rx, reader, grpc, http, https) = spawn_coordinator(&conf);
+    let process = CoordinatorProcess::start(&conf);
+    let (grpc, http, https) = (process.grpc, process.http, process.https);
     let https = https.expect("rss.jetty.ssl.enable serves HTTPS");
 
     let beat = |c: &mut spillway::config::Config| {
@@ -637,12 +620,5 @@ async fn the_coordinator_process_serves_javas_rest_api_behind_javas_credentials(
 
     a.running.shutdown().await;
     b.running.shutdown().await;
-    let mut child = child.0.take().unwrap();
-    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
-    let status = tokio::task::spawn_blocking(move || child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "exit status {status:?}");
-    reader.join().unwrap();
+    process.stop().await;
 }
