@@ -51,25 +51,28 @@ struct FoundPart {
 }
 
 impl LocalFileTier {
-    /// Walks every healthy data path and adopts the partitions of apps for which `keep`
-    /// holds; deletes our files of the others. Blocking: call it at start-up, before serving.
+    /// Walks every data path and adopts the partitions of apps for which `keep` holds; deletes
+    /// our files of the others. Blocking: call it at start-up, before serving.
+    ///
+    /// A path that failed its start-up probe is walked too: the probe writes, and a disk that
+    /// is full (or otherwise refuses writes) still holds readable, acknowledged data. Its
+    /// partitions are adopted for reads only: nothing is cut or deleted there (a frozen file
+    /// system would block the start on the first write), a partly written tail is cut before
+    /// the next append instead, and appends move to another disk while it stays unhealthy.
     pub fn recover(&self, keep: &dyn Fn(&AppId) -> bool) -> ScanReport {
         let mut report = ScanReport::default();
         let mut found: BTreeMap<PartitionKey, Vec<FoundPart>> = BTreeMap::new();
         for disk in &self.disks {
             if !disk.is_healthy() {
-                report.skipped.push(format!(
-                    "{}: unhealthy at start-up, not scanned: {}",
-                    disk.root.display(),
-                    disk.reason()
-                ));
-                continue;
+                tracing::warn!(disk = %disk.root.display(), storage_id = disk.index, reason = %disk.reason(), "data path is unhealthy at start-up: its partitions are adopted for reads only");
             }
             self.walk_disk(disk, &mut found, &mut report);
         }
         for (key, mut parts) in found {
             if !keep(&key.app) {
-                for p in &parts {
+                // On an unhealthy disk the files stay; the leaked-data sweep takes them once
+                // the disk is healthy again.
+                for p in parts.iter().filter(|p| p.disk.is_healthy()) {
                     self.delete_part_files(p, &mut report);
                 }
                 report.dropped_partitions += 1;
@@ -162,7 +165,8 @@ impl LocalFileTier {
             let mut parts = file.parts.lock();
             for f in found {
                 let paths = PartitionPaths::new(f.dir.clone(), &self.prefix, f.seq);
-                let checked = match check_part(&paths) {
+                let writable = f.disk.is_healthy();
+                let checked = match check_part(&paths, writable) {
                     Ok(c) => c,
                     Err(e) => {
                         report
@@ -173,7 +177,7 @@ impl LocalFileTier {
                 };
                 if checked.repaired {
                     report.repaired += 1;
-                    tracing::warn!(partition = %key, path = %paths.index.display(), blocks = checked.blocks, "cut a partly written tail after the restart");
+                    tracing::warn!(partition = %key, path = %paths.index.display(), blocks = checked.blocks, cut_now = writable, "a partly written tail after the restart: reads stop before it, and it is cut before the next append");
                 }
                 report.parts += 1;
                 report.blocks += checked.blocks;
@@ -187,7 +191,8 @@ impl LocalFileTier {
                     base,
                     writer: Arc::new(tokio::sync::Mutex::new(WriterState {
                         dirs_created: true,
-                        needs_truncate: false,
+                        // A tail found on an unhealthy disk was not cut: cut it before appending.
+                        needs_truncate: checked.repaired && !writable,
                     })),
                     state: parking_lot::Mutex::new(PartState {
                         committed: checked.committed,
@@ -239,9 +244,9 @@ struct Checked {
     repaired: bool,
 }
 
-/// Reads a part's index, keeps the longest prefix of whole, contiguous records that end
-/// inside the data file, and cuts both files to it.
-fn check_part(paths: &PartitionPaths) -> io::Result<Checked> {
+/// Reads a part's index and keeps the longest prefix of whole, contiguous records that end
+/// inside the data file; with `cut`, both files are cut to it (without, the caller cuts later).
+fn check_part(paths: &PartitionPaths, cut: bool) -> io::Result<Checked> {
     let index = fs::read(&paths.index)?;
     let data_len = match fs::metadata(&paths.data) {
         Ok(m) => m.len(),
@@ -268,7 +273,7 @@ fn check_part(paths: &PartitionPaths) -> io::Result<Checked> {
         index_len: (good * IndexEntry::SIZE) as u64,
     };
     let repaired = committed.index_len != index.len() as u64 || committed.data_len != data_len;
-    if repaired {
+    if repaired && cut {
         for (path, len) in [
             (&paths.index, committed.index_len),
             (&paths.data, committed.data_len),
@@ -351,13 +356,13 @@ mod tests {
         let mut torn = index.to_vec();
         torn.extend_from_slice(&[1, 2, 3]); // and a partial record
         fs::write(&paths.index, &torn).unwrap();
-        let c = check_part(&paths).unwrap();
+        let c = check_part(&paths, true).unwrap();
         assert!(c.repaired);
         assert_eq!(c.blocks, 2);
         assert_eq!(c.committed.data_len, 20);
         assert_eq!(fs::metadata(&paths.index).unwrap().len(), 80);
         assert_eq!(fs::metadata(&paths.data).unwrap().len(), 20);
         // Checking again finds nothing to repair.
-        assert!(!check_part(&paths).unwrap().repaired);
+        assert!(!check_part(&paths, true).unwrap().repaired);
     }
 }

@@ -806,3 +806,50 @@ async fn a_restart_adopts_every_part_and_drops_apps_not_kept() {
     assert_blocks_eq(&read_back(again.as_ref(), &kept).await, &want);
     assert_eq!(file_len(&last_index.data), 3 * 32 + 16);
 }
+
+/// Found by the soak: a server restarted while one data path was full skipped that path at
+/// recovery (its write probe failed), and the acknowledged partitions there read back as lost.
+/// A path that fails the probe is still read: its partitions are adopted for reads, nothing is
+/// cut or deleted on it, and appends move to a healthy path.
+#[tokio::test]
+async fn a_restart_adopts_the_partitions_of_a_disk_that_fails_its_probe() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = disks(&dir, 2);
+    let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
+    let kept = part(&app("kept"), 0, 0);
+    let gone = part(&app("gone"), 1, 3);
+    let first = batch(1, 3, 40);
+    tier.append(&kept, &first).await.unwrap();
+    let home = storage_id(&tier, &kept).await as usize;
+    tier.disks[1 - home].mark_unhealthy("test: keep `gone` on the same disk");
+    tier.append(&gone, &batch(50, 1, 10)).await.unwrap();
+    drop(tier);
+    // A torn tail, as a crash mid-write leaves it.
+    let paths0 = files::PartitionPaths::new(paths[home].join("kept/0/0-0"), PREFIX, 0);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&paths0.data)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &[7; 33]))
+        .unwrap();
+    let torn_len = file_len(&paths0.data);
+    // The disk now refuses the probe's write, as a full one does.
+    std::fs::create_dir_all(paths[home].join(disk::PROBE_FILE_NAME)).unwrap();
+
+    let again = LocalFileTier::new(opts(paths.clone())).unwrap();
+    assert!(!again.disks[home].is_healthy());
+    let report = again.recover(&|a| a.as_str() == "kept");
+    assert_eq!(report.partitions, 1, "{report:?}");
+    assert_eq!(report.blocks, 3, "{report:?}");
+    assert_eq!(report.repaired, 1, "{report:?}");
+    let mut want: Vec<Block> = first.blocks().to_vec();
+    assert_blocks_eq(&read_back(again.as_ref(), &kept).await, &want);
+    // Nothing written on the unhealthy disk: the tail is still there, `gone` too.
+    assert_eq!(file_len(&paths0.data), torn_len);
+    assert!(paths[home].join("gone").exists());
+    // The next append goes to the healthy disk, and both parts read back.
+    let more = batch(80, 2, 16);
+    again.append(&kept, &more).await.unwrap();
+    want.extend(more.blocks().iter().cloned());
+    assert_blocks_eq(&read_back(again.as_ref(), &kept).await, &want);
+    assert!(paths[1 - home].join("kept/0/0-0").exists());
+}
