@@ -37,6 +37,8 @@
 
 mod cluster;
 mod faults;
+pub mod netns;
+mod netstall;
 mod report;
 mod sampler;
 mod workload;
@@ -123,6 +125,16 @@ pub struct SoakOptions {
     /// Plain directories instead of tmpfs mounts (no root needed; no disk-fill faults).
     #[arg(long)]
     pub no_tmpfs: bool,
+    /// Run in a network namespace of the soak's own (the default as root), where client
+    /// network stalls can be applied without touching the host's network.
+    #[arg(long, conflicts_with = "no_netns")]
+    pub netns: bool,
+    /// Share the host's network namespace (servers on 127.0.0.1; no network stalls).
+    #[arg(long)]
+    pub no_netns: bool,
+    /// Set by [`netns::enter`] once this process is in its own namespace.
+    #[arg(skip)]
+    pub own_netns: bool,
     /// Where the report, CSV, plots, server configs and logs go.
     #[arg(long, default_value = "soak-out")]
     pub out: PathBuf,
@@ -196,7 +208,15 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.fault_interval,
         opts.fault_hold + 10.0,
         tmpfs,
+        opts.own_netns,
     );
+    if opts.own_netns {
+        netstall::probe().await?;
+    } else {
+        eprintln!(
+            "spillway-bench soak: not in a network namespace of its own (--no-netns or not root): no client network stalls"
+        );
+    }
     eprintln!(
         "spillway-bench soak: seed {}, {} s, {} faults planned, output in {}",
         opts.seed,
@@ -216,6 +236,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         keep_root: false,
         tmpfs: tmpfs.then_some(opts.disk_size.0),
         capacity: opts.capacity.0,
+        netns: opts.own_netns,
     })
     .await?;
     let shared = Arc::clone(&cluster.shared);
@@ -399,6 +420,19 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         get(&c.corrupt),
         get(&c.unreadable),
         get(&c.reverified),
+    );
+    let _ = writeln!(
+        md,
+        "\nData planes: {} apps over gRPC ({} verified), {} over Netty ({} verified). Network: {}.",
+        get(&c.grpc_apps),
+        get(&c.grpc_verified),
+        get(&c.netty_apps),
+        get(&c.netty_verified),
+        if opts.own_netns {
+            "the soak's own namespace, apps on 127.0.0.2 (client network stalls scheduled)"
+        } else {
+            "the host's loopback (no client network stalls)"
+        }
     );
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(
