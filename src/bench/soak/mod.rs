@@ -429,7 +429,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         get(&c.netty_apps),
         get(&c.netty_verified),
         if opts.own_netns {
-            "the soak's own namespace, apps on 127.0.0.2 (client network stalls scheduled)"
+            "the soak's own namespace, apps on 127.0.0.2 (client network stalls possible)"
         } else {
             "the host's loopback (no client network stalls)"
         }
