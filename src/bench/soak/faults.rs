@@ -1,7 +1,8 @@
 //! The fault schedule: drawn up front from `--seed`, so the same seed and options give the
 //! same faults at the same times on the same servers, and printed before the run starts.
 //! Process faults are applied one after the other by one task; a disk stays full while later
-//! faults fire, so disk-full overlaps restarts.
+//! faults fire, so disk-full overlaps restarts. A network stall, like a coordinator stop,
+//! holds that task for its `hold`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -269,10 +270,7 @@ pub async fn run(
                 (format!("{} for {} s", f.kind.name(), hold.as_secs()), r)
             }
             Kind::NetStall => {
-                let ports = [
-                    shared.nodes[f.node].grpc.port(),
-                    shared.nodes[f.node].netty,
-                ];
+                let ports = [shared.nodes[f.node].grpc.port(), shared.nodes[f.node].netty];
                 let r = super::netstall::hold(shared.client_ip, &ports, hold, &stop).await;
                 (
                     format!(

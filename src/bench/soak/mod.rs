@@ -5,7 +5,9 @@
 //!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; 2 tmpfs data paths each)
 //!    ▲ apps: register (coordinator assignment / round-robin), write 4–16 KiB blocks,
 //!    │       report+commit, finishShuffle, read + verify, unregister or keep
-//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop
+//!    │       (half over the Netty data plane, half over gRPC)
+//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop,
+//!    │         client network stall (own network namespace only, see `netns`, `netstall`)
 //!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
@@ -16,8 +18,8 @@
 //! `sendShuffleData` are in memory and a SIGKILL loses them by design; their ids stay reported,
 //! so a reader notices, and Spark retries. So:
 //! - an app whose server was SIGKILLed between its registration and its `finishShuffle`
-//!   answer, or whose calls failed before that answer (a restart, a coordinator stop, a full
-//!   disk past the app's timeout), is **failed and retried**: run again under a new app id,
+//!   answer, or whose calls failed before that answer (a restart, a coordinator stop, a
+//!   network stall, a full disk past the app's timeout), is **failed and retried**: run again under a new app id,
 //!   as a Spark task is, never counted as lost;
 //! - a block is **lost** when it belongs to an app whose `finishShuffle` succeeded (with no
 //!   SIGKILL of its server since it registered) and a read that completes does not return it,

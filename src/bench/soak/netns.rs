@@ -56,8 +56,7 @@ pub fn enter(opts: &mut SoakOptions) -> anyhow::Result<()> {
         n == 1,
         "the network namespace must be entered by a single-threaded process ({n} threads)"
     );
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
-        .context("unshare(CLONE_NEWNET)")?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).context("unshare(CLONE_NEWNET)")?;
     let status = Command::new("ip")
         .args(["link", "set", "lo", "up"])
         .status()

@@ -30,19 +30,10 @@ fn rules(ip: IpAddr, ports: &[u16]) -> Vec<Vec<String>> {
         let port = port.to_string();
         for (addr, dir) in [("-d", "--dport"), ("-s", "--sport")] {
             out.push(
-                [
-                    "-p",
-                    "tcp",
-                    addr,
-                    &ip.to_string(),
-                    dir,
-                    &port,
-                    "-j",
-                    "DROP",
-                ]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+                ["-p", "tcp", addr, &ip.to_string(), dir, &port, "-j", "DROP"]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect(),
             );
         }
     }

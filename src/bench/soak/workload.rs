@@ -275,7 +275,8 @@ impl Generator {
                         "spillway-bench soak: t={:.1}s app {app} on server{node} failed and is retried: {why}",
                         self.shared.now()
                     );
-                    let _ = tokio::time::timeout(CLEANUP_TIMEOUT, driver::cleanup(&target, &w)).await;
+                    let _ =
+                        tokio::time::timeout(CLEANUP_TIMEOUT, driver::cleanup(&target, &w)).await;
                     self.live.lock().remove(&app);
                     continue;
                 }
