@@ -125,10 +125,13 @@ pub struct Client {
     pub no_buffer: u64,
 }
 
-/// A gRPC channel with unlimited message sizes (the server enforces its own).
+/// A gRPC channel with unlimited message sizes (the server enforces its own). Connecting is
+/// bounded: a server whose network drops packets would otherwise hold the caller for the
+/// kernel's SYN retries (about two minutes).
 pub async fn channel(addr: SocketAddr) -> anyhow::Result<Channel> {
     Channel::from_shared(format!("http://{addr}"))
         .context("gRPC address")?
+        .connect_timeout(Duration::from_secs(10))
         .tcp_nodelay(true)
         .initial_stream_window_size(Some(4 << 20))
         .initial_connection_window_size(Some(16 << 20))

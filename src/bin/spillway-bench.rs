@@ -54,7 +54,14 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    // Before the runtime: a network namespace is entered by the only thread there is.
+    if let Command::Soak(opts) = &mut cli.command {
+        if let Err(e) = spillway::bench::soak::netns::enter(opts) {
+            eprintln!("spillway-bench soak: {e:#}");
+            return std::process::ExitCode::from(2);
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -6,7 +6,7 @@
 //! processes (the current pid, whether the process is up, how many times it was SIGKILLed) is
 //! in [`Shared`] atomics, so no lock is ever held while a process starts or stops.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -31,6 +31,8 @@ pub struct NodeState {
     pub grpc: SocketAddr,
     /// HTTP metrics port.
     pub http: u16,
+    /// Netty data-plane port (on the same addresses as gRPC).
+    pub netty: u16,
     /// Pid of the process serving now; 0 while none is.
     pub pid: AtomicU32,
     /// False between stopping a process and the new one answering.
@@ -47,12 +49,25 @@ pub struct Shared {
     pub nodes: Vec<NodeState>,
     /// The soak's start; every time in the report counts from it.
     pub t0: Instant,
+    /// Where the apps reach the servers: 127.0.0.1, or in the soak's own network namespace
+    /// [`CLIENT_IP`](super::netns::CLIENT_IP), so client traffic can be stalled alone.
+    pub client_ip: IpAddr,
 }
 
 impl Shared {
     /// Seconds since the start.
     pub fn now(&self) -> f64 {
         self.t0.elapsed().as_secs_f64()
+    }
+
+    /// Server `i`'s gRPC address as the apps use it.
+    pub fn client_grpc(&self, i: usize) -> SocketAddr {
+        SocketAddr::new(self.client_ip, self.nodes[i].grpc.port())
+    }
+
+    /// Server `i`'s Netty address as the apps use it.
+    pub fn client_netty(&self, i: usize) -> SocketAddr {
+        SocketAddr::new(self.client_ip, self.nodes[i].netty)
     }
 }
 
@@ -126,6 +141,9 @@ pub struct Layout {
     pub tmpfs: Option<u64>,
     /// `memory_store.capacity` of every server.
     pub capacity: u64,
+    /// The soak runs in its own network namespace: the servers listen on all of its
+    /// addresses and the apps use [`CLIENT_IP`](super::netns::CLIENT_IP).
+    pub netns: bool,
 }
 
 fn free_port() -> anyhow::Result<u16> {
@@ -145,6 +163,13 @@ impl Cluster {
         for _ in 0..SERVERS {
             ports.push((free_port()?, free_port()?));
         }
+        let mut netty_ports = Vec::new();
+        for _ in 0..SERVERS {
+            netty_ports.push(free_port()?);
+        }
+        // Outside an own namespace, listening on every address would expose the servers on
+        // the host's network.
+        let bind_ip = if layout.netns { "0.0.0.0" } else { "127.0.0.1" };
         let quorum: Vec<String> = ports[..COORDINATORS]
             .iter()
             .map(|(g, _)| format!("\"127.0.0.1:{g}\""))
@@ -168,8 +193,8 @@ impl Cluster {
             // stopped coordinator is noticed within the soak's short fault windows.
             let config = format!(
                 "store_type = \"MEMORY_LOCALFILE\"\n\
-                 grpc_port = {grpc}\nnetty_port = -1\n\
-                 bind_ip = \"127.0.0.1\"\nworker_ip = \"127.0.0.1\"\n\
+                 grpc_port = {grpc}\nnetty_port = {netty}\n\
+                 bind_ip = \"{bind_ip}\"\nworker_ip = \"127.0.0.1\"\n\
                  coordinator_quorum = [{quorum}]\nheartbeat_interval = \"1s\"\n\
                  [memory_store]\ncapacity = \"{cap}B\"\n\
                  [localfile_store]\ndata_paths = {paths:?}\n\
@@ -178,6 +203,7 @@ impl Cluster {
                 quorum = quorum.join(", "),
                 cap = layout.capacity,
                 paths = data_paths,
+                netty = netty_ports[idx],
             );
             let config_path = dir.join("spillway.toml");
             std::fs::write(&config_path, config)?;
@@ -191,6 +217,7 @@ impl Cluster {
             states.push(NodeState {
                 grpc: SocketAddr::from(([127, 0, 0, 1], grpc)),
                 http,
+                netty: netty_ports[idx],
                 pid: AtomicU32::new(0),
                 up: AtomicBool::new(false),
                 kills: AtomicU64::new(0),
@@ -201,6 +228,11 @@ impl Cluster {
             shared: Arc::new(Shared {
                 nodes: states,
                 t0: Instant::now(),
+                client_ip: if layout.netns {
+                    super::netns::CLIENT_IP
+                } else {
+                    IpAddr::from([127, 0, 0, 1])
+                },
             }),
             _mounts: mounts,
             root: layout.root.clone(),

@@ -1,7 +1,8 @@
 //! The fault schedule: drawn up front from `--seed`, so the same seed and options give the
 //! same faults at the same times on the same servers, and printed before the run starts.
 //! Process faults are applied one after the other by one task; a disk stays full while later
-//! faults fire, so disk-full overlaps restarts.
+//! faults fire, so disk-full overlaps restarts. A network stall, like a coordinator stop,
+//! holds that task for its `hold`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -54,6 +55,9 @@ pub enum Kind {
     DiskFill,
     /// SIGTERM a server that embeds a coordinator, start it again `hold` later.
     CoordinatorStop,
+    /// Drop the packets of one server's client-facing ports for `hold` (own namespace only;
+    /// see `netstall`).
+    NetStall,
 }
 
 impl Kind {
@@ -64,6 +68,7 @@ impl Kind {
             Kind::Takeover => "--takeover upgrade",
             Kind::DiskFill => "disk fill",
             Kind::CoordinatorStop => "coordinator stopped",
+            Kind::NetStall => "client network stall",
         }
     }
 }
@@ -84,8 +89,16 @@ pub struct Fault {
 /// Draws the schedule: gaps uniform in `[interval/2, 3*interval/2)`, from 10 s after the
 /// start to `tail` before the end (so the last restarts settle before the final checks).
 /// Kinds come in rounds holding each kind once, in a seeded order, so even a 5-minute run
-/// meets every kind.
-pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool) -> Vec<Fault> {
+/// meets every kind. Disk fills need tmpfs data paths (`disks`), network stalls the soak's
+/// own network namespace (`net`).
+pub fn schedule(
+    seed: u64,
+    duration: f64,
+    interval: f64,
+    tail: f64,
+    disks: bool,
+    net: bool,
+) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let kinds: Vec<Kind> = [
         Kind::Kill,
@@ -93,9 +106,11 @@ pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool)
         Kind::Takeover,
         Kind::DiskFill,
         Kind::CoordinatorStop,
+        Kind::NetStall,
     ]
     .into_iter()
     .filter(|k| disks || *k != Kind::DiskFill)
+    .filter(|k| net || *k != Kind::NetStall)
     .collect();
     let mut round: Vec<Kind> = Vec::new();
     let mut out = Vec::new();
@@ -254,6 +269,20 @@ pub async fn run(
                 });
                 (format!("{} for {} s", f.kind.name(), hold.as_secs()), r)
             }
+            Kind::NetStall => {
+                let ports = [shared.nodes[f.node].grpc.port(), shared.nodes[f.node].netty];
+                let r = super::netstall::hold(shared.client_ip, &ports, hold, &stop).await;
+                (
+                    format!(
+                        "{} of ports {} and {} for {} s",
+                        f.kind.name(),
+                        ports[0],
+                        ports[1],
+                        hold.as_secs()
+                    ),
+                    r,
+                )
+            }
             Kind::DiskFill => {
                 let dir = cluster.nodes[f.node].data_paths[f.path].clone();
                 let r = tokio::task::spawn_blocking(move || fill(&dir)).await;
@@ -332,9 +361,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_schedule() {
-        let a = schedule(7, 600.0, 20.0, 30.0, true);
-        let b = schedule(7, 600.0, 20.0, 30.0, true);
-        let c = schedule(8, 600.0, 20.0, 30.0, true);
+        let a = schedule(7, 600.0, 20.0, 30.0, true, true);
+        let b = schedule(7, 600.0, 20.0, 30.0, true, true);
+        let c = schedule(8, 600.0, 20.0, 30.0, true, true);
         let key = |s: &[Fault]| {
             s.iter()
                 .map(|f| (f.at.to_bits(), f.kind, f.node, f.path))
@@ -347,16 +376,26 @@ mod tests {
             .iter()
             .filter(|f| f.kind == Kind::CoordinatorStop)
             .all(|f| f.node < COORDINATORS));
-        // Every kind comes once per round of five.
-        for round in a.chunks_exact(5) {
+        // Every kind comes once per round of six.
+        for round in a.chunks_exact(6) {
+            let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
+            kinds.sort();
+            kinds.dedup();
+            assert_eq!(kinds.len(), 6, "{round:?}");
+        }
+        // Without tmpfs mounts, no disk is filled (it would be the host's disk).
+        assert!(schedule(7, 600.0, 20.0, 30.0, false, true)
+            .iter()
+            .all(|f| f.kind != Kind::DiskFill));
+        // Outside the soak's own network namespace, no stall (it would be the host's
+        // firewall); the other kinds still come in rounds.
+        let no_net = schedule(7, 600.0, 20.0, 30.0, true, false);
+        assert!(no_net.iter().all(|f| f.kind != Kind::NetStall));
+        for round in no_net.chunks_exact(5) {
             let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
             kinds.sort();
             kinds.dedup();
             assert_eq!(kinds.len(), 5, "{round:?}");
         }
-        // Without tmpfs mounts, no disk is filled (it would be the host's disk).
-        assert!(schedule(7, 600.0, 20.0, 30.0, false)
-            .iter()
-            .all(|f| f.kind != Kind::DiskFill));
     }
 }

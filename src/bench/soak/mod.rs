@@ -5,7 +5,9 @@
 //!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; 2 tmpfs data paths each)
 //!    ▲ apps: register (coordinator assignment / round-robin), write 4–16 KiB blocks,
 //!    │       report+commit, finishShuffle, read + verify, unregister or keep
-//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop
+//!    │       (half over the Netty data plane, half over gRPC)
+//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop,
+//!    │         client network stall (own network namespace only, see `netns`, `netstall`)
 //!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
@@ -16,8 +18,8 @@
 //! `sendShuffleData` are in memory and a SIGKILL loses them by design; their ids stay reported,
 //! so a reader notices, and Spark retries. So:
 //! - an app whose server was SIGKILLed between its registration and its `finishShuffle`
-//!   answer, or whose calls failed before that answer (a restart, a coordinator stop, a full
-//!   disk past the app's timeout), is **failed and retried**: run again under a new app id,
+//!   answer, or whose calls failed before that answer (a restart, a coordinator stop, a
+//!   network stall, a full disk past the app's timeout), is **failed and retried**: run again under a new app id,
 //!   as a Spark task is, never counted as lost;
 //! - a block is **lost** when it belongs to an app whose `finishShuffle` succeeded (with no
 //!   SIGKILL of its server since it registered) and a read that completes does not return it,
@@ -37,6 +39,8 @@
 
 mod cluster;
 mod faults;
+pub mod netns;
+mod netstall;
 mod report;
 mod sampler;
 mod workload;
@@ -123,6 +127,16 @@ pub struct SoakOptions {
     /// Plain directories instead of tmpfs mounts (no root needed; no disk-fill faults).
     #[arg(long)]
     pub no_tmpfs: bool,
+    /// Run in a network namespace of the soak's own (the default as root), where client
+    /// network stalls can be applied without touching the host's network.
+    #[arg(long, conflicts_with = "no_netns")]
+    pub netns: bool,
+    /// Share the host's network namespace (servers on 127.0.0.1; no network stalls).
+    #[arg(long)]
+    pub no_netns: bool,
+    /// Set by [`netns::enter`] once this process is in its own namespace.
+    #[arg(skip)]
+    pub own_netns: bool,
     /// Where the report, CSV, plots, server configs and logs go.
     #[arg(long, default_value = "soak-out")]
     pub out: PathBuf,
@@ -196,7 +210,15 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.fault_interval,
         opts.fault_hold + 10.0,
         tmpfs,
+        opts.own_netns,
     );
+    if opts.own_netns {
+        netstall::probe().await?;
+    } else {
+        eprintln!(
+            "spillway-bench soak: not in a network namespace of its own (--no-netns or not root): no client network stalls"
+        );
+    }
     eprintln!(
         "spillway-bench soak: seed {}, {} s, {} faults planned, output in {}",
         opts.seed,
@@ -216,6 +238,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         keep_root: false,
         tmpfs: tmpfs.then_some(opts.disk_size.0),
         capacity: opts.capacity.0,
+        netns: opts.own_netns,
     })
     .await?;
     let shared = Arc::clone(&cluster.shared);
@@ -399,6 +422,19 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         get(&c.corrupt),
         get(&c.unreadable),
         get(&c.reverified),
+    );
+    let _ = writeln!(
+        md,
+        "\nData planes: {} apps over gRPC ({} verified), {} over Netty ({} verified). Network: {}.",
+        get(&c.grpc_apps),
+        get(&c.grpc_verified),
+        get(&c.netty_apps),
+        get(&c.netty_verified),
+        if opts.own_netns {
+            "the soak's own namespace, apps on 127.0.0.2 (client network stalls possible)"
+        } else {
+            "the host's loopback (no client network stalls)"
+        }
     );
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(

@@ -14,7 +14,7 @@
 //!   bitmap without them); **corrupt**: a block returned with other bytes or a bad CRC, or an
 //!   id that was never written, whatever the app's state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -34,6 +34,9 @@ use crate::proto;
 pub const RETRIES: usize = 3;
 /// A durable app's read is retried this long while the server is restarting.
 const READ_PATIENCE: Duration = Duration::from_secs(120);
+/// An unregister that has not answered in this long is given up: the server expires the app
+/// after its heartbeats stop, and the settle check sees whether it did.
+const CLEANUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest block: the payload pool is cut for it.
 pub const MAX_BLOCK: usize = 16 << 10;
 
@@ -62,6 +65,14 @@ pub struct Counts {
     pub unreadable: AtomicU64,
     /// Apps re-verified at the end or when evicted from the kept set.
     pub reverified: AtomicU64,
+    /// Apps whose data goes over gRPC.
+    pub grpc_apps: AtomicU64,
+    /// Of which verified.
+    pub grpc_verified: AtomicU64,
+    /// Apps whose data goes over the Netty plane.
+    pub netty_apps: AtomicU64,
+    /// Of which verified.
+    pub netty_verified: AtomicU64,
 }
 
 /// A durable app kept registered for a later re-read.
@@ -131,14 +142,14 @@ impl Generator {
 
     fn target(&self, node: usize) -> Target {
         Target {
-            grpc: self.shared.nodes[node].grpc,
-            netty: None,
+            grpc: self.shared.client_grpc(node),
+            netty: Some(self.shared.client_netty(node)),
         }
     }
 
     /// Asks coordinator `c` for one server for the shuffle; the server's index.
     async fn assign(&self, c: usize, app: &str, partitions: usize) -> anyhow::Result<usize> {
-        let ch = crate::bench::client::channel(self.shared.nodes[c].grpc).await?;
+        let ch = crate::bench::client::channel(self.shared.client_grpc(c)).await?;
         let mut client = proto::coordinator_server_client::CoordinatorServerClient::new(ch);
         let r = tokio::time::timeout(
             Duration::from_secs(5),
@@ -188,6 +199,16 @@ impl Generator {
         // Map outputs wait in memory for the last map before the shuffle is finished, as a
         // stage's reducers wait for its slowest map: this is the window a SIGKILL hits.
         let pause = Duration::from_millis(rng.below(3000));
+        // Half the apps send and read their blocks over the Netty plane (control calls stay
+        // gRPC), as a cluster serves clients configured either way. Drawn last, so the
+        // shapes a seed gave before the Netty plane was added stay the same.
+        let transport = if rng.unit() < 0.5 {
+            self.counts.netty_apps.fetch_add(1, Ordering::Relaxed);
+            Transport::Netty
+        } else {
+            self.counts.grpc_apps.fetch_add(1, Ordering::Relaxed);
+            Transport::Grpc
+        };
         for attempt in 0..=RETRIES {
             if attempt > 0 {
                 // A Spark task retry comes after the failed task is reported and rescheduled,
@@ -197,12 +218,18 @@ impl Generator {
             let app = format!("soak_{}_{n}_{attempt}", self.run_id);
             let node = if n.is_multiple_of(2) {
                 let c = (n / 2) as usize % COORDINATORS;
-                match self.assign(c, &app, shape.partitions).await {
-                    Ok(node) => {
+                // Bounded as a whole (connect included): a stalled coordinator is a fallback.
+                let assigned = tokio::time::timeout(
+                    Duration::from_secs(5),
+                    self.assign(c, &app, shape.partitions),
+                )
+                .await;
+                match assigned {
+                    Ok(Ok(node)) => {
                         self.counts.via_coordinator.fetch_add(1, Ordering::Relaxed);
                         node
                     }
-                    Err(_) => {
+                    _ => {
                         self.counts
                             .coordinator_fallbacks
                             .fetch_add(1, Ordering::Relaxed);
@@ -221,7 +248,7 @@ impl Generator {
                 grpc_connections: 1,
                 read_size: 1 << 20,
                 backoff: Duration::from_millis(10),
-                transport: Transport::Grpc,
+                transport,
             };
             self.live.lock().insert(app.clone(), node);
             let kills = self.shared.nodes[node].kills.load(Ordering::Relaxed);
@@ -249,14 +276,18 @@ impl Generator {
                         self.shared.now()
                     );
                     let _ =
-                        tokio::time::timeout(Duration::from_secs(10), driver::cleanup(&target, &w))
-                            .await;
+                        tokio::time::timeout(CLEANUP_TIMEOUT, driver::cleanup(&target, &w)).await;
                     self.live.lock().remove(&app);
                     continue;
                 }
             }
             if self.verify(node, &w).await {
                 self.counts.verified.fetch_add(1, Ordering::Relaxed);
+                match transport {
+                    Transport::Grpc => &self.counts.grpc_verified,
+                    Transport::Netty => &self.counts.netty_verified,
+                }
+                .fetch_add(1, Ordering::Relaxed);
             }
             if keep {
                 let evicted = {
@@ -268,7 +299,8 @@ impl Generator {
                     self.reverify(old).await;
                 }
             } else {
-                let _ = driver::cleanup(&target, &w).await;
+                // Bounded, as every call of an app: a stalled server must not hold the app.
+                let _ = tokio::time::timeout(CLEANUP_TIMEOUT, driver::cleanup(&target, &w)).await;
                 self.live.lock().remove(&app);
             }
             return;
@@ -330,7 +362,11 @@ impl Generator {
     async fn reverify(&self, k: Kept) {
         self.verify(k.node, &k.workload).await;
         self.counts.reverified.fetch_add(1, Ordering::Relaxed);
-        let _ = driver::cleanup(&self.target(k.node), &k.workload).await;
+        let _ = tokio::time::timeout(
+            CLEANUP_TIMEOUT,
+            driver::cleanup(&self.target(k.node), &k.workload),
+        )
+        .await;
         self.live.lock().remove(&k.workload.app);
     }
 
@@ -360,10 +396,23 @@ impl Generator {
                 .iter()
                 .map(|(a, n)| (a.clone(), *n))
                 .collect();
+            // A server that failed once is skipped for the rest of the round: with its network
+            // stalled every call would wait out its timeout, and a round of dozens of apps
+            // would starve the other servers' apps of heartbeats until they expire.
+            let mut down: HashSet<SocketAddr> = HashSet::new();
             for (app, node) in apps {
-                let addr = self.shared.nodes[node].grpc;
+                let addr = self.shared.client_grpc(node);
+                if down.contains(&addr) {
+                    continue;
+                }
                 if let std::collections::hash_map::Entry::Vacant(slot) = clients.entry(addr) {
-                    let Ok(ch) = crate::bench::client::channel(addr).await else {
+                    let connected = tokio::time::timeout(
+                        Duration::from_secs(2),
+                        crate::bench::client::channel(addr),
+                    )
+                    .await;
+                    let Ok(Ok(ch)) = connected else {
+                        down.insert(addr);
                         continue;
                     };
                     slot.insert(proto::shuffle_server_client::ShuffleServerClient::new(ch));
@@ -375,6 +424,7 @@ impl Generator {
                         .map_or(true, |r| r.is_err())
                     {
                         clients.remove(&addr);
+                        down.insert(addr);
                     }
                 }
             }
