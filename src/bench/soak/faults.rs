@@ -54,6 +54,8 @@ pub enum Kind {
     DiskFill,
     /// SIGTERM a server that embeds a coordinator, start it again `hold` later.
     CoordinatorStop,
+    /// Stop the MiniDFS NameNode, start it again `hold` later (same port, same metadata).
+    NameNodeRestart,
 }
 
 impl Kind {
@@ -64,6 +66,7 @@ impl Kind {
             Kind::Takeover => "--takeover upgrade",
             Kind::DiskFill => "disk fill",
             Kind::CoordinatorStop => "coordinator stopped",
+            Kind::NameNodeRestart => "NameNode stopped",
         }
     }
 }
@@ -85,7 +88,14 @@ pub struct Fault {
 /// start to `tail` before the end (so the last restarts settle before the final checks).
 /// Kinds come in rounds holding each kind once, in a seeded order, so even a 5-minute run
 /// meets every kind.
-pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool) -> Vec<Fault> {
+pub fn schedule(
+    seed: u64,
+    duration: f64,
+    interval: f64,
+    tail: f64,
+    disks: bool,
+    hdfs: bool,
+) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let kinds: Vec<Kind> = [
         Kind::Kill,
@@ -93,9 +103,11 @@ pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool)
         Kind::Takeover,
         Kind::DiskFill,
         Kind::CoordinatorStop,
+        Kind::NameNodeRestart,
     ]
     .into_iter()
     .filter(|k| disks || *k != Kind::DiskFill)
+    .filter(|k| hdfs || *k != Kind::NameNodeRestart)
     .collect();
     let mut round: Vec<Kind> = Vec::new();
     let mut out = Vec::new();
@@ -174,6 +186,7 @@ fn fill(dir: &Path) -> std::io::Result<(PathBuf, u64)> {
 /// replaces processes, so each restart is measured on its own.
 pub async fn run(
     cluster: &mut Cluster,
+    mut hdfs: Option<&mut super::minidfs::MiniDfs>,
     plan: &[Fault],
     hold: Duration,
     stop: tokio_util::sync::CancellationToken,
@@ -254,6 +267,18 @@ pub async fn run(
                 });
                 (format!("{} for {} s", f.kind.name(), hold.as_secs()), r)
             }
+            Kind::NameNodeRestart => {
+                // One NameNode serves every server: the node drawn for it means nothing.
+                let what = format!(
+                    "{} for {} s (MiniDFS: every server's HDFS)",
+                    f.kind.name(),
+                    hold.as_secs()
+                );
+                match hdfs.as_deref_mut() {
+                    Some(dfs) => (what, super::hdfs::restart(dfs, hold, &stop).await),
+                    None => (what, Err(anyhow::anyhow!("the soak runs no HDFS"))),
+                }
+            }
             Kind::DiskFill => {
                 let dir = cluster.nodes[f.node].data_paths[f.path].clone();
                 let r = tokio::task::spawn_blocking(move || fill(&dir)).await;
@@ -332,9 +357,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_schedule() {
-        let a = schedule(7, 600.0, 20.0, 30.0, true);
-        let b = schedule(7, 600.0, 20.0, 30.0, true);
-        let c = schedule(8, 600.0, 20.0, 30.0, true);
+        let a = schedule(7, 600.0, 20.0, 30.0, true, false);
+        let b = schedule(7, 600.0, 20.0, 30.0, true, false);
+        let c = schedule(8, 600.0, 20.0, 30.0, true, false);
         let key = |s: &[Fault]| {
             s.iter()
                 .map(|f| (f.at.to_bits(), f.kind, f.node, f.path))
@@ -355,7 +380,7 @@ mod tests {
             assert_eq!(kinds.len(), 5, "{round:?}");
         }
         // Without tmpfs mounts, no disk is filled (it would be the host's disk).
-        assert!(schedule(7, 600.0, 20.0, 30.0, false)
+        assert!(schedule(7, 600.0, 20.0, 30.0, false, false)
             .iter()
             .all(|f| f.kind != Kind::DiskFill));
     }

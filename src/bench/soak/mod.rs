@@ -37,8 +37,13 @@
 
 mod cluster;
 mod faults;
+mod hdfs;
+mod hdfs_read;
+mod minidfs;
 mod report;
+mod report_hdfs;
 mod sampler;
+mod spark;
 mod workload;
 
 use std::fmt::Write as _;
@@ -145,6 +150,32 @@ pub struct SoakOptions {
     /// tickets and apps (apps whose cleanup failed expire after the server's 60 s).
     #[arg(long, default_value = "100s", value_parser = seconds)]
     pub settle: f64,
+    /// No MiniDFS: `MEMORY_LOCALFILE` servers, no HDFS apps, no NameNode restarts (for a
+    /// machine without Java). Without it a missing launcher or Java fails the soak.
+    #[arg(long)]
+    pub no_hdfs: bool,
+    /// The MiniHdfs launcher's Maven project (default: this checkout's `tests/hdfs`).
+    #[arg(long)]
+    pub hdfs_launcher: Option<PathBuf>,
+    /// Share of the generator apps (seeded) that register the MiniDFS as remote storage.
+    #[arg(long, default_value_t = 0.5)]
+    pub hdfs_share: f64,
+    /// Run Spark jobs and fail when the harness's jars are missing (by default they run
+    /// when `tests/spark/target/uniffle-0.9.2` is built: `tests/spark/run.sh --build-only`).
+    #[arg(long, conflicts_with = "no_spark")]
+    pub spark_jobs: bool,
+    /// No Spark jobs.
+    #[arg(long)]
+    pub no_spark: bool,
+    /// The Spark harness (default: this checkout's `tests/spark`).
+    #[arg(long)]
+    pub spark_harness: Option<PathBuf>,
+    /// `SparkJobs` jobs run in turn, one at a time.
+    #[arg(long, default_value = "sort,empty_partitions", value_delimiter = ',')]
+    pub spark_job: Vec<String>,
+    /// `-Xmx` of each Spark JVM.
+    #[arg(long, default_value = "768m")]
+    pub spark_heap: String,
 }
 
 /// The result: the markdown report and whether the soak passed.
@@ -181,6 +212,35 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             .with_file_name("spillway")
             .with_extension(std::env::consts::EXE_EXTENSION),
     };
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&opts.hdfs_share),
+        "--hdfs-share must be in [0, 1]"
+    );
+    let spark_cp = if opts.no_spark {
+        None
+    } else {
+        let harness = opts
+            .spark_harness
+            .clone()
+            .unwrap_or_else(spark::default_harness);
+        match spark::classpath(&harness) {
+            Some(cp) => Some(cp),
+            None if opts.spark_jobs => anyhow::bail!(
+                "--spark-jobs: the Spark harness is not built at {}/target/uniffle-{} (run \
+                 `bash tests/spark/run.sh --build-only`, or pass --no-spark)",
+                harness.display(),
+                spark::CLIENT_VERSION
+            ),
+            None => {
+                eprintln!(
+                    "spillway-bench soak: no Spark jobs: the harness is not built at {}/target/uniffle-{} (`bash tests/spark/run.sh --build-only`)",
+                    harness.display(),
+                    spark::CLIENT_VERSION
+                );
+                None
+            }
+        }
+    };
     let tmpfs = !opts.no_tmpfs;
     if tmpfs {
         anyhow::ensure!(
@@ -196,6 +256,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.fault_interval,
         opts.fault_hold + 10.0,
         tmpfs,
+        !opts.no_hdfs,
     );
     eprintln!(
         "spillway-bench soak: seed {}, {} s, {} faults planned, output in {}",
@@ -210,12 +271,25 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             f.at, f.node, f.kind
         );
     }
+    // HDFS first: the servers' HDFS clients connect lazily, but the apps need its URL.
+    let mut dfs = if opts.no_hdfs {
+        None
+    } else {
+        let launcher = opts
+            .hdfs_launcher
+            .clone()
+            .unwrap_or_else(minidfs::default_launcher);
+        let dfs = minidfs::MiniDfs::start(&launcher, &out.join("minidfs")).await?;
+        eprintln!("spillway-bench soak: MiniDFS at {}", dfs.url);
+        Some(dfs)
+    };
     let mut cluster = cluster::Cluster::start(&cluster::Layout {
         bin,
         root: out.join("cluster"),
         keep_root: false,
         tmpfs: tmpfs.then_some(opts.disk_size.0),
         capacity: opts.capacity.0,
+        hdfs: dfs.is_some(),
     })
     .await?;
     let shared = Arc::clone(&cluster.shared);
@@ -235,6 +309,34 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.keep_max,
         Duration::from_secs_f64(opts.app_timeout),
     );
+    if let Some(dfs) = &dfs {
+        gen.use_hdfs(workload::HdfsApps {
+            reader: hdfs_read::HdfsReader::new(&dfs.url, "/soak")?,
+            share: opts.hdfs_share,
+        });
+    }
+    let stop_hdfs_stats = CancellationToken::new();
+    let hdfs_stats = dfs
+        .is_some()
+        .then(|| tokio::spawn(hdfs::poll(Arc::clone(&shared), stop_hdfs_stats.clone())));
+    let spark_counts = Arc::new(spark::Counts::default());
+    let spark_problems = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let spark_task = spark_cp.map(|classpath| {
+        let jobs = Arc::new(spark::Jobs {
+            classpath,
+            jobs: opts.spark_job.clone(),
+            dir: out.join("spark"),
+            heap: opts.spark_heap.clone(),
+        });
+        tokio::spawn(spark::run(
+            jobs,
+            Arc::clone(&shared),
+            opts.duration,
+            Arc::clone(&spark_counts),
+            Arc::clone(&spark_problems),
+            ctrl_c.child_token(),
+        ))
+    });
     let stop_beats = CancellationToken::new();
     let beats = tokio::spawn(Arc::clone(&gen).heartbeats(stop_beats.clone()));
 
@@ -283,12 +385,17 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     };
     let (fault_log, restarts) = faults::run(
         &mut cluster,
+        dfs.as_mut(),
         &plan,
         Duration::from_secs_f64(opts.fault_hold),
         ctrl_c.clone(),
     )
     .await;
     let _ = apps.await;
+    let spark_result = match spark_task {
+        Some(t) => Some(t.await.map_err(anyhow::Error::from).and_then(|r| r)),
+        None => None,
+    };
     anyhow::ensure!(!ctrl_c.is_cancelled(), "interrupted (Ctrl-C)");
     eprintln!(
         "spillway-bench soak: t={:.1}s apps done; re-reading kept apps",
@@ -300,9 +407,15 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     let settle = settle(&shared, Duration::from_secs_f64(opts.settle), &ctrl_c).await;
     stop_sampler.cancel();
     let series = sampler.await.context("sampler task")?;
+    stop_hdfs_stats.cancel();
+    let hdfs_written = match hdfs_stats {
+        Some(t) => Some(t.await.context("HDFS stats task")?.totals()),
+        None => None,
+    };
     let run_secs = shared.now();
     cluster.stop_all().await;
     drop(cluster);
+    drop(dfs);
 
     // Judge and write.
     let bounds = [
@@ -362,6 +475,19 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         }
     }
     failures.extend(settle);
+    let hdfs_section = hdfs_written.as_ref().map(|w| {
+        report_hdfs::section(
+            w,
+            get(&c.hdfs_apps),
+            get(&c.blocks_from_hdfs),
+            get(&c.hdfs_rereads),
+            &fault_log,
+            &mut failures,
+        )
+    });
+    let spark_section = spark_result.map(|r| {
+        report_hdfs::spark_section(&spark_counts, r, &opts.spark_job, &mut failures)
+    });
 
     let mut md = String::new();
     let _ = writeln!(
@@ -400,6 +526,9 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         get(&c.unreadable),
         get(&c.reverified),
     );
+    for s in hdfs_section.iter().chain(&spark_section) {
+        md.push_str(s);
+    }
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(
         md,
@@ -414,7 +543,8 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         let n = restarts.iter().filter(|r| r.node == node).count();
         report::table(&mut md, node, n, node_rows);
     }
-    let problems = gen.problems.lock().clone();
+    let mut problems = gen.problems.lock().clone();
+    problems.extend(spark_problems.lock().iter().cloned());
     if !problems.is_empty() {
         let _ = writeln!(md, "\n### First problems\n");
         for p in problems {
