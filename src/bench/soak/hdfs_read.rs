@@ -110,3 +110,127 @@ impl HdfsReader {
             .with_context(|| format!("read {path}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+    use hdfs_native::WriteOptions;
+
+    use super::*;
+
+    async fn put(client: &Client, path: &str, data: Bytes) {
+        let mut w = client
+            .create(path, WriteOptions::default())
+            .await
+            .expect("create");
+        w.write_bytes(data).await.expect("write");
+        w.close().await.expect("close");
+    }
+
+    /// The client's rules on a real HDFS: only the server's own pairs (`…-1999_` or
+    /// `…-1999-<netty>_`, never `…-19990_`), whole records up to the first one that ends past
+    /// the data file, and no directory means no blocks.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_own_whole_records_like_the_client() {
+        let url =
+            tokio::task::spawn_blocking(|| crate::store::hdfs::minicluster::shared().url.clone())
+                .await
+                .unwrap();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let root = format!("/soak-read-{nanos}");
+        let reader = HdfsReader::new(&url, &root).unwrap();
+        assert_eq!(reader.remote_path(), format!("{url}{root}"));
+        let server: SocketAddr = "127.0.0.1:1999".parse().unwrap();
+        let dir = format!("{root}/app/0/3-3");
+        reader.client.mkdirs(&dir, 0o755, true).await.unwrap();
+        let blocks: Vec<(i64, Bytes)> = (0..3)
+            .map(|i| (100 + i, Bytes::from(vec![i as u8; 10 + i as usize])))
+            .collect();
+        let pair = |blocks: &[(i64, Bytes)], data_len: usize| {
+            let mut index = BytesMut::new();
+            let mut data = BytesMut::new();
+            for (id, b) in blocks {
+                IndexEntry {
+                    offset: data.len() as i64,
+                    length: b.len() as i32,
+                    uncompress_length: b.len() as i32,
+                    crc: i64::from(crc32fast::hash(b)),
+                    block_id: *id,
+                    task_attempt_id: 0,
+                }
+                .encode(&mut index);
+                data.extend_from_slice(b);
+            }
+            data.truncate(data_len);
+            (index.freeze(), data.freeze())
+        };
+        // Own pair, torn: the third block's bytes are cut short.
+        let (index, data) = pair(&blocks, 10 + 11 + 5);
+        put(
+            &reader.client,
+            &format!("{dir}/127.0.0.1-1999_0.index"),
+            index,
+        )
+        .await;
+        put(
+            &reader.client,
+            &format!("{dir}/127.0.0.1-1999_0.data"),
+            data,
+        )
+        .await;
+        // Own pair of a server that also serves Netty, whole.
+        let (index, data) = pair(&blocks[2..], 12);
+        put(
+            &reader.client,
+            &format!("{dir}/127.0.0.1-1999-2000_1.index"),
+            index,
+        )
+        .await;
+        put(
+            &reader.client,
+            &format!("{dir}/127.0.0.1-1999-2000_1.data"),
+            data,
+        )
+        .await;
+        // Another server's pair.
+        let (index, data) = pair(&blocks, 33);
+        put(
+            &reader.client,
+            &format!("{dir}/127.0.0.1-19990_0.index"),
+            index,
+        )
+        .await;
+        put(
+            &reader.client,
+            &format!("{dir}/127.0.0.1-19990_0.data"),
+            data,
+        )
+        .await;
+
+        let got = reader.partition("app", 0, 3, server).await.unwrap();
+        let ids: Vec<i64> = got.iter().map(|b| b.block_id).collect();
+        assert_eq!(
+            ids,
+            vec![102, 100, 101],
+            "pairs in name order, torn tail left out"
+        );
+        for b in &got {
+            let want = &blocks.iter().find(|(id, _)| *id == b.block_id).unwrap().1;
+            assert_eq!(&b.data, want);
+            assert_eq!(b.crc, i64::from(crc32fast::hash(want)));
+        }
+        assert!(reader
+            .partition("app", 0, 4, server)
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(reader
+            .partition("other", 0, 3, server)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+}

@@ -140,6 +140,10 @@ impl MiniDfs {
             bail!("MiniHdfs exited (log {})", self.log.display())
         })
         .await
-        .unwrap_or_else(|_| Err(anyhow::anyhow!("MiniHdfs {cmd}: no answer in {COMMAND_TIMEOUT:?}")))
+        .unwrap_or_else(|_| {
+            Err(anyhow::anyhow!(
+                "MiniHdfs {cmd}: no answer in {COMMAND_TIMEOUT:?}"
+            ))
+        })
     }
 }

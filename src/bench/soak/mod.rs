@@ -5,7 +5,10 @@
 //!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; 2 tmpfs data paths each)
 //!    ▲ apps: register (coordinator assignment / round-robin), write 4–16 KiB blocks,
 //!    │       report+commit, finishShuffle, read + verify, unregister or keep
-//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop
+//!    ▲ apps with HDFS remote storage (MiniDFS, MEMORY_LOCALFILE_HDFS), read back from HDFS
+//!    ▲ Spark jobs (tests/spark, replica 3/2/2), one at a time, checked against vanilla Spark
+//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop,
+//!              NameNode restart
 //!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
@@ -25,6 +28,14 @@
 //! - a block is **corrupt** when a read returns other bytes, a wrong CRC or an id never
 //!   written, in any state.
 //!
+//! HDFS apps follow the same rules: a batch whose HDFS append fails (the NameNode down) must
+//! go to local files or stay in memory, so `finishShuffle` SUCCESS still means durable. A
+//! completed read of an HDFS app that misses blocks (none corrupt) is read again within the
+//! same 120 s before they count as lost: a file pair whose append failed reads shorter until
+//! its lease is recovered, and the Java client's block-id check fails that reduce task, which
+//! Spark retries. Spark jobs count the same way (`spark.rs`): a job that threw is failed and
+//! retried, a result other than vanilla Spark's is a failure.
+//!
 //! Reads of durable apps that fail (the server restarting) are retried for up to 120 s; a
 //! durable app that could not be read at all in that time is **unreadable**, a failure too.
 //! A share of the apps (`--keep`) stays registered after its verification and is read again
@@ -33,7 +44,8 @@
 //! The run fails on a lost, corrupt or unreadable block, a fault that could not be applied
 //! (a server that did not come back), "panicked" in a server's log, a slope above its bound,
 //! no app verified at all, or a server whose write memory, tickets or apps are not back to
-//! zero once every app is gone (`--settle`).
+//! zero once every app is gone (`--settle`); with HDFS, also when HDFS received no byte; with
+//! Spark, on a wrong result, a failed vanilla baseline, or no job succeeding.
 
 mod cluster;
 mod faults;
@@ -478,6 +490,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     let hdfs_section = hdfs_written.as_ref().map(|w| {
         report_hdfs::section(
             w,
+            &logs,
             get(&c.hdfs_apps),
             get(&c.blocks_from_hdfs),
             get(&c.hdfs_rereads),
@@ -485,9 +498,8 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             &mut failures,
         )
     });
-    let spark_section = spark_result.map(|r| {
-        report_hdfs::spark_section(&spark_counts, r, &opts.spark_job, &mut failures)
-    });
+    let spark_section = spark_result
+        .map(|r| report_hdfs::spark_section(&spark_counts, r, &opts.spark_job, &mut failures));
 
     let mut md = String::new();
     let _ = writeln!(
@@ -527,6 +539,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         get(&c.reverified),
     );
     for s in hdfs_section.iter().chain(&spark_section) {
+        md.push('\n');
         md.push_str(s);
     }
     report::fault_log(&mut md, &fault_log);

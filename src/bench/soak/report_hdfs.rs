@@ -3,15 +3,28 @@
 //! result, no Spark job succeeding in a run that started one, or no vanilla baseline.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use super::faults::Logged;
 use super::hdfs::Written;
 use super::spark;
 
+/// HDFS appends that failed and whose batch went to local files (or back to memory): the
+/// router's WARN line, one per failed append. The servers' `storage_failed_write_remote`
+/// counts only batches given up, as Java's does, so the log is where these show.
+fn failed_over(log: &PathBuf) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("spill to tier failed") && l.contains("tier=\"hdfs\""))
+        .count()
+}
+
 /// The HDFS section: per server what it wrote to HDFS, and what the apps read back from it.
 pub fn section(
     written: &[Written],
+    logs: &[PathBuf],
     apps: u64,
     blocks: u64,
     rereads: u64,
@@ -28,14 +41,18 @@ pub fn section(
         md,
         "### HDFS (MiniDFS, `MEMORY_LOCALFILE_HDFS`)\n\n{apps} apps registered it as remote storage; {blocks} of their blocks were read back from HDFS directly (as the client does) and verified; {rereads} reads missed blocks and were read again; {restarts} NameNode restarts. Bytes each server appended to HDFS (at least: counters are summed over its processes, polled every 2 s):\n"
     );
-    let _ = writeln!(md, "| server | HDFS bytes | appends | failed appends |");
-    let _ = writeln!(md, "|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "| server | HDFS bytes | appends | failed appends, batch moved on (log) | batches given up |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
     for (i, w) in written.iter().enumerate() {
         let _ = writeln!(
             md,
-            "| server{i} | {:.1} MiB | {:.0} | {:.0} |",
+            "| server{i} | {:.1} MiB | {:.0} | {} | {:.0} |",
             w.bytes / (1u64 << 20) as f64,
             w.appends,
+            logs.get(i).map_or(0, failed_over),
             w.failed
         );
     }
@@ -69,14 +86,19 @@ pub fn spark_section(
         jobs.join(", "),
         spark::CLIENT_VERSION
     );
-    let _ = writeln!(md, "| started | ok (= vanilla) | failed and retried | wrong result |");
+    let _ = writeln!(
+        md,
+        "| started | ok (= vanilla) | failed and retried | wrong result |"
+    );
     let _ = writeln!(md, "|---|---|---|---|");
     let _ = writeln!(md, "| {started} | {ok} | {failed} | {wrong} |\n");
     if let Err(e) = result {
         failures.push(format!("Spark jobs: {e:#}"));
     }
     if wrong > 0 {
-        failures.push(format!("{wrong} Spark jobs with a result other than vanilla Spark's"));
+        failures.push(format!(
+            "{wrong} Spark jobs with a result other than vanilla Spark's"
+        ));
     }
     if started > 0 && ok == 0 {
         failures.push(format!("none of the {started} Spark jobs succeeded"));
@@ -92,7 +114,7 @@ mod tests {
     fn hdfs_without_data_and_spark_without_success_fail() {
         let mut f = Vec::new();
         let none = [Written::default(); 3];
-        section(&none, 10, 0, 0, &[], &mut f);
+        section(&none, &[], 10, 0, 0, &[], &mut f);
         assert_eq!(f.len(), 1, "{f:?}");
         let some = [Written {
             bytes: 1.0,
@@ -100,7 +122,16 @@ mod tests {
             failed: 0.0,
         }];
         let mut f = Vec::new();
-        let md = section(&some, 10, 5, 0, &[], &mut f);
+        let dir = tempfile::TempDir::new().unwrap();
+        let log = dir.path().join("server0.log");
+        std::fs::write(
+            &log,
+            "x WARN spillway::store::router: spill to tier failed partition=a/0/1-1 tier=\"hdfs\" error=e\n\
+             x WARN spillway::store::router: spill to tier failed partition=a/0/1-1 tier=\"localfile\" error=e\n",
+        )
+        .unwrap();
+        let md = section(&some, &[log], 10, 5, 0, &[], &mut f);
+        assert!(md.contains("| server0 | 0.0 MiB | 1 | 1 | 0 |"), "{md}");
         assert!(f.is_empty() && md.contains("| server0 |"), "{f:?} {md}");
 
         let c = spark::Counts::default();

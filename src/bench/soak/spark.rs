@@ -43,7 +43,9 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The harness's compiled client classpath (`classes` + `deps`), if it was built.
 pub fn classpath(harness: &Path) -> Option<String> {
-    let dir = harness.join("target").join(format!("uniffle-{CLIENT_VERSION}"));
+    let dir = harness
+        .join("target")
+        .join(format!("uniffle-{CLIENT_VERSION}"));
     (dir.join("classes").is_dir() && dir.join("deps").is_dir()).then(|| {
         format!(
             "{}:{}/*",
@@ -211,7 +213,10 @@ impl Jobs {
         let (_, text) = self.spark(name, &args).await?;
         let threw = text.lines().any(|l| l.contains("(threw)"));
         Ok(
-            match text.lines().find(|l| l.starts_with("PASS ") || l.starts_with("FAIL ")) {
+            match text
+                .lines()
+                .find(|l| l.starts_with("PASS ") || l.starts_with("FAIL "))
+            {
                 Some(l) if l.starts_with("PASS ") => Outcome::Ok,
                 Some(l) if threw => Outcome::Threw(l.to_owned()),
                 Some(l) => Outcome::Wrong(l.to_owned()),
