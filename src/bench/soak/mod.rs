@@ -339,6 +339,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             jobs: opts.spark_job.clone(),
             dir: out.join("spark"),
             heap: opts.spark_heap.clone(),
+            remote_storage: dfs.as_ref().map(|d| format!("{}/soak-spark", d.url)),
         });
         tokio::spawn(spark::run(
             jobs,
@@ -498,8 +499,15 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             &mut failures,
         )
     });
-    let spark_section = spark_result
-        .map(|r| report_hdfs::spark_section(&spark_counts, r, &opts.spark_job, &mut failures));
+    let spark_section = spark_result.map(|r| {
+        report_hdfs::spark_section(
+            &spark_counts,
+            r,
+            &opts.spark_job,
+            hdfs_written.is_some(),
+            &mut failures,
+        )
+    });
 
     let mut md = String::new();
     let _ = writeln!(

@@ -70,6 +70,7 @@ pub fn spark_section(
     counts: &spark::Counts,
     result: anyhow::Result<()>,
     jobs: &[String],
+    hdfs: bool,
     failures: &mut Vec<String>,
 ) -> String {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -82,9 +83,14 @@ pub fn spark_section(
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "### Spark jobs ({}, client {}, GRPC, replica 3 / write 2 / read 2, one at a time)\n",
+        "### Spark jobs ({}, client {}, GRPC, replica 3 / write 2 / read 2, one at a time, {})\n",
         jobs.join(", "),
-        spark::CLIENT_VERSION
+        spark::CLIENT_VERSION,
+        if hdfs {
+            "every other round MEMORY_LOCALFILE_HDFS"
+        } else {
+            "MEMORY_LOCALFILE"
+        }
     );
     let _ = writeln!(
         md,
@@ -138,16 +144,16 @@ mod tests {
         c.started.store(2, Ordering::Relaxed);
         c.failed.store(2, Ordering::Relaxed);
         let mut f = Vec::new();
-        spark_section(&c, Ok(()), &["sort".into()], &mut f);
+        spark_section(&c, Ok(()), &["sort".into()], true, &mut f);
         assert_eq!(f, vec!["none of the 2 Spark jobs succeeded".to_string()]);
         c.ok.store(1, Ordering::Relaxed);
         c.wrong.store(1, Ordering::Relaxed);
         let mut f = Vec::new();
-        spark_section(&c, Ok(()), &["sort".into()], &mut f);
+        spark_section(&c, Ok(()), &["sort".into()], true, &mut f);
         assert_eq!(f.len(), 1, "{f:?}");
         let mut f = Vec::new();
         c.wrong.store(0, Ordering::Relaxed);
-        spark_section(&c, Err(anyhow::anyhow!("no baseline")), &[], &mut f);
+        spark_section(&c, Err(anyhow::anyhow!("no baseline")), &[], false, &mut f);
         assert_eq!(f.len(), 1, "{f:?}");
     }
 }

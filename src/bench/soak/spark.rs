@@ -8,7 +8,8 @@
 //! run; 3/2/2 lets one server go away at any time after the shuffle was assigned: writes go to
 //! the third replica when one of the first two fails, and block-id reports and reads still
 //! have two servers. A shuffle registered while one of the three is down fails, as Uniffle's
-//! does.
+//! does. With HDFS, every other round of jobs registers the MiniDFS as remote storage
+//! (`MEMORY_LOCALFILE_HDFS`), so the released client's own HDFS reads meet NameNode restarts.
 //!
 //! How a job counts, as the generator's apps do (the soak module doc): a job whose result
 //! equals the vanilla one is **ok**; a job that threw (a task failed: Spark would retry the
@@ -78,6 +79,10 @@ pub struct Jobs {
     pub dir: PathBuf,
     /// `-Xmx` of each JVM.
     pub heap: String,
+    /// With HDFS: the `spark.rss.remote.storage.path` of every other round of jobs, which run
+    /// `MEMORY_LOCALFILE_HDFS`, so the released client reads what the servers spilled to
+    /// HDFS itself (across NameNode restarts); the other rounds run `MEMORY_LOCALFILE`.
+    pub remote_storage: Option<String>,
 }
 
 /// The JVM options the harness uses (run.sh `JAVA_OPTS`), with a small heap.
@@ -185,6 +190,7 @@ impl Jobs {
         job: &str,
         coordinators: &str,
         baseline: &Path,
+        remote_storage: Option<&str>,
     ) -> anyhow::Result<Outcome> {
         let mut args: Vec<String> = [
             "--mode",
@@ -209,6 +215,15 @@ impl Jobs {
         ] {
             args.push("--rss-conf".into());
             args.push(kv.into());
+        }
+        if let Some(path) = remote_storage {
+            for kv in [
+                "spark.rss.storage.type=MEMORY_LOCALFILE_HDFS".to_string(),
+                format!("spark.rss.remote.storage.path={path}"),
+            ] {
+                args.push("--rss-conf".into());
+                args.push(kv);
+            }
         }
         let (_, text) = self.spark(name, &args).await?;
         let threw = text.lines().any(|l| l.contains("(threw)"));
@@ -249,13 +264,22 @@ pub async fn run(
     let mut k = 0usize;
     while shared.now() < duration && !stop.is_cancelled() {
         let job = &jobs.jobs[k % jobs.jobs.len()];
+        let remote = jobs
+            .remote_storage
+            .as_deref()
+            .filter(|_| (k / jobs.jobs.len()) % 2 == 1);
+        let store = if remote.is_some() {
+            "MEMORY_LOCALFILE_HDFS"
+        } else {
+            "MEMORY_LOCALFILE"
+        };
         let name = format!("job{k}-{job}");
         k += 1;
         counts.started.fetch_add(1, Ordering::Relaxed);
         let t = shared.now();
         let outcome = tokio::select! {
             _ = stop.cancelled() => break,
-            r = jobs.rss_job(&name, job, &coordinators, &baseline) => r?,
+            r = jobs.rss_job(&name, job, &coordinators, &baseline, remote) => r?,
         };
         let (what, counter) = match &outcome {
             Outcome::Ok => ("ok".to_string(), &counts.ok),
@@ -270,7 +294,7 @@ pub async fn run(
         };
         counter.fetch_add(1, Ordering::Relaxed);
         eprintln!(
-            "spillway-bench soak: t={t:.1}s Spark {name} (replica 3/2/2, GRPC): {what} ({:.1} s)",
+            "spillway-bench soak: t={t:.1}s Spark {name} (replica 3/2/2, GRPC, {store}): {what} ({:.1} s)",
             shared.now() - t
         );
         if matches!(outcome, Outcome::Threw(_)) {
