@@ -180,6 +180,16 @@ impl Client {
 
     /// `registerShuffle` of partitions `[p, p]` for `p in 0..partitions`, as Spark does.
     pub async fn register(&mut self, partitions: usize) -> anyhow::Result<()> {
+        self.register_remote(partitions, None).await
+    }
+
+    /// [`Client::register`] with a `remoteStorage.path`, so a `*_HDFS` server may spill the
+    /// app to HDFS.
+    pub async fn register_remote(
+        &mut self,
+        partitions: usize,
+        remote_storage: Option<&str>,
+    ) -> anyhow::Result<()> {
         let r = self
             .grpc
             .register_shuffle(proto::ShuffleRegisterRequest {
@@ -189,6 +199,10 @@ impl Client {
                     .map(|p| proto::ShufflePartitionRange { start: p, end: p })
                     .collect(),
                 user: "spillway-bench".into(),
+                remote_storage: remote_storage.map(|path| proto::RemoteStorage {
+                    path: path.to_owned(),
+                    remote_storage_conf: Vec::new(),
+                }),
                 ..Default::default()
             })
             .await?

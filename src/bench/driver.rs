@@ -3,7 +3,9 @@
 //! way the Java client does (result bitmap, memory by cursor, index, data ranges) and check
 //! every block's id, CRC and bytes against what was written.
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -49,6 +51,9 @@ pub struct Workload {
     pub backoff: Duration,
     /// Which plane carries data.
     pub transport: Transport,
+    /// `registerShuffle.remoteStorage.path` (an HDFS URL), so a `*_HDFS` server may spill the
+    /// app to HDFS; `None`: the app has no remote storage.
+    pub remote_storage: Option<String>,
 }
 
 /// The outcome of one phase.
@@ -77,6 +82,8 @@ pub struct Verification {
     pub blocks: u64,
     /// Of which read from memory.
     pub from_memory: u64,
+    /// Of which read from the extra source (HDFS), not through the server.
+    pub from_extra: u64,
     /// Blocks read twice (moved from memory to a file between the two reads; not an error).
     pub duplicates: u64,
     /// Blocks written but never read back.
@@ -104,6 +111,7 @@ impl Verification {
     fn merge(&mut self, o: Verification) {
         self.blocks += o.blocks;
         self.from_memory += o.from_memory;
+        self.from_extra += o.from_extra;
         self.duplicates += o.duplicates;
         self.lost += o.lost;
         self.corrupt += o.corrupt;
@@ -189,7 +197,7 @@ pub async fn write(
 ) -> anyhow::Result<Phase> {
     control(target, w)
         .await?
-        .register(w.shape.partitions)
+        .register_remote(w.shape.partitions, w.remote_storage.as_deref())
         .await?;
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
@@ -256,11 +264,30 @@ pub async fn cleanup(target: &Target, w: &Workload) -> anyhow::Result<()> {
     control(target, w).await?.unregister_app().await
 }
 
+/// Blocks of one partition (the argument) that the server does not serve, read after its
+/// memory and files: the Uniffle client reads an app's HDFS files itself.
+pub type ExtraRead = Arc<
+    dyn Fn(usize) -> Pin<Box<dyn Future<Output = anyhow::Result<Vec<ReadBlock>>> + Send>>
+        + Send
+        + Sync,
+>;
+
 /// Reads every partition back as the Java client does and verifies every block.
 pub async fn read_verify(
     target: &Target,
     w: &Workload,
     payloads: &Arc<Payloads>,
+) -> anyhow::Result<(Phase, Verification)> {
+    read_verify_with(target, w, payloads, None).await
+}
+
+/// [`read_verify`], with the blocks of `extra` (HDFS) counted as read too: a block is lost
+/// only when neither the server nor `extra` returned it.
+pub async fn read_verify_with(
+    target: &Target,
+    w: &Workload,
+    payloads: &Arc<Payloads>,
+    extra: Option<ExtraRead>,
 ) -> anyhow::Result<(Phase, Verification)> {
     let next = Arc::new(AtomicUsize::new(0));
     let moved = Arc::new(Mutex::new(0u64));
@@ -269,10 +296,11 @@ pub async fn read_verify(
     let payloads = Arc::clone(payloads);
     let moved2 = Arc::clone(&moved);
     let (latencies, _, outs) = workers(target, w, move |mut c: Client| {
-        let (next, payloads, moved) = (
+        let (next, payloads, moved, extra) = (
             Arc::clone(&next),
             Arc::clone(&payloads),
             Arc::clone(&moved2),
+            extra.clone(),
         );
         async move {
             let mut v = Verification::default();
@@ -281,7 +309,16 @@ pub async fn read_verify(
                 if p >= shape.partitions {
                     return Ok((c, v));
                 }
-                let bytes = read_partition(&mut c, &shape, p, read_size, &payloads, &mut v).await?;
+                let bytes = read_partition(
+                    &mut c,
+                    &shape,
+                    p,
+                    read_size,
+                    &payloads,
+                    extra.as_ref(),
+                    &mut v,
+                )
+                .await?;
                 *moved.lock() += bytes;
             }
         }
@@ -311,6 +348,7 @@ async fn read_partition(
     p: usize,
     read_size: usize,
     payloads: &Payloads,
+    extra: Option<&ExtraRead>,
     v: &mut Verification,
 ) -> anyhow::Result<u64> {
     let expected = shape.partition_ids(p);
@@ -411,6 +449,13 @@ async fn read_partition(
             check(block, false, v);
         }
         i = end;
+    }
+    if let Some(extra) = extra {
+        for b in extra(p).await? {
+            let before = v.blocks;
+            check(b, false, v);
+            v.from_extra += v.blocks - before;
+        }
     }
     let lost = seen.iter().filter(|s| !**s).count() as u64;
     if lost > 0 {

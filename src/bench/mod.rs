@@ -139,6 +139,7 @@ impl Options {
             read_size: self.read_size.0 as usize,
             backoff: Duration::from_millis(self.backoff_ms.max(1)),
             transport: self.transport,
+            remote_storage: None,
         }
     }
 }

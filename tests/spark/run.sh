@@ -6,6 +6,8 @@
 #   bash tests/spark/run.sh [options]
 #
 #   --vanilla-only        build the Maven project and run only the vanilla baseline (no server)
+#   --build-only          build the Maven project per client version and stop (the chaos soak's
+#                         Spark jobs use tests/spark/target/uniffle-0.9.2)
 #   --versions "A B"      Uniffle client versions (default "0.9.2 0.9.0"; env SPARK_E2E_VERSIONS)
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java)
 #   --no-replica          skip the two-server replica job
@@ -57,6 +59,7 @@ VERSIONS=${SPARK_E2E_VERSIONS:-"0.9.2 0.9.0"}
 JOBS=all
 CLIENT_TYPES=${SPARK_E2E_CLIENT_TYPES:-"GRPC GRPC_NETTY"}
 VANILLA_ONLY=0
+BUILD_ONLY=0
 REPLICA=1
 RESTART=1
 CLUSTER=1
@@ -67,6 +70,7 @@ HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitio
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --vanilla-only) VANILLA_ONLY=1 ;;
+    --build-only) BUILD_ONLY=1 ;;
     --versions) VERSIONS=$2; shift ;;
     --jobs) JOBS=$2; shift ;;
     --no-replica) REPLICA=0 ;;
@@ -77,7 +81,7 @@ while [[ $# -gt 0 ]]; do
     --keep) KEEP=1 ;;
     --no-hdfs) HDFS=0 ;;
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
-    -h|--help) sed -n '2,46p' "$HERE/run.sh"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -865,6 +869,10 @@ done
 phase_done
 [[ ${#BUILT[@]} -gt 0 ]] || { echo "$PASSED passed, $FAILED failed"; exit 1; }
 BASE_VER=${BUILT[0]}
+if [[ $BUILD_ONLY == 1 ]]; then
+  echo "built: ${BUILT[*]}"
+  exit $((FAILED > 0))
+fi
 
 if [[ $VANILLA_ONLY == 0 ]]; then
   phase "cargo build"

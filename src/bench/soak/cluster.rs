@@ -144,7 +144,17 @@ pub struct Layout {
     /// The soak runs in its own network namespace: the servers listen on all of its
     /// addresses and the apps use [`CLIENT_IP`](super::netns::CLIENT_IP).
     pub netns: bool,
+    /// `MEMORY_LOCALFILE_HDFS` with a small cold threshold, for apps that register an HDFS
+    /// remote storage; `false`: `MEMORY_LOCALFILE`.
+    pub hdfs: bool,
 }
+
+/// `[hdfs_store]` of a soak with HDFS. A generator app's partition is 8–320 KiB, so a 64 KiB
+/// cold threshold sends about half of the HDFS apps' spill batches to HDFS (64 MiB, the
+/// default, would send none). The 10 s write timeout bounds an append that hangs while the
+/// NameNode restarts, well inside the apps' `--app-timeout`; after a failure HDFS rests 5 s.
+const HDFS_STORE: &str = "[hdfs_store]\ncold_storage_threshold_size = \"64K\"\n\
+     write_timeout = \"10s\"\nfailure_cooldown = \"5s\"\n";
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -192,14 +202,20 @@ impl Cluster {
             // Heartbeats every second, so a restarted server is assignable again quickly and a
             // stopped coordinator is noticed within the soak's short fault windows.
             let config = format!(
-                "store_type = \"MEMORY_LOCALFILE\"\n\
+                "store_type = \"{store_type}\"\n\
                  grpc_port = {grpc}\nnetty_port = {netty}\n\
                  bind_ip = \"{bind_ip}\"\nworker_ip = \"127.0.0.1\"\n\
                  coordinator_quorum = [{quorum}]\nheartbeat_interval = \"1s\"\n\
                  [memory_store]\ncapacity = \"{cap}B\"\n\
                  [localfile_store]\ndata_paths = {paths:?}\n\
                  [metrics]\nhttp_port = {http}\n\
-                 [coordinator]\nenabled = {coordinator}\nregister_self = false\n",
+                 [coordinator]\nenabled = {coordinator}\nregister_self = false\n{hdfs}",
+                store_type = if layout.hdfs {
+                    "MEMORY_LOCALFILE_HDFS"
+                } else {
+                    "MEMORY_LOCALFILE"
+                },
+                hdfs = if layout.hdfs { HDFS_STORE } else { "" },
                 quorum = quorum.join(", "),
                 cap = layout.capacity,
                 paths = data_paths,

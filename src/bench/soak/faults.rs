@@ -58,6 +58,8 @@ pub enum Kind {
     /// Drop the packets of one server's client-facing ports for `hold` (own namespace only;
     /// see `netstall`).
     NetStall,
+    /// Stop the MiniDFS NameNode, start it again `hold` later (same port, same metadata).
+    NameNodeRestart,
 }
 
 impl Kind {
@@ -69,6 +71,7 @@ impl Kind {
             Kind::DiskFill => "disk fill",
             Kind::CoordinatorStop => "coordinator stopped",
             Kind::NetStall => "client network stall",
+            Kind::NameNodeRestart => "NameNode stopped",
         }
     }
 }
@@ -90,7 +93,8 @@ pub struct Fault {
 /// start to `tail` before the end (so the last restarts settle before the final checks).
 /// Kinds come in rounds holding each kind once, in a seeded order, so even a 5-minute run
 /// meets every kind. Disk fills need tmpfs data paths (`disks`), network stalls the soak's
-/// own network namespace (`net`).
+/// own network namespace (`net`),
+/// NameNode restarts a MiniDFS (`hdfs`).
 pub fn schedule(
     seed: u64,
     duration: f64,
@@ -98,6 +102,7 @@ pub fn schedule(
     tail: f64,
     disks: bool,
     net: bool,
+    hdfs: bool,
 ) -> Vec<Fault> {
     let mut rng = Rng::new(seed);
     let kinds: Vec<Kind> = [
@@ -107,10 +112,12 @@ pub fn schedule(
         Kind::DiskFill,
         Kind::CoordinatorStop,
         Kind::NetStall,
+        Kind::NameNodeRestart,
     ]
     .into_iter()
     .filter(|k| disks || *k != Kind::DiskFill)
     .filter(|k| net || *k != Kind::NetStall)
+    .filter(|k| hdfs || *k != Kind::NameNodeRestart)
     .collect();
     let mut round: Vec<Kind> = Vec::new();
     let mut out = Vec::new();
@@ -189,6 +196,7 @@ fn fill(dir: &Path) -> std::io::Result<(PathBuf, u64)> {
 /// replaces processes, so each restart is measured on its own.
 pub async fn run(
     cluster: &mut Cluster,
+    mut hdfs: Option<&mut super::minidfs::MiniDfs>,
     plan: &[Fault],
     hold: Duration,
     stop: tokio_util::sync::CancellationToken,
@@ -283,6 +291,18 @@ pub async fn run(
                     r,
                 )
             }
+            Kind::NameNodeRestart => {
+                // One NameNode serves every server: the node drawn for it means nothing.
+                let what = format!(
+                    "{} for {} s (MiniDFS: every server's HDFS)",
+                    f.kind.name(),
+                    hold.as_secs()
+                );
+                match hdfs.as_deref_mut() {
+                    Some(dfs) => (what, super::hdfs::restart(dfs, hold, &stop).await),
+                    None => (what, Err(anyhow::anyhow!("the soak runs no HDFS"))),
+                }
+            }
             Kind::DiskFill => {
                 let dir = cluster.nodes[f.node].data_paths[f.path].clone();
                 let r = tokio::task::spawn_blocking(move || fill(&dir)).await;
@@ -361,9 +381,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_schedule() {
-        let a = schedule(7, 600.0, 20.0, 30.0, true, true);
-        let b = schedule(7, 600.0, 20.0, 30.0, true, true);
-        let c = schedule(8, 600.0, 20.0, 30.0, true, true);
+        let a = schedule(7, 600.0, 20.0, 30.0, true, true, false);
+        let b = schedule(7, 600.0, 20.0, 30.0, true, true, false);
+        let c = schedule(8, 600.0, 20.0, 30.0, true, true, false);
         let key = |s: &[Fault]| {
             s.iter()
                 .map(|f| (f.at.to_bits(), f.kind, f.node, f.path))
@@ -384,18 +404,27 @@ mod tests {
             assert_eq!(kinds.len(), 6, "{round:?}");
         }
         // Without tmpfs mounts, no disk is filled (it would be the host's disk).
-        assert!(schedule(7, 600.0, 20.0, 30.0, false, true)
+        assert!(schedule(7, 600.0, 20.0, 30.0, false, true, false)
             .iter()
             .all(|f| f.kind != Kind::DiskFill));
         // Outside the soak's own network namespace, no stall (it would be the host's
         // firewall); the other kinds still come in rounds.
-        let no_net = schedule(7, 600.0, 20.0, 30.0, true, false);
+        let no_net = schedule(7, 600.0, 20.0, 30.0, true, false, false);
         assert!(no_net.iter().all(|f| f.kind != Kind::NetStall));
         for round in no_net.chunks_exact(5) {
             let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
             kinds.sort();
             kinds.dedup();
             assert_eq!(kinds.len(), 5, "{round:?}");
+        }
+        // NameNode restarts only with a MiniDFS; with one, rounds hold seven kinds.
+        assert!(a.iter().all(|f| f.kind != Kind::NameNodeRestart));
+        let with_hdfs = schedule(7, 600.0, 20.0, 30.0, true, true, true);
+        for round in with_hdfs.chunks_exact(7) {
+            let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
+            kinds.sort();
+            kinds.dedup();
+            assert_eq!(kinds.len(), 7, "{round:?}");
         }
     }
 }

@@ -6,8 +6,11 @@
 //!    ▲ apps: register (coordinator assignment / round-robin), write 4–16 KiB blocks,
 //!    │       report+commit, finishShuffle, read + verify, unregister or keep
 //!    │       (half over the Netty data plane, half over gRPC)
+//!    ▲ apps with HDFS remote storage (MiniDFS, MEMORY_LOCALFILE_HDFS), read back from HDFS
+//!    ▲ Spark jobs (tests/spark, replica 3/2/2), one at a time, checked against vanilla Spark
 //!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop,
-//!    │         client network stall (own network namespace only, see `netns`, `netstall`)
+//!    │         NameNode restart, client network stall (own network namespace only, see
+//!    │         `netns`, `netstall`)
 //!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
@@ -27,6 +30,14 @@
 //! - a block is **corrupt** when a read returns other bytes, a wrong CRC or an id never
 //!   written, in any state.
 //!
+//! HDFS apps follow the same rules: a batch whose HDFS append fails (the NameNode down) must
+//! go to local files or stay in memory, so `finishShuffle` SUCCESS still means durable. A
+//! completed read of an HDFS app that misses blocks (none corrupt) is read again within the
+//! same 120 s before they count as lost: a file pair whose append failed reads shorter until
+//! its lease is recovered, and the Java client's block-id check fails that reduce task, which
+//! Spark retries. Spark jobs count the same way (`spark.rs`): a job that threw is failed and
+//! retried, a result other than vanilla Spark's is a failure.
+//!
 //! Reads of durable apps that fail (the server restarting) are retried for up to 120 s; a
 //! durable app that could not be read at all in that time is **unreadable**, a failure too.
 //! A share of the apps (`--keep`) stays registered after its verification and is read again
@@ -35,14 +46,20 @@
 //! The run fails on a lost, corrupt or unreadable block, a fault that could not be applied
 //! (a server that did not come back), "panicked" in a server's log, a slope above its bound,
 //! no app verified at all, or a server whose write memory, tickets or apps are not back to
-//! zero once every app is gone (`--settle`).
+//! zero once every app is gone (`--settle`); with HDFS, also when HDFS received no byte; with
+//! Spark, on a wrong result, a failed vanilla baseline, or no job succeeding.
 
 mod cluster;
 mod faults;
+mod hdfs;
+mod hdfs_read;
+mod minidfs;
 pub mod netns;
 mod netstall;
 mod report;
+mod report_hdfs;
 mod sampler;
+mod spark;
 mod workload;
 
 use std::fmt::Write as _;
@@ -159,6 +176,32 @@ pub struct SoakOptions {
     /// tickets and apps (apps whose cleanup failed expire after the server's 60 s).
     #[arg(long, default_value = "100s", value_parser = seconds)]
     pub settle: f64,
+    /// No MiniDFS: `MEMORY_LOCALFILE` servers, no HDFS apps, no NameNode restarts (for a
+    /// machine without Java). Without it a missing launcher or Java fails the soak.
+    #[arg(long)]
+    pub no_hdfs: bool,
+    /// The MiniHdfs launcher's Maven project (default: this checkout's `tests/hdfs`).
+    #[arg(long)]
+    pub hdfs_launcher: Option<PathBuf>,
+    /// Share of the generator apps (seeded) that register the MiniDFS as remote storage.
+    #[arg(long, default_value_t = 0.5)]
+    pub hdfs_share: f64,
+    /// Run Spark jobs and fail when the harness's jars are missing (by default they run
+    /// when `tests/spark/target/uniffle-0.9.2` is built: `tests/spark/run.sh --build-only`).
+    #[arg(long, conflicts_with = "no_spark")]
+    pub spark_jobs: bool,
+    /// No Spark jobs.
+    #[arg(long)]
+    pub no_spark: bool,
+    /// The Spark harness (default: this checkout's `tests/spark`).
+    #[arg(long)]
+    pub spark_harness: Option<PathBuf>,
+    /// `SparkJobs` jobs run in turn, one at a time.
+    #[arg(long, default_value = "sort,empty_partitions", value_delimiter = ',')]
+    pub spark_job: Vec<String>,
+    /// `-Xmx` of each Spark JVM.
+    #[arg(long, default_value = "768m")]
+    pub spark_heap: String,
 }
 
 /// The result: the markdown report and whether the soak passed.
@@ -195,6 +238,35 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             .with_file_name("spillway")
             .with_extension(std::env::consts::EXE_EXTENSION),
     };
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&opts.hdfs_share),
+        "--hdfs-share must be in [0, 1]"
+    );
+    let spark_cp = if opts.no_spark {
+        None
+    } else {
+        let harness = opts
+            .spark_harness
+            .clone()
+            .unwrap_or_else(spark::default_harness);
+        match spark::classpath(&harness) {
+            Some(cp) => Some(cp),
+            None if opts.spark_jobs => anyhow::bail!(
+                "--spark-jobs: the Spark harness is not built at {}/target/uniffle-{} (run \
+                 `bash tests/spark/run.sh --build-only`, or pass --no-spark)",
+                harness.display(),
+                spark::CLIENT_VERSION
+            ),
+            None => {
+                eprintln!(
+                    "spillway-bench soak: no Spark jobs: the harness is not built at {}/target/uniffle-{} (`bash tests/spark/run.sh --build-only`)",
+                    harness.display(),
+                    spark::CLIENT_VERSION
+                );
+                None
+            }
+        }
+    };
     let tmpfs = !opts.no_tmpfs;
     if tmpfs {
         anyhow::ensure!(
@@ -211,6 +283,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.fault_hold + 10.0,
         tmpfs,
         opts.own_netns,
+        !opts.no_hdfs,
     );
     if opts.own_netns {
         netstall::probe().await?;
@@ -232,6 +305,18 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             f.at, f.node, f.kind
         );
     }
+    // HDFS first: the servers' HDFS clients connect lazily, but the apps need its URL.
+    let mut dfs = if opts.no_hdfs {
+        None
+    } else {
+        let launcher = opts
+            .hdfs_launcher
+            .clone()
+            .unwrap_or_else(minidfs::default_launcher);
+        let dfs = minidfs::MiniDfs::start(&launcher, &out.join("minidfs")).await?;
+        eprintln!("spillway-bench soak: MiniDFS at {}", dfs.url);
+        Some(dfs)
+    };
     let mut cluster = cluster::Cluster::start(&cluster::Layout {
         bin,
         root: out.join("cluster"),
@@ -239,6 +324,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         tmpfs: tmpfs.then_some(opts.disk_size.0),
         capacity: opts.capacity.0,
         netns: opts.own_netns,
+        hdfs: dfs.is_some(),
     })
     .await?;
     let shared = Arc::clone(&cluster.shared);
@@ -258,6 +344,35 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.keep_max,
         Duration::from_secs_f64(opts.app_timeout),
     );
+    if let Some(dfs) = &dfs {
+        gen.use_hdfs(workload::HdfsApps {
+            reader: hdfs_read::HdfsReader::new(&dfs.url, "/soak")?,
+            share: opts.hdfs_share,
+        });
+    }
+    let stop_hdfs_stats = CancellationToken::new();
+    let hdfs_stats = dfs
+        .is_some()
+        .then(|| tokio::spawn(hdfs::poll(Arc::clone(&shared), stop_hdfs_stats.clone())));
+    let spark_counts = Arc::new(spark::Counts::default());
+    let spark_problems = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let spark_task = spark_cp.map(|classpath| {
+        let jobs = Arc::new(spark::Jobs {
+            classpath,
+            jobs: opts.spark_job.clone(),
+            dir: out.join("spark"),
+            heap: opts.spark_heap.clone(),
+            remote_storage: dfs.as_ref().map(|d| format!("{}/soak-spark", d.url)),
+        });
+        tokio::spawn(spark::run(
+            jobs,
+            Arc::clone(&shared),
+            opts.duration,
+            Arc::clone(&spark_counts),
+            Arc::clone(&spark_problems),
+            ctrl_c.child_token(),
+        ))
+    });
     let stop_beats = CancellationToken::new();
     let beats = tokio::spawn(Arc::clone(&gen).heartbeats(stop_beats.clone()));
 
@@ -306,12 +421,17 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     };
     let (fault_log, restarts) = faults::run(
         &mut cluster,
+        dfs.as_mut(),
         &plan,
         Duration::from_secs_f64(opts.fault_hold),
         ctrl_c.clone(),
     )
     .await;
     let _ = apps.await;
+    let spark_result = match spark_task {
+        Some(t) => Some(t.await.map_err(anyhow::Error::from).and_then(|r| r)),
+        None => None,
+    };
     anyhow::ensure!(!ctrl_c.is_cancelled(), "interrupted (Ctrl-C)");
     eprintln!(
         "spillway-bench soak: t={:.1}s apps done; re-reading kept apps",
@@ -323,9 +443,15 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     let settle = settle(&shared, Duration::from_secs_f64(opts.settle), &ctrl_c).await;
     stop_sampler.cancel();
     let series = sampler.await.context("sampler task")?;
+    stop_hdfs_stats.cancel();
+    let hdfs_written = match hdfs_stats {
+        Some(t) => Some(t.await.context("HDFS stats task")?.totals()),
+        None => None,
+    };
     let run_secs = shared.now();
     cluster.stop_all().await;
     drop(cluster);
+    drop(dfs);
 
     // Judge and write.
     let bounds = [
@@ -385,6 +511,26 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         }
     }
     failures.extend(settle);
+    let hdfs_section = hdfs_written.as_ref().map(|w| {
+        report_hdfs::section(
+            w,
+            &logs,
+            get(&c.hdfs_apps),
+            get(&c.blocks_from_hdfs),
+            get(&c.hdfs_rereads),
+            &fault_log,
+            &mut failures,
+        )
+    });
+    let spark_section = spark_result.map(|r| {
+        report_hdfs::spark_section(
+            &spark_counts,
+            r,
+            &opts.spark_job,
+            hdfs_written.is_some(),
+            &mut failures,
+        )
+    });
 
     let mut md = String::new();
     let _ = writeln!(
@@ -436,6 +582,10 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             "the host's loopback (no client network stalls)"
         }
     );
+    for s in hdfs_section.iter().chain(&spark_section) {
+        md.push('\n');
+        md.push_str(s);
+    }
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(
         md,
@@ -450,7 +600,8 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         let n = restarts.iter().filter(|r| r.node == node).count();
         report::table(&mut md, node, n, node_rows);
     }
-    let problems = gen.problems.lock().clone();
+    let mut problems = gen.problems.lock().clone();
+    problems.extend(spark_problems.lock().iter().cloned());
     if !problems.is_empty() {
         let _ = writeln!(md, "\n### First problems\n");
         for p in problems {

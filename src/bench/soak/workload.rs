@@ -73,6 +73,21 @@ pub struct Counts {
     pub netty_apps: AtomicU64,
     /// Of which verified.
     pub netty_verified: AtomicU64,
+    /// Apps (first attempts) registered with the soak's HDFS as remote storage.
+    pub hdfs_apps: AtomicU64,
+    /// Blocks verified that were read from HDFS (not served by the server).
+    pub blocks_from_hdfs: AtomicU64,
+    /// Reads of HDFS apps that missed blocks and were read again (as a Spark reduce task whose
+    /// block-id check fails is retried), before any block counted as lost.
+    pub hdfs_rereads: AtomicU64,
+}
+
+/// The share of apps that register the soak's HDFS as remote storage, and how to read them.
+pub struct HdfsApps {
+    /// Reads the apps' HDFS files back as the client does.
+    pub reader: super::hdfs_read::HdfsReader,
+    /// Share of apps (seeded) that register it.
+    pub share: f64,
 }
 
 /// A durable app kept registered for a later re-read.
@@ -99,6 +114,8 @@ pub struct Generator {
     keep_max: usize,
     app_timeout: Duration,
     run_id: String,
+    /// Set once before the first app when the soak runs HDFS.
+    hdfs: std::sync::OnceLock<HdfsApps>,
 }
 
 impl Generator {
@@ -129,7 +146,13 @@ impl Generator {
             keep_max,
             app_timeout,
             run_id,
+            hdfs: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Makes a seeded `share` of the apps started from now on register HDFS as remote storage.
+    pub fn use_hdfs(&self, apps: HdfsApps) {
+        let _ = self.hdfs.set(apps);
     }
 
     fn problem(&self, p: String) {
@@ -209,6 +232,15 @@ impl Generator {
             self.counts.grpc_apps.fetch_add(1, Ordering::Relaxed);
             Transport::Grpc
         };
+        // Drawn after the plane, so the shapes above are the same with and without HDFS.
+        let remote_storage = self
+            .hdfs
+            .get()
+            .filter(|h| rng.unit() < h.share)
+            .map(|h| h.reader.remote_path());
+        if remote_storage.is_some() {
+            self.counts.hdfs_apps.fetch_add(1, Ordering::Relaxed);
+        }
         for attempt in 0..=RETRIES {
             if attempt > 0 {
                 // A Spark task retry comes after the failed task is reported and rescheduled,
@@ -249,6 +281,7 @@ impl Generator {
                 read_size: 1 << 20,
                 backoff: Duration::from_millis(10),
                 transport,
+                remote_storage: remote_storage.clone(),
             };
             self.live.lock().insert(app.clone(), node);
             let kills = self.shared.nodes[node].kills.load(Ordering::Relaxed);
@@ -315,13 +348,26 @@ impl Generator {
     async fn verify(&self, node: usize, w: &Workload) -> bool {
         let target = self.target(node);
         let deadline = tokio::time::Instant::now() + READ_PATIENCE;
+        let extra = self.hdfs_read(node, w);
         loop {
             match tokio::time::timeout(
                 Duration::from_secs(60),
-                driver::read_verify(&target, w, &self.payloads),
+                driver::read_verify_with(&target, w, &self.payloads, extra.clone()),
             )
             .await
             {
+                // An HDFS file pair whose append failed (the NameNode went away) reads shorter
+                // until the NameNode has recovered its lease; the client's block-id check then
+                // fails the reduce task and Spark runs it again, so such a read is retried.
+                Ok(Ok((_, v)))
+                    if extra.is_some()
+                        && v.lost > 0
+                        && v.corrupt == 0
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    self.counts.hdfs_rereads.fetch_add(1, Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
                 Ok(Ok((_, v))) => return self.account(node, w, v),
                 Ok(Err(e)) if tokio::time::Instant::now() >= deadline => {
                     self.counts.unreadable.fetch_add(1, Ordering::Relaxed);
@@ -342,10 +388,24 @@ impl Generator {
         }
     }
 
+    /// The HDFS read of an app registered with remote storage: its server's files.
+    fn hdfs_read(&self, node: usize, w: &Workload) -> Option<driver::ExtraRead> {
+        w.remote_storage.as_ref()?;
+        let reader = self.hdfs.get()?.reader.clone();
+        let (app, shuffle, server) = (w.app.clone(), w.shuffle, self.shared.nodes[node].grpc);
+        Some(Arc::new(move |p| {
+            let (reader, app) = (reader.clone(), app.clone());
+            Box::pin(async move { reader.partition(&app, shuffle, p, server).await })
+        }))
+    }
+
     fn account(&self, node: usize, w: &Workload, v: Verification) -> bool {
         self.counts
             .blocks_verified
             .fetch_add(v.blocks, Ordering::Relaxed);
+        self.counts
+            .blocks_from_hdfs
+            .fetch_add(v.from_extra, Ordering::Relaxed);
         // A result bitmap missing ids is a loss of the report, counted once per partition.
         let lost = v.lost + v.bad_results;
         self.counts.lost.fetch_add(lost, Ordering::Relaxed);
