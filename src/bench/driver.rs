@@ -14,7 +14,7 @@ use tokio::task::JoinSet;
 use tonic::transport::Channel;
 
 use super::client::{channel, Client, Latencies, ReadBlock, Transport};
-use super::payload::{Payloads, Shape};
+use super::payload::{app_key, Payloads, Shape};
 use crate::codec::bitmap;
 use crate::proto;
 use crate::store::index::IndexEntry;
@@ -194,6 +194,7 @@ pub async fn write(
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let (shape, request_bytes, backoff) = (w.shape, w.request_bytes, w.backoff);
+    let key = app_key(&w.app);
     let payloads = Arc::clone(payloads);
     let (latencies, no_buffer, _) = workers(target, w, move |mut c: Client| {
         let (next, payloads) = (Arc::clone(&next), Arc::clone(&payloads));
@@ -207,7 +208,7 @@ pub async fn write(
                     let blocks = request
                         .into_iter()
                         .map(|(p, id)| {
-                            let data = payloads.block(id, shape.block_size);
+                            let data = payloads.block(key, id, shape.block_size);
                             let block = proto::ShuffleBlock {
                                 block_id: id,
                                 length: data.len() as i32,
@@ -266,6 +267,7 @@ pub async fn read_verify(
     let moved = Arc::new(Mutex::new(0u64));
     let start = Instant::now();
     let (shape, read_size) = (w.shape, w.read_size);
+    let key = app_key(&w.app);
     let payloads = Arc::clone(payloads);
     let moved2 = Arc::clone(&moved);
     let (latencies, _, outs) = workers(target, w, move |mut c: Client| {
@@ -281,7 +283,7 @@ pub async fn read_verify(
                 if p >= shape.partitions {
                     return Ok((c, v));
                 }
-                let bytes = read_partition(&mut c, &shape, p, read_size, &payloads, &mut v).await?;
+                let bytes = read_partition(&mut c, &shape, p, read_size, &payloads, key, &mut v).await?;
                 *moved.lock() += bytes;
             }
         }
@@ -303,14 +305,15 @@ pub async fn read_verify(
     ))
 }
 
-/// One partition: result bitmap, memory blocks, then the file's blocks. Returns the payload
-/// bytes transferred.
+/// One partition: result bitmap, memory blocks, then the file's blocks, each checked against
+/// the bytes of the app with payload `key`. Returns the payload bytes transferred.
 async fn read_partition(
     c: &mut Client,
     shape: &Shape,
     p: usize,
     read_size: usize,
     payloads: &Payloads,
+    key: u64,
     v: &mut Verification,
 ) -> anyhow::Result<u64> {
     let expected = shape.partition_ids(p);
@@ -357,8 +360,8 @@ async fn read_partition(
         if from_memory {
             v.from_memory += 1;
         }
-        let crc = i64::from(crc32fast::hash(&b.data));
-        if crc != b.crc || b.data != payloads.block(b.block_id, shape.block_size) {
+        if !payloads.matches(key, b.block_id, shape.block_size, &b.data, b.crc) {
+            let crc = i64::from(crc32fast::hash(&b.data));
             v.corrupt += 1;
             v.problem(format!(
                 "partition {p}: block {} ({} bytes) is corrupt (crc field {}, crc of data {crc})",
