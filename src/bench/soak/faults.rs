@@ -1,14 +1,16 @@
 //! The fault schedule: drawn up front from `--seed`, so the same seed and options give the
 //! same faults at the same times on the same servers, and printed before the run starts.
 //! Process faults are applied one after the other by one task; a disk stays full while later
-//! faults fire, so disk-full overlaps restarts.
+//! faults fire, so disk-full overlaps restarts. A frozen or removed disk holds the fault task
+//! for `hold` instead: a server SIGTERMed while its disk is frozen could not finish its final
+//! spill until the thaw, which only this task would do.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::cluster::{Cluster, COORDINATORS, PATHS, SERVERS};
+use super::cluster::{Cluster, COORDINATORS, LOOP_PATH, PATHS, SERVERS};
 
 /// A small deterministic generator (splitmix64): the schedule must not depend on a crate's
 /// algorithm choice between versions.
@@ -54,9 +56,19 @@ pub enum Kind {
     DiskFill,
     /// SIGTERM a server that embeds a coordinator, start it again `hold` later.
     CoordinatorStop,
+    /// `fsfreeze` the loop disk for `hold`: its writes block in the kernel, then resume.
+    DiskFreeze,
+    /// Pull the loop disk out (its path turns empty and read-only), put a new empty file
+    /// system in `hold` later; the apps that had files on it are recorded as gone.
+    DiskRemove,
 }
 
 impl Kind {
+    /// Whether the fault needs the soak's own mounts (it would hit the host's disk otherwise).
+    fn needs_disks(self) -> bool {
+        matches!(self, Kind::DiskFill | Kind::DiskFreeze | Kind::DiskRemove)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Kill => "SIGKILL + restart",
@@ -64,6 +76,8 @@ impl Kind {
             Kind::Takeover => "--takeover upgrade",
             Kind::DiskFill => "disk fill",
             Kind::CoordinatorStop => "coordinator stopped",
+            Kind::DiskFreeze => "disk freeze",
+            Kind::DiskRemove => "disk removal",
         }
     }
 }
@@ -77,7 +91,7 @@ pub struct Fault {
     pub kind: Kind,
     /// Which server.
     pub node: usize,
-    /// Which data path (disk fill).
+    /// Which data path (disk faults; always the loop disk for a freeze or a removal).
     pub path: usize,
 }
 
@@ -93,9 +107,11 @@ pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool)
         Kind::Takeover,
         Kind::DiskFill,
         Kind::CoordinatorStop,
+        Kind::DiskFreeze,
+        Kind::DiskRemove,
     ]
     .into_iter()
-    .filter(|k| disks || *k != Kind::DiskFill)
+    .filter(|k| disks || !k.needs_disks())
     .collect();
     let mut round: Vec<Kind> = Vec::new();
     let mut out = Vec::new();
@@ -117,7 +133,12 @@ pub fn schedule(seed: u64, duration: f64, interval: f64, tail: f64, disks: bool)
             Kind::CoordinatorStop => rng.below(COORDINATORS as u64) as usize,
             _ => rng.below(SERVERS as u64) as usize,
         };
-        let path = rng.below(PATHS as u64) as usize;
+        let drawn = rng.below(PATHS as u64) as usize;
+        // Only the loop disk can be frozen (tmpfs cannot) or removed.
+        let path = match kind {
+            Kind::DiskFreeze | Kind::DiskRemove => LOOP_PATH,
+            _ => drawn,
+        };
         out.push(Fault {
             at,
             kind,
@@ -189,13 +210,13 @@ pub async fn run(
             // Remove fillers that are due before the next fault.
             if let Some(pos) = fillers.iter().position(|(t, ..)| *t <= now) {
                 let (_, node, path) = fillers.swap_remove(pos);
-                let r = std::fs::remove_file(&path);
+                let failed = remove_filler(&path);
                 log.push(Logged {
                     at: now,
                     took: 0.0,
                     node,
                     what: format!("disk fill removed ({})", path.display()),
-                    failed: r.is_err(),
+                    failed,
                 });
                 continue;
             }
@@ -254,6 +275,9 @@ pub async fn run(
                 });
                 (format!("{} for {} s", f.kind.name(), hold.as_secs()), r)
             }
+            Kind::DiskFreeze | Kind::DiskRemove => {
+                super::disk_faults::apply(cluster, f, hold, &stop).await
+            }
             Kind::DiskFill => {
                 let dir = cluster.nodes[f.node].data_paths[f.path].clone();
                 let r = tokio::task::spawn_blocking(move || fill(&dir)).await;
@@ -306,6 +330,15 @@ pub async fn run(
     cleanup(log, restarts, fillers, &shared)
 }
 
+/// Removes a filler; true when that failed. A filler already gone is fine: its disk was
+/// removed (and replaced by an empty one) while it was full.
+fn remove_filler(path: &Path) -> bool {
+    match std::fs::remove_file(path) {
+        Ok(()) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
 /// Removes any filler still present (the final checks run on empty disks) and logs it.
 fn cleanup(
     mut log: Vec<Logged>,
@@ -314,13 +347,13 @@ fn cleanup(
     shared: &super::cluster::Shared,
 ) -> (Vec<Logged>, Vec<Restart>) {
     for (_, node, path) in fillers {
-        let r = std::fs::remove_file(&path);
+        let failed = remove_filler(&path);
         log.push(Logged {
             at: shared.now(),
             took: 0.0,
             node,
             what: format!("disk fill removed ({})", path.display()),
-            failed: r.is_err(),
+            failed,
         });
     }
     (log, restarts)
@@ -347,16 +380,21 @@ mod tests {
             .iter()
             .filter(|f| f.kind == Kind::CoordinatorStop)
             .all(|f| f.node < COORDINATORS));
-        // Every kind comes once per round of five.
-        for round in a.chunks_exact(5) {
+        // Every kind comes once per round of seven.
+        for round in a.chunks_exact(7) {
             let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
             kinds.sort();
             kinds.dedup();
-            assert_eq!(kinds.len(), 5, "{round:?}");
+            assert_eq!(kinds.len(), 7, "{round:?}");
         }
-        // Without tmpfs mounts, no disk is filled (it would be the host's disk).
+        assert!(a
+            .iter()
+            .filter(|f| matches!(f.kind, Kind::DiskFreeze | Kind::DiskRemove))
+            .all(|f| f.path == LOOP_PATH));
+        // Without the soak's mounts, no disk is filled, frozen or removed (it would be the
+        // host's disk).
         assert!(schedule(7, 600.0, 20.0, 30.0, false)
             .iter()
-            .all(|f| f.kind != Kind::DiskFill));
+            .all(|f| !f.kind.needs_disks()));
     }
 }

@@ -36,6 +36,8 @@
 //! zero once every app is gone (`--settle`).
 
 mod cluster;
+mod disk_faults;
+mod disks;
 mod faults;
 mod report;
 mod sampler;
@@ -382,12 +384,12 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     );
     let _ = writeln!(
         md,
-        "| apps started | verified | failed and retried | abandoned | via coordinator | coordinator fallbacks | blocks verified | lost | corrupt | unreadable | re-read later |"
+        "| apps started | verified | failed and retried | abandoned | via coordinator | coordinator fallbacks | blocks verified | lost | corrupt | unreadable | re-read later | gone with a removed disk |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         get(&c.started),
         get(&c.verified),
         get(&c.failed_retried),
@@ -399,6 +401,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         get(&c.corrupt),
         get(&c.unreadable),
         get(&c.reverified),
+        get(&c.gone),
     );
     report::fault_log(&mut md, &fault_log);
     let _ = writeln!(

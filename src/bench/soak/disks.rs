@@ -1,0 +1,183 @@
+//! The soak's real disk: one data path per server is an ext4 file system on a loop device, so
+//! it can be frozen (`fsfreeze`; tmpfs cannot be) and pulled out from under the server.
+//!
+//! ```text
+//!  <server>/disk1   ext4 on /dev/loopN   ← the data path, on top of
+//!                   tmpfs, read-only     ← what the path shows once the disk is removed
+//! ```
+//!
+//! The read-only tmpfs underneath is mounted first, so removing the disk (`umount -l` of the
+//! top mount) leaves an empty directory that refuses every write (EROFS) at once, with no
+//! moment in which the server could write into the host's directory under the mount point.
+//! A replacement disk is a freshly made file system mounted on top again. Each image file is
+//! unlinked once mounted: the loop device keeps it alive (`mount -o loop` detaches on the last
+//! unmount), so nothing is left on the host however the soak ends.
+//!
+//! A frozen file system that outlives the soak would hang every later writer and `umount` on
+//! the machine, so thawing does not depend on the fault finishing: [`Frozen`] thaws on drop,
+//! and [`LoopDisk`] thaws again (harmless when not frozen) before it unmounts.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::Context;
+
+/// Runs a mount-like tool and turns a non-zero exit into an error with its stderr.
+fn run(cmd: &mut Command) -> anyhow::Result<()> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{:?} {:?}: {}: {}",
+        cmd.get_program(),
+        cmd.get_args().collect::<Vec<_>>(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+/// A loop-mounted ext4 data path; unmounted (thawed first) when dropped.
+pub struct LoopDisk {
+    dir: PathBuf,
+    size: u64,
+    /// Images made so far: each disk (the first, and every replacement) has its own file, so a
+    /// replacement never overwrites the blocks the removed file system may still be writing.
+    made: u32,
+    /// The ext4 is mounted on top of the read-only tmpfs (false while removed).
+    mounted: bool,
+}
+
+impl LoopDisk {
+    /// Mounts the read-only base and a fresh ext4 of `size` bytes on `dir`.
+    pub fn mount(dir: &Path, size: u64) -> anyhow::Result<LoopDisk> {
+        std::fs::create_dir_all(dir)?;
+        run(Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "ro,size=64k,mode=0755", "tmpfs"])
+            .arg(dir))
+        .context("mounting the read-only base of a loop disk")?;
+        let mut disk = LoopDisk {
+            dir: dir.to_path_buf(),
+            size,
+            made: 0,
+            mounted: false,
+        };
+        disk.attach()?;
+        Ok(disk)
+    }
+
+    /// The data path.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Makes a new image next to the mount point, mounts it on top and unlinks the file.
+    fn attach(&mut self) -> anyhow::Result<()> {
+        let image = self.dir.with_extension(format!("img{}", self.made));
+        self.made += 1;
+        std::fs::File::create(&image)?.set_len(self.size)?;
+        let made = run(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-m", "0"])
+            .arg(&image))
+        .and_then(|()| {
+            run(Command::new("mount")
+                .args(["-o", "loop"])
+                .arg(&image)
+                .arg(&self.dir))
+        });
+        let _ = std::fs::remove_file(&image);
+        made.with_context(|| format!("making an ext4 data path at {}", self.dir.display()))?;
+        self.mounted = true;
+        // Not an app directory: a server sweeping leaked app data would take it for one.
+        let _ = std::fs::remove_dir(self.dir.join("lost+found"));
+        Ok(())
+    }
+
+    /// Freezes the file system: writes to it block in the kernel until the guard is thawed or
+    /// dropped.
+    pub async fn freeze(&self) -> anyhow::Result<Frozen> {
+        anyhow::ensure!(self.mounted, "{} has no disk to freeze", self.dir.display());
+        let dir = self.dir.clone();
+        // The guard exists before the command runs, so even a freeze that completes after a
+        // cancelled wait is thawed.
+        let guard = Frozen {
+            dir: Some(dir.clone()),
+        };
+        tokio::task::spawn_blocking(move || run(Command::new("fsfreeze").arg("-f").arg(&dir)))
+            .await??;
+        Ok(guard)
+    }
+
+    /// Pulls the disk out: the ext4 is detached lazily (the server's open files keep working
+    /// on the detached file system, as on a disk that fails slowly) and the path shows the
+    /// empty read-only base. Returns the names in the removed file system's root, that is the
+    /// apps that had files there: listed before the unmount, and again after it through a
+    /// descriptor opened before it, so an app directory created in between is not missed.
+    pub fn remove(&mut self) -> anyhow::Result<Vec<String>> {
+        anyhow::ensure!(self.mounted, "{} has no disk to remove", self.dir.display());
+        let root = std::fs::File::open(&self.dir)?;
+        let mut names = list(&self.dir)?;
+        run(Command::new("umount").arg("-l").arg(&self.dir))?;
+        self.mounted = false;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&root);
+        if let Ok(after) = list(Path::new(&format!("/proc/self/fd/{fd}"))) {
+            names.extend(after);
+        }
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Mounts a new empty file system where the removed one was (the operator replaced it).
+    pub fn replace(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(!self.mounted, "{} still has its disk", self.dir.display());
+        self.attach()
+    }
+}
+
+fn list(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        out.push(e?.file_name().to_string_lossy().into_owned());
+    }
+    Ok(out)
+}
+
+fn thaw(dir: &Path) -> anyhow::Result<()> {
+    run(Command::new("fsfreeze").arg("-u").arg(dir))
+}
+
+impl Drop for LoopDisk {
+    fn drop(&mut self) {
+        // Fails harmlessly ("Invalid argument") when not frozen.
+        let _ = thaw(&self.dir);
+        let layers = if self.mounted { 2 } else { 1 };
+        for _ in 0..layers {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
+    }
+}
+
+/// A frozen file system; thawed by [`Frozen::thaw`] or, on any other way out, when dropped.
+pub struct Frozen {
+    dir: Option<PathBuf>,
+}
+
+impl Frozen {
+    /// Thaws now, reporting a failure (dropping thaws too, silently).
+    pub async fn thaw(mut self) -> anyhow::Result<()> {
+        let Some(dir) = self.dir.take() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || thaw(&dir)).await?
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        if let Some(dir) = self.dir.take() {
+            let _ = thaw(&dir);
+        }
+    }
+}
