@@ -283,7 +283,8 @@ pub async fn read_verify(
                 if p >= shape.partitions {
                     return Ok((c, v));
                 }
-                let bytes = read_partition(&mut c, &shape, p, read_size, &payloads, key, &mut v).await?;
+                let bytes =
+                    read_partition(&mut c, &shape, p, read_size, &payloads, key, &mut v).await?;
                 *moved.lock() += bytes;
             }
         }

@@ -199,8 +199,14 @@ mod tests {
             let crc_a = i64::from(crc32fast::hash(&of_a));
             assert!(p.matches(a, id, 4096, &of_a, crc_a));
             assert!(p.matches(b, id, 4096, &of_b, crc_b));
-            assert!(!p.matches(a, id, 4096, &of_b, crc_b), "b's block {id} passed as a's");
-            assert!(!p.matches(b, id, 4096, &of_a, crc_a), "a's block {id} passed as b's");
+            assert!(
+                !p.matches(a, id, 4096, &of_b, crc_b),
+                "b's block {id} passed as a's"
+            );
+            assert!(
+                !p.matches(b, id, 4096, &of_a, crc_a),
+                "a's block {id} passed as b's"
+            );
             // A right block under a wrong CRC field is rejected too.
             assert!(!p.matches(a, id, 4096, &of_a, crc_a ^ 1));
         }
