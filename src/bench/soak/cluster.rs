@@ -47,6 +47,9 @@ pub struct NodeState {
     /// Apps that had files on a disk of this server when it was removed: their blocks there
     /// are legitimately gone (per server, as app ids are only unique to one server's files).
     pub gone: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// True while a disk of this server is being removed and `gone` is not complete yet: a
+    /// read that finds blocks missing waits for it before it is judged.
+    pub removing: AtomicBool,
 }
 
 /// State shared with the workload and the sampler.
@@ -179,6 +182,9 @@ impl Cluster {
             let coordinator = idx < COORDINATORS;
             // Heartbeats every second, so a restarted server is assignable again quickly and a
             // stopped coordinator is noticed within the soak's short fault windows.
+            // A spill stuck on a frozen disk past 5 s fails over to the other disk (the default
+            // 60 s would outlast every freeze), and disks are probed every 2 s, so a removed or
+            // thawed disk changes state within a fault's hold.
             let config = format!(
                 "store_type = \"MEMORY_LOCALFILE\"\n\
                  grpc_port = {grpc}\nnetty_port = -1\n\
@@ -186,6 +192,7 @@ impl Cluster {
                  coordinator_quorum = [{quorum}]\nheartbeat_interval = \"1s\"\n\
                  [memory_store]\ncapacity = \"{cap}B\"\n\
                  [localfile_store]\ndata_paths = {paths:?}\n\
+                 write_timeout = \"5s\"\ndisk_health_check_interval = \"2s\"\n\
                  [metrics]\nhttp_port = {http}\n\
                  [coordinator]\nenabled = {coordinator}\nregister_self = false\n",
                 quorum = quorum.join(", "),
@@ -208,6 +215,7 @@ impl Cluster {
                 up: AtomicBool::new(false),
                 kills: AtomicU64::new(0),
                 gone: Default::default(),
+                removing: AtomicBool::new(false),
             });
         }
         let mut cluster = Cluster {

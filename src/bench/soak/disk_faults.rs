@@ -14,6 +14,7 @@
 //!
 //! [`NodeState::gone`]: super::cluster::NodeState::gone
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -54,12 +55,19 @@ pub(super) async fn apply(
             (what, frozen.thaw().await)
         }
         Kind::DiskRemove => {
-            let names = match disk.remove() {
-                Ok(names) => names,
-                Err(e) => return (format!("disk removal of {dir}"), Err(e)),
-            };
-            let apps = names.iter().filter(|n| !n.starts_with('.')).count();
-            shared.nodes[f.node].gone.lock().extend(names);
+            let node = &shared.nodes[f.node];
+            node.removing.store(true, Ordering::SeqCst);
+            let mut here = std::collections::HashSet::new();
+            let removed = disk.remove(|names| {
+                here.extend(names.iter().cloned());
+                node.gone.lock().extend(names);
+            });
+            node.removing.store(false, Ordering::SeqCst);
+            if let Err(e) = removed {
+                return (format!("disk removal of {dir}"), Err(e));
+            }
+            // Every name there is an app directory (the probe's dot-file lives for a moment).
+            let apps = here.iter().filter(|n| !n.starts_with('.')).count();
             wait(hold, stop).await;
             (
                 format!(

@@ -111,22 +111,19 @@ impl LoopDisk {
 
     /// Pulls the disk out: the ext4 is detached lazily (the server's open files keep working
     /// on the detached file system, as on a disk that fails slowly) and the path shows the
-    /// empty read-only base. Returns the names in the removed file system's root, that is the
-    /// apps that had files there: listed before the unmount, and again after it through a
-    /// descriptor opened before it, so an app directory created in between is not missed.
-    pub fn remove(&mut self) -> anyhow::Result<Vec<String>> {
+    /// empty read-only base. `record` gets the names in the file system's root, that is the
+    /// apps that have files there: before the unmount (so they are known before any read can
+    /// miss them), and again after it, read through a descriptor opened before it, so an app
+    /// directory created in between is not missed.
+    pub fn remove(&mut self, mut record: impl FnMut(Vec<String>)) -> anyhow::Result<()> {
         anyhow::ensure!(self.mounted, "{} has no disk to remove", self.dir.display());
         let root = std::fs::File::open(&self.dir)?;
-        let mut names = list(&self.dir)?;
+        record(list(&self.dir)?);
         run(Command::new("umount").arg("-l").arg(&self.dir))?;
         self.mounted = false;
         let fd = std::os::fd::AsRawFd::as_raw_fd(&root);
-        if let Ok(after) = list(Path::new(&format!("/proc/self/fd/{fd}"))) {
-            names.extend(after);
-        }
-        names.sort();
-        names.dedup();
-        Ok(names)
+        record(list(Path::new(&format!("/proc/self/fd/{fd}")))?);
+        Ok(())
     }
 
     /// Mounts a new empty file system where the removed one was (the operator replaced it).

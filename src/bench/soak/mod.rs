@@ -2,10 +2,12 @@
 //! generator apps while seeded faults fire, sampled every second, judged at the end.
 //!
 //! ```text
-//!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; 2 tmpfs data paths each)
+//!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; data paths: a tmpfs and a
+//!           loop-mounted ext4 each)
 //!    ▲ apps: register (coordinator assignment / round-robin), write 4–16 KiB blocks,
 //!    │       report+commit, finishShuffle, read + verify, unregister or keep
-//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop
+//!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop,
+//!              disk freeze, disk removal
 //!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
@@ -23,7 +25,10 @@
 //!   SIGKILL of its server since it registered) and a read that completes does not return it,
 //!   or its id is missing from the result bitmap;
 //! - a block is **corrupt** when a read returns other bytes, a wrong CRC or an id never
-//!   written, in any state.
+//!   written, in any state (another app's bytes included: payloads depend on the app id);
+//! - a block of an app that had files on a disk when the disk was removed is **gone with a
+//!   removed disk** when a read does not return it (or fails): its only copy went with the
+//!   disk. It is counted apart and is not a failure; every other app must stay whole.
 //!
 //! Reads of durable apps that fail (the server restarting) are retried for up to 120 s; a
 //! durable app that could not be read at all in that time is **unreadable**, a failure too.
@@ -119,10 +124,11 @@ pub struct SoakOptions {
     /// `memory_store.capacity` of every server (small, so spills happen).
     #[arg(long, default_value = "32M")]
     pub capacity: ByteSize,
-    /// Size of each tmpfs data path (two per server).
+    /// Size of each data path (two per server: a tmpfs and a loop-mounted ext4).
     #[arg(long, default_value = "128M")]
     pub disk_size: ByteSize,
-    /// Plain directories instead of tmpfs mounts (no root needed; no disk-fill faults).
+    /// Plain directories instead of mounts (no root needed; no disk fills, freezes or
+    /// removals).
     #[arg(long)]
     pub no_tmpfs: bool,
     /// Where the report, CSV, plots, server configs and logs go.
@@ -377,7 +383,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             .filter(|f| !f.what.starts_with("disk fill removed"))
             .count(),
         if tmpfs {
-            format!("tmpfs data paths of {}", opts.disk_size)
+            format!("data paths of {} (a tmpfs and a loop ext4)", opts.disk_size)
         } else {
             "plain data directories (no disk fills)".into()
         }

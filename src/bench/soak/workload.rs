@@ -295,7 +295,16 @@ impl Generator {
             )
             .await
             {
-                Ok(Ok((_, v))) => return self.account(node, w, v),
+                Ok(Ok((_, v))) => {
+                    if !v.ok() {
+                        // Blocks missing while a disk is being pulled out may be gone with it:
+                        // judge them once the list of the apps it held is complete.
+                        while self.shared.nodes[node].removing.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                    return self.account(node, w, v);
+                }
                 Ok(Err(_)) | Err(_) if self.gone(node, w) => {
                     // Failing is one of the answers allowed once its files went with a disk;
                     // waiting for the disk to come back would wait forever.
