@@ -178,3 +178,83 @@ impl Drop for Frozen {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `fsfreeze -f` of a file system that is already frozen fails (EBUSY): a way to ask
+    /// whether it is frozen that cannot hang, unlike a write.
+    fn freezable(dir: &Path) -> bool {
+        let ok = Command::new("fsfreeze")
+            .arg("-f")
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        if ok {
+            thaw(dir).unwrap();
+        }
+        ok
+    }
+
+    fn mounted(dir: &Path) -> bool {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let dir = dir.to_string_lossy();
+        mounts
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some(&*dir))
+    }
+
+    /// The whole life of a loop disk: mounted without `lost+found`; frozen and thawed by the
+    /// guard's drop and by `thaw`; removed (its apps listed, the path empty and read-only);
+    /// replaced by an empty writable disk; and, dropped while frozen with its guard leaked,
+    /// thawed and unmounted with no image file left.
+    #[test]
+    fn loop_disk_freezes_thaws_is_removed_replaced_and_cleaned_up() {
+        assert!(
+            super::super::effective_root(),
+            "this test mounts file systems: run it as root"
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let tmp = tempfile::TempDir::new().unwrap();
+        let dir = tmp.path().join("disk1");
+        let mut disk = LoopDisk::mount(&dir, 16 << 20).unwrap();
+        assert!(mounted(&dir));
+        assert!(!dir.join("lost+found").exists());
+        std::fs::create_dir(dir.join("app_a")).unwrap();
+        std::fs::write(dir.join("app_a").join("f"), b"x").unwrap();
+
+        let frozen = rt.block_on(disk.freeze()).unwrap();
+        assert!(!freezable(&dir), "not frozen after freeze()");
+        drop(frozen);
+        assert!(freezable(&dir), "still frozen after the guard was dropped");
+        let frozen = rt.block_on(disk.freeze()).unwrap();
+        rt.block_on(frozen.thaw()).unwrap();
+        assert!(freezable(&dir), "still frozen after thaw()");
+
+        let mut names = Vec::new();
+        disk.remove(|n| names.extend(n)).unwrap();
+        assert!(names.iter().any(|n| n == "app_a"), "{names:?}");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        let refused = std::fs::write(dir.join("x"), b"x").unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(libc::EROFS), "{refused}");
+        assert!(disk.remove(|_| {}).is_err(), "removed twice");
+
+        disk.replace().unwrap();
+        assert!(!dir.join("app_a").exists());
+        std::fs::write(dir.join("x"), b"x").unwrap();
+
+        std::mem::forget(rt.block_on(disk.freeze()).unwrap());
+        drop(disk);
+        assert!(!mounted(&dir), "a mount is left on {}", dir.display());
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("disk1")]);
+    }
+}
