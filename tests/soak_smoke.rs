@@ -5,7 +5,8 @@
 //! the report, the CSV and one plot per resource. Slopes are printed but not judged: a
 //! 30-second window is shorter than the report's minimum. No timing is asserted.
 //!
-//! As root (CI) the data paths are tmpfs mounts and disks get filled; otherwise `--no-tmpfs`.
+//! As root (CI) the data paths are a tmpfs and a loop-mounted ext4 per server, and the seed's
+//! faults freeze one server's ext4 and remove another's; otherwise `--no-tmpfs`.
 
 use std::process::{Command, Stdio};
 
@@ -35,7 +36,7 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
             "--fault-hold",
             "3s",
         ])
-        .args(["--rate", "3", "--seed", "7"])
+        .args(["--rate", "3", "--seed", "127"])
         .arg("--out")
         .arg(out.path())
         .stdin(Stdio::null());
@@ -57,6 +58,11 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
         .and_then(|l| l.trim_end_matches(')').parse().ok())
         .expect("fault log header");
     assert!(faults > 0, "no fault fired:\n{text}");
+    if is_root() {
+        // Seed 127's 30 s: a disk freeze at 13 s, then a disk removal.
+        assert!(text.contains("disk freeze of"), "{text}");
+        assert!(text.contains("disk removal of"), "{text}");
+    }
     // Apps were verified, and none was lost.
     let row = text
         .lines()
@@ -66,6 +72,7 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
     let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
     assert!(cells[1].parse::<u64>().unwrap() > 0, "{row}");
     assert_eq!(&cells[7..10], &["0", "0", "0"], "{row}");
+    assert_eq!(cells.len(), 12, "no 'gone with a removed disk' column: {row}");
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("#### server2"), "{report}");
     let csv = std::fs::read_to_string(out.path().join("samples.csv")).unwrap();
