@@ -5,8 +5,9 @@
 //!   the server keeps its data in memory (or fails the append over to the other disk once
 //!   `write_timeout` passes) and keeps serving from memory and the other disk. Nothing is
 //!   allowed to go missing: whatever a client sees fail is classified as any failure is.
-//! - **Removal**: the disk is unmounted lazily under the running server and its path turns
-//!   empty and read-only; `hold` later a new empty file system is mounted there. The apps that
+//! - **Removal**: the disk dies under the running server (every operation on it, open files
+//!   included, fails with EIO) and its path turns empty and read-only; `hold` later a new
+//!   empty file system is mounted there. The apps that
 //!   had files on the removed disk are recorded in [`NodeState::gone`] before any of their reads
 //!   can be judged: their blocks not read back count as gone with the disk, not lost, while a
 //!   wrong byte stays corrupt. Every other app must stay whole: the server has to stop writing
@@ -57,17 +58,17 @@ pub(super) async fn apply(
         Kind::DiskRemove => {
             let node = &shared.nodes[f.node];
             node.removing.store(true, Ordering::SeqCst);
-            let mut here = std::collections::HashSet::new();
+            let mut apps = 0;
             let removed = disk.remove(|names| {
-                here.extend(names.iter().cloned());
+                // Every name there is an app directory (the probe's dot-file lives for a
+                // moment).
+                apps = names.iter().filter(|n| !n.starts_with('.')).count();
                 node.gone.lock().extend(names);
             });
             node.removing.store(false, Ordering::SeqCst);
             if let Err(e) = removed {
                 return (format!("disk removal of {dir}"), Err(e));
             }
-            // Every name there is an app directory (the probe's dot-file lives for a moment).
-            let apps = here.iter().filter(|n| !n.starts_with('.')).count();
             wait(hold, stop).await;
             (
                 format!(

@@ -6,9 +6,13 @@
 //!                   tmpfs, read-only     ← what the path shows once the disk is removed
 //! ```
 //!
-//! The read-only tmpfs underneath is mounted first, so removing the disk (`umount -l` of the
-//! top mount) leaves an empty directory that refuses every write (EROFS) at once, with no
-//! moment in which the server could write into the host's directory under the mount point.
+//! Removing the disk first shuts the ext4 down (`EXT4_IOC_SHUTDOWN`, as a pulled disk: every
+//! read and write on it, through files the server already has open too, fails with EIO), then
+//! unmounts it lazily. The read-only tmpfs underneath is mounted first, so the path is then an
+//! empty directory that refuses every write (EROFS), with no moment in which the server could
+//! write into the host's directory under the mount point. A lazy unmount alone would not do:
+//! open files keep working on a detached file system, so a server would go on appending (its
+//! recovery journal, say) to a disk that is no longer there and never notice.
 //! A replacement disk is a freshly made file system mounted on top again. Each image file is
 //! unlinked once mounted: the loop device keeps it alive (`mount -o loop` detaches on the last
 //! unmount), so nothing is left on the host however the soak ends.
@@ -109,27 +113,46 @@ impl LoopDisk {
         Ok(guard)
     }
 
-    /// Pulls the disk out: the ext4 is detached lazily (the server's open files keep working
-    /// on the detached file system, as on a disk that fails slowly) and the path shows the
-    /// empty read-only base. `record` gets the names in the file system's root, that is the
-    /// apps that have files there: before the unmount (so they are known before any read can
-    /// miss them), and again after it, read through a descriptor opened before it, so an app
-    /// directory created in between is not missed.
-    pub fn remove(&mut self, mut record: impl FnMut(Vec<String>)) -> anyhow::Result<()> {
+    /// Pulls the disk out: the ext4 is shut down (EIO for everything on it from then on) and
+    /// detached, and the path shows the empty read-only base. `record` first gets the names in
+    /// the file system's root, that is the apps that have files there, so they are known
+    /// before any read can miss them; the shutdown follows the listing at once (no process is
+    /// started in between), and from then on no app can put anything there.
+    pub fn remove(&mut self, record: impl FnOnce(Vec<String>)) -> anyhow::Result<()> {
         anyhow::ensure!(self.mounted, "{} has no disk to remove", self.dir.display());
         let root = std::fs::File::open(&self.dir)?;
         record(list(&self.dir)?);
+        let shut = shutdown(&root)
+            .with_context(|| format!("shutting down the ext4 at {}", self.dir.display()));
+        // Unmounted even when the shutdown failed, so the disk is gone either way.
         run(Command::new("umount").arg("-l").arg(&self.dir))?;
         self.mounted = false;
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&root);
-        record(list(Path::new(&format!("/proc/self/fd/{fd}")))?);
-        Ok(())
+        shut
     }
 
     /// Mounts a new empty file system where the removed one was (the operator replaced it).
     pub fn replace(&mut self) -> anyhow::Result<()> {
         anyhow::ensure!(!self.mounted, "{} still has its disk", self.dir.display());
         self.attach()
+    }
+}
+
+/// `EXT4_IOC_SHUTDOWN` (`_IOR('X', 125, __u32)`, XFS's `GOINGDOWN` number) with
+/// `EXT4_GOING_FLAGS_NOLOGFLUSH`: the file system stops at once without flushing its journal,
+/// as when the disk is pulled, and fails every later operation with EIO.
+#[allow(unsafe_code)] // an ioctl with no safe wrapper (nix's needs a feature); see SAFETY
+fn shutdown(root: &std::fs::File) -> std::io::Result<()> {
+    const EXT4_IOC_SHUTDOWN: libc::c_ulong = 0x8004_587d;
+    const EXT4_GOING_FLAGS_NOLOGFLUSH: u32 = 2;
+    let flags = EXT4_GOING_FLAGS_NOLOGFLUSH;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(root);
+    // SAFETY: `fd` is open for the whole call (borrowed from `root`), and the kernel reads one
+    // u32 through the pointer, which points at a live local of that type.
+    let r = unsafe { libc::ioctl(fd, EXT4_IOC_SHUTDOWN as _, &flags as *const u32) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -227,6 +250,10 @@ mod tests {
         assert!(!dir.join("lost+found").exists());
         std::fs::create_dir(dir.join("app_a")).unwrap();
         std::fs::write(dir.join("app_a").join("f"), b"x").unwrap();
+        let mut open = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join("app_a").join("f"))
+            .unwrap();
 
         let frozen = rt.block_on(disk.freeze()).unwrap();
         assert!(!freezable(&dir), "not frozen after freeze()");
@@ -242,6 +269,12 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         let refused = std::fs::write(dir.join("x"), b"x").unwrap_err();
         assert_eq!(refused.raw_os_error(), Some(libc::EROFS), "{refused}");
+        // A file opened before the removal fails too, as on a pulled disk.
+        let dead = std::io::Write::write_all(&mut open, b"y")
+            .and_then(|()| open.sync_data())
+            .unwrap_err();
+        assert_eq!(dead.raw_os_error(), Some(libc::EIO), "{dead}");
+        drop(open);
         assert!(disk.remove(|_| {}).is_err(), "removed twice");
 
         disk.replace().unwrap();
