@@ -72,7 +72,11 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
     let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
     assert!(cells[1].parse::<u64>().unwrap() > 0, "{row}");
     assert_eq!(&cells[7..10], &["0", "0", "0"], "{row}");
-    assert_eq!(cells.len(), 12, "no 'gone with a removed disk' column: {row}");
+    assert_eq!(
+        cells.len(),
+        12,
+        "no 'gone with a removed disk' column: {row}"
+    );
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("#### server2"), "{report}");
     let csv = std::fs::read_to_string(out.path().join("samples.csv")).unwrap();
