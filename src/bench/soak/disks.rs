@@ -15,7 +15,8 @@
 //! recovery journal, say) to a disk that is no longer there and never notice.
 //! A replacement disk is a freshly made file system mounted on top again. Each image file is
 //! unlinked once mounted: the loop device keeps it alive (`mount -o loop` detaches on the last
-//! unmount), so nothing is left on the host however the soak ends.
+//! unmount), so no image is left on the host's disk once the mounts are gone (a SIGKILLed
+//! soak leaves its mounts, as it leaves its tmpfs mounts).
 //!
 //! A frozen file system that outlives the soak would hang every later writer and `umount` on
 //! the machine, so thawing does not depend on the fault finishing: [`Frozen`] thaws on drop,
