@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use spillway::bench::client::{channel, Client, Latencies, Transport};
-use spillway::bench::payload::{Payloads, Shape};
+use spillway::bench::payload::{app_key, Payloads, Shape};
 use spillway::codec::bitmap;
 use spillway::ids::BlockIdLayout;
 use spillway::proto;
@@ -502,7 +502,7 @@ impl Case {
             let blocks = request
                 .into_iter()
                 .map(|(p, id)| {
-                    let data = self.payloads.block(id, BLOCK);
+                    let data = self.payloads.block(app_key(&self.app), id, BLOCK);
                     (
                         p as i32,
                         proto::ShuffleBlock {
@@ -580,7 +580,7 @@ impl Case {
                 blocks.insert(e.block_id, (e.crc, data));
             }
             for (id, (crc, data)) in blocks {
-                let want = self.payloads.block(id, BLOCK);
+                let want = self.payloads.block(app_key(&self.app), id, BLOCK);
                 if data != want || crc != i64::from(crc32fast::hash(&data)) {
                     corrupt.push(format!("block {id} of partition {p}"));
                 } else {

@@ -5,9 +5,10 @@
 //! the report, the CSV and one plot per resource. Slopes are printed but not judged: a
 //! 30-second window is shorter than the report's minimum. No timing is asserted.
 //!
-//! As root (CI) the data paths are tmpfs mounts and disks get filled, and the soak runs in a
-//! network namespace of its own; otherwise `--no-tmpfs` (and the host's loopback). Either
-//! way apps of both data planes, gRPC and Netty, must be verified.
+//! As root (CI) the data paths are a tmpfs and a loop-mounted ext4 per server, disks get
+//! filled, frozen and removed, and the soak runs in a network namespace of its own; otherwise
+//! `--no-tmpfs` (and the host's loopback). Either way apps of both data planes, gRPC and
+//! Netty, must be verified.
 //! The MiniDFS runs (half the apps register it as remote storage, and some of their blocks
 //! must come back from HDFS); it needs Java and `tests/hdfs`, and the test fails without them.
 //! Spark jobs are left to the 5-minute CI soak (`--no-spark`): a JVM per job is too slow for
@@ -41,9 +42,9 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
             "--fault-hold",
             "3s",
         ])
-        // Seed 21 as root: a client network stall of server2, then a SIGKILL of it while
-        // its apps' calls still wait out the retransmits; without root: a coordinator stop.
-        .args(["--rate", "3", "--seed", "21", "--no-spark"])
+        // Seed 127 as root: a client network stall of server2 at 13 s, then the removal of
+        // server1's ext4 disk; without root: other kinds.
+        .args(["--rate", "3", "--seed", "127", "--no-spark"])
         .arg("--out")
         .arg(out.path())
         .stdin(Stdio::null());
@@ -67,6 +68,7 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
     assert!(faults > 0, "no fault fired:\n{text}");
     if is_root() {
         assert!(text.contains("client network stall of ports"), "{text}");
+        assert!(text.contains("disk removal of"), "{text}");
     }
     // Apps were verified, and none was lost.
     let row = text
@@ -95,6 +97,11 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
     );
     // As root the soak is in its own network namespace.
     assert_eq!(network.contains("own namespace"), is_root(), "{planes}");
+    assert_eq!(
+        cells.len(),
+        12,
+        "no 'gone with a removed disk' column: {row}"
+    );
     let report = std::fs::read_to_string(out.path().join("report.md")).unwrap();
     assert!(report.contains("#### server2"), "{report}");
     // HDFS apps ran and blocks were read back from HDFS itself.

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use tonic::transport::Channel;
 
 use super::client::{channel, Client, Latencies, ReadBlock, Transport};
-use super::payload::{Payloads, Shape};
+use super::payload::{app_key, Payloads, Shape};
 use crate::codec::bitmap;
 use crate::proto;
 use crate::store::index::IndexEntry;
@@ -202,6 +202,7 @@ pub async fn write(
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let (shape, request_bytes, backoff) = (w.shape, w.request_bytes, w.backoff);
+    let key = app_key(&w.app);
     let payloads = Arc::clone(payloads);
     let (latencies, no_buffer, _) = workers(target, w, move |mut c: Client| {
         let (next, payloads) = (Arc::clone(&next), Arc::clone(&payloads));
@@ -215,7 +216,7 @@ pub async fn write(
                     let blocks = request
                         .into_iter()
                         .map(|(p, id)| {
-                            let data = payloads.block(id, shape.block_size);
+                            let data = payloads.block(key, id, shape.block_size);
                             let block = proto::ShuffleBlock {
                                 block_id: id,
                                 length: data.len() as i32,
@@ -293,6 +294,7 @@ pub async fn read_verify_with(
     let moved = Arc::new(Mutex::new(0u64));
     let start = Instant::now();
     let (shape, read_size) = (w.shape, w.read_size);
+    let key = app_key(&w.app);
     let payloads = Arc::clone(payloads);
     let moved2 = Arc::clone(&moved);
     let (latencies, _, outs) = workers(target, w, move |mut c: Client| {
@@ -315,6 +317,7 @@ pub async fn read_verify_with(
                     p,
                     read_size,
                     &payloads,
+                    key,
                     extra.as_ref(),
                     &mut v,
                 )
@@ -340,14 +343,15 @@ pub async fn read_verify_with(
     ))
 }
 
-/// One partition: result bitmap, memory blocks, then the file's blocks. Returns the payload
-/// bytes transferred.
+/// One partition: result bitmap, memory blocks, then the file's blocks, each checked against
+/// the bytes of the app with payload `key`. Returns the payload bytes transferred.
 async fn read_partition(
     c: &mut Client,
     shape: &Shape,
     p: usize,
     read_size: usize,
     payloads: &Payloads,
+    key: u64,
     extra: Option<&ExtraRead>,
     v: &mut Verification,
 ) -> anyhow::Result<u64> {
@@ -395,8 +399,8 @@ async fn read_partition(
         if from_memory {
             v.from_memory += 1;
         }
-        let crc = i64::from(crc32fast::hash(&b.data));
-        if crc != b.crc || b.data != payloads.block(b.block_id, shape.block_size) {
+        if !payloads.matches(key, b.block_id, shape.block_size, &b.data, b.crc) {
+            let crc = i64::from(crc32fast::hash(&b.data));
             v.corrupt += 1;
             v.problem(format!(
                 "partition {p}: block {} ({} bytes) is corrupt (crc field {}, crc of data {crc})",

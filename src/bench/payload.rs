@@ -1,9 +1,11 @@
 //! Block contents and ids for the load generator.
 //!
-//! Every payload is a slice of one random pool at an offset derived from the block id, so
-//! writing costs no generation (the slice is shared, not copied) and checking a block read
-//! back is one comparison against the same slice: every byte is verified without keeping what
-//! was written.
+//! Every payload is a slice of one random pool at an offset derived from the block id and the
+//! app's key ([`app_key`]), so writing costs no generation (the slice is shared, not copied)
+//! and checking a block read back is one comparison against the same slice: every byte is
+//! verified without keeping what was written. The key shifts the offset so that two apps'
+//! blocks with the same id differ: a server answering one app's read with another app's data
+//! (a mixed-up purge or lookup) fails the comparison instead of passing it.
 
 use bytes::Bytes;
 
@@ -35,17 +37,36 @@ impl Payloads {
         }
     }
 
-    /// The payload of `block_id` (`len <= max_block`): a shared slice, not a copy.
-    pub fn block(&self, block_id: i64, len: usize) -> Bytes {
+    /// The payload of `block_id` of the app with `key` (`len <= max_block`): a shared slice,
+    /// not a copy.
+    pub fn block(&self, key: u64, block_id: i64, len: usize) -> Bytes {
         let len = len.min(self.max_block);
-        let at = (splitmix(block_id as u64) as usize % (POOL_SPAN / 8)) * 8;
+        // Adding the key (rather than hashing it in) keeps equal ids of two apps at different
+        // offsets whenever their keys differ modulo the span, not merely with high probability.
+        let slots = (POOL_SPAN / 8) as u64;
+        let at = (splitmix(block_id as u64).wrapping_add(key) % slots) as usize * 8;
         self.pool.slice(at..at + len)
+    }
+
+    /// Whether a block read back is intact: its CRC field matches its bytes and the bytes are
+    /// the ones this app (`key`) wrote under `block_id`.
+    pub fn matches(&self, key: u64, block_id: i64, len: usize, data: &[u8], crc: i64) -> bool {
+        i64::from(crc32fast::hash(data)) == crc && data == self.block(key, block_id, len)
     }
 
     /// Zeros-free bytes of any length up to the pool size, for the discard server's reads.
     pub fn prefix(&self, len: usize) -> Bytes {
         self.pool.slice(..len.min(self.pool.len()))
     }
+}
+
+/// The payload key of an app: blocks of apps with different ids have different bytes.
+pub fn app_key(app: &str) -> u64 {
+    // FNV-1a, then mixed: stable across runs and crate versions, unlike `DefaultHasher`.
+    let h = app.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    splitmix(h)
 }
 
 fn splitmix(x: u64) -> u64 {
@@ -148,8 +169,8 @@ mod tests {
     #[test]
     fn blocks_are_stable_and_distinct() {
         let p = Payloads::new(1024);
-        assert_eq!(p.block(7, 1024), p.block(7, 1024));
-        assert_ne!(p.block(7, 1024), p.block(8, 1024));
+        assert_eq!(p.block(0, 7, 1024), p.block(0, 7, 1024));
+        assert_ne!(p.block(0, 7, 1024), p.block(0, 8, 1024));
         let s = Shape::for_total(1 << 20, 4, 8, 1024, BlockIdLayout::DEFAULT);
         assert_eq!(s.blocks_per_partition, 32);
         assert_eq!(s.total_bytes(), 1 << 20);
@@ -161,5 +182,33 @@ mod tests {
         assert!(ids
             .iter()
             .all(|id| BlockIdLayout::DEFAULT.partition_of(*id) == 3));
+    }
+
+    /// Two apps' blocks with the same id differ, and a block of one app served for the other
+    /// (with its own, correct CRC) is rejected, while each app's own block passes.
+    #[test]
+    fn apps_blocks_differ_and_a_swap_is_rejected() {
+        let p = Payloads::new(4096);
+        let (a, b) = (app_key("app_1_0"), app_key("app_2_0"));
+        assert_ne!(a, b);
+        for id in [0i64, 1, 7, 1 << 40, -1] {
+            let of_a = p.block(a, id, 4096);
+            let of_b = p.block(b, id, 4096);
+            assert_ne!(of_a, of_b, "block {id}");
+            let crc_b = i64::from(crc32fast::hash(&of_b));
+            let crc_a = i64::from(crc32fast::hash(&of_a));
+            assert!(p.matches(a, id, 4096, &of_a, crc_a));
+            assert!(p.matches(b, id, 4096, &of_b, crc_b));
+            assert!(
+                !p.matches(a, id, 4096, &of_b, crc_b),
+                "b's block {id} passed as a's"
+            );
+            assert!(
+                !p.matches(b, id, 4096, &of_a, crc_a),
+                "a's block {id} passed as b's"
+            );
+            // A right block under a wrong CRC field is rejected too.
+            assert!(!p.matches(a, id, 4096, &of_a, crc_a ^ 1));
+        }
     }
 }

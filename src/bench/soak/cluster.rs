@@ -1,6 +1,7 @@
 //! The soak's cluster: three `spillway` child processes on 127.0.0.1, the first two embedding
-//! the coordinator, every server heartbeating both. Each server has two data paths (small tmpfs
-//! mounts when the soak runs as root, so a disk can be filled; plain directories otherwise).
+//! the coordinator, every server heartbeating both. Each server has two data paths (as root: a
+//! small tmpfs, and a loop-mounted ext4 that can be frozen and removed, see `disks.rs`, so a
+//! disk can be filled; plain directories otherwise).
 //!
 //! One task owns the [`Cluster`] (the fault task); what others need to read while it restarts
 //! processes (the current pid, whether the process is up, how many times it was SIGKILLed) is
@@ -16,12 +17,17 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use tokio::process::{Child, Command};
 
+use super::disks::LoopDisk;
+
 /// Servers in the cluster, and how many of them embed a coordinator.
 pub const SERVERS: usize = 3;
 /// The first `COORDINATORS` servers run `[coordinator] enabled`.
 pub const COORDINATORS: usize = 2;
 /// Data paths per server: two, so a filled disk has somewhere to fail over to.
 pub const PATHS: usize = 2;
+/// The data path that is a loop-mounted ext4 (as root): the last, so the recovery journal,
+/// which prefers the first writable path, is not on the disk that is frozen and removed.
+pub const LOOP_PATH: usize = PATHS - 1;
 
 /// What the workload, the sampler and the report read about one server while the fault task
 /// replaces its process.
@@ -40,6 +46,12 @@ pub struct NodeState {
     /// SIGKILLs so far: an app that saw this change before its finishShuffle returned is not
     /// covered by the durability guarantee (its memory may be gone).
     pub kills: AtomicU64,
+    /// Apps that had files on a disk of this server when it was removed: their blocks there
+    /// are legitimately gone (per server, as app ids are only unique to one server's files).
+    pub gone: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// True while a disk of this server is being removed and `gone` is not complete yet: a
+    /// read that finds blocks missing waits for it before it is judged.
+    pub removing: AtomicBool,
 }
 
 /// State shared with the workload and the sampler.
@@ -125,6 +137,8 @@ pub struct Cluster {
     /// What other tasks read.
     pub shared: Arc<Shared>,
     _mounts: Vec<Tmpfs>,
+    /// Per server, its loop-mounted data path (empty without root).
+    pub loop_disks: Vec<LoopDisk>,
     root: PathBuf,
     keep_root: bool,
 }
@@ -137,7 +151,7 @@ pub struct Layout {
     pub root: PathBuf,
     /// Keep `root` at the end (it is `--out`'s work dir).
     pub keep_root: bool,
-    /// tmpfs size per data path; `None`: plain directories.
+    /// Size of each data path (a tmpfs, and the loop disk's ext4); `None`: plain directories.
     pub tmpfs: Option<u64>,
     /// `memory_store.capacity` of every server.
     pub capacity: u64,
@@ -185,6 +199,7 @@ impl Cluster {
             .map(|(g, _)| format!("\"127.0.0.1:{g}\""))
             .collect();
         let mut mounts = Vec::new();
+        let mut loop_disks = Vec::new();
         let mut nodes = Vec::new();
         let mut states = Vec::new();
         for (idx, (grpc, http)) in ports.iter().copied().enumerate() {
@@ -193,6 +208,7 @@ impl Cluster {
             for p in 0..PATHS {
                 let path = dir.join(format!("disk{p}"));
                 match layout.tmpfs {
+                    Some(size) if p == LOOP_PATH => loop_disks.push(LoopDisk::mount(&path, size)?),
                     Some(size) => mounts.push(Tmpfs::mount(&path, size)?),
                     None => std::fs::create_dir_all(&path)?,
                 }
@@ -201,6 +217,9 @@ impl Cluster {
             let coordinator = idx < COORDINATORS;
             // Heartbeats every second, so a restarted server is assignable again quickly and a
             // stopped coordinator is noticed within the soak's short fault windows.
+            // A spill stuck on a frozen disk past 5 s fails over to the other disk (the default
+            // 60 s would outlast every freeze), and disks are probed every 2 s, so a removed or
+            // thawed disk changes state within a fault's hold.
             let config = format!(
                 "store_type = \"{store_type}\"\n\
                  grpc_port = {grpc}\nnetty_port = {netty}\n\
@@ -208,6 +227,7 @@ impl Cluster {
                  coordinator_quorum = [{quorum}]\nheartbeat_interval = \"1s\"\n\
                  [memory_store]\ncapacity = \"{cap}B\"\n\
                  [localfile_store]\ndata_paths = {paths:?}\n\
+                 write_timeout = \"5s\"\ndisk_health_check_interval = \"2s\"\n\
                  [metrics]\nhttp_port = {http}\n\
                  [coordinator]\nenabled = {coordinator}\nregister_self = false\n{hdfs}",
                 store_type = if layout.hdfs {
@@ -237,6 +257,8 @@ impl Cluster {
                 pid: AtomicU32::new(0),
                 up: AtomicBool::new(false),
                 kills: AtomicU64::new(0),
+                gone: Default::default(),
+                removing: AtomicBool::new(false),
             });
         }
         let mut cluster = Cluster {
@@ -251,6 +273,7 @@ impl Cluster {
                 },
             }),
             _mounts: mounts,
+            loop_disks,
             root: layout.root.clone(),
             keep_root: layout.keep_root,
         };

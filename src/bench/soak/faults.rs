@@ -2,14 +2,16 @@
 //! same faults at the same times on the same servers, and printed before the run starts.
 //! Process faults are applied one after the other by one task; a disk stays full while later
 //! faults fire, so disk-full overlaps restarts. A network stall, like a coordinator stop,
-//! holds that task for its `hold`.
+//! holds that task for its `hold`, and so does a frozen or removed disk: a server SIGTERMed
+//! while its disk is frozen could not finish its final spill until the thaw, which only this
+//! task would do.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 
-use super::cluster::{Cluster, COORDINATORS, PATHS, SERVERS};
+use super::cluster::{Cluster, COORDINATORS, LOOP_PATH, PATHS, SERVERS};
 
 /// A small deterministic generator (splitmix64): the schedule must not depend on a crate's
 /// algorithm choice between versions.
@@ -60,9 +62,19 @@ pub enum Kind {
     NetStall,
     /// Stop the MiniDFS NameNode, start it again `hold` later (same port, same metadata).
     NameNodeRestart,
+    /// `fsfreeze` the loop disk for `hold`: its writes block in the kernel, then resume.
+    DiskFreeze,
+    /// Pull the loop disk out (its path turns empty and read-only), put a new empty file
+    /// system in `hold` later; the apps that had files on it are recorded as gone.
+    DiskRemove,
 }
 
 impl Kind {
+    /// Whether the fault needs the soak's own mounts (it would hit the host's disk otherwise).
+    fn needs_disks(self) -> bool {
+        matches!(self, Kind::DiskFill | Kind::DiskFreeze | Kind::DiskRemove)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Kill => "SIGKILL + restart",
@@ -72,6 +84,8 @@ impl Kind {
             Kind::CoordinatorStop => "coordinator stopped",
             Kind::NetStall => "client network stall",
             Kind::NameNodeRestart => "NameNode stopped",
+            Kind::DiskFreeze => "disk freeze",
+            Kind::DiskRemove => "disk removal",
         }
     }
 }
@@ -85,7 +99,7 @@ pub struct Fault {
     pub kind: Kind,
     /// Which server.
     pub node: usize,
-    /// Which data path (disk fill).
+    /// Which data path (disk faults; always the loop disk for a freeze or a removal).
     pub path: usize,
 }
 
@@ -113,9 +127,11 @@ pub fn schedule(
         Kind::CoordinatorStop,
         Kind::NetStall,
         Kind::NameNodeRestart,
+        Kind::DiskFreeze,
+        Kind::DiskRemove,
     ]
     .into_iter()
-    .filter(|k| disks || *k != Kind::DiskFill)
+    .filter(|k| disks || !k.needs_disks())
     .filter(|k| net || *k != Kind::NetStall)
     .filter(|k| hdfs || *k != Kind::NameNodeRestart)
     .collect();
@@ -139,7 +155,12 @@ pub fn schedule(
             Kind::CoordinatorStop => rng.below(COORDINATORS as u64) as usize,
             _ => rng.below(SERVERS as u64) as usize,
         };
-        let path = rng.below(PATHS as u64) as usize;
+        let drawn = rng.below(PATHS as u64) as usize;
+        // Only the loop disk can be frozen (tmpfs cannot) or removed.
+        let path = match kind {
+            Kind::DiskFreeze | Kind::DiskRemove => LOOP_PATH,
+            _ => drawn,
+        };
         out.push(Fault {
             at,
             kind,
@@ -212,13 +233,13 @@ pub async fn run(
             // Remove fillers that are due before the next fault.
             if let Some(pos) = fillers.iter().position(|(t, ..)| *t <= now) {
                 let (_, node, path) = fillers.swap_remove(pos);
-                let r = std::fs::remove_file(&path);
+                let failed = remove_filler(&path);
                 log.push(Logged {
                     at: now,
                     took: 0.0,
                     node,
                     what: format!("disk fill removed ({})", path.display()),
-                    failed: r.is_err(),
+                    failed,
                 });
                 continue;
             }
@@ -303,6 +324,9 @@ pub async fn run(
                     None => (what, Err(anyhow::anyhow!("the soak runs no HDFS"))),
                 }
             }
+            Kind::DiskFreeze | Kind::DiskRemove => {
+                super::disk_faults::apply(cluster, f, hold, &stop).await
+            }
             Kind::DiskFill => {
                 let dir = cluster.nodes[f.node].data_paths[f.path].clone();
                 let r = tokio::task::spawn_blocking(move || fill(&dir)).await;
@@ -355,6 +379,15 @@ pub async fn run(
     cleanup(log, restarts, fillers, &shared)
 }
 
+/// Removes a filler; true when that failed. A filler already gone is fine: its disk was
+/// removed (and replaced by an empty one) while it was full.
+fn remove_filler(path: &Path) -> bool {
+    match std::fs::remove_file(path) {
+        Ok(()) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::NotFound,
+    }
+}
+
 /// Removes any filler still present (the final checks run on empty disks) and logs it.
 fn cleanup(
     mut log: Vec<Logged>,
@@ -363,13 +396,13 @@ fn cleanup(
     shared: &super::cluster::Shared,
 ) -> (Vec<Logged>, Vec<Restart>) {
     for (_, node, path) in fillers {
-        let r = std::fs::remove_file(&path);
+        let failed = remove_filler(&path);
         log.push(Logged {
             at: shared.now(),
             took: 0.0,
             node,
             what: format!("disk fill removed ({})", path.display()),
-            failed: r.is_err(),
+            failed,
         });
     }
     (log, restarts)
@@ -379,11 +412,22 @@ fn cleanup(
 mod tests {
     use super::*;
 
+    /// Every kind comes once per round of `n`.
+    fn rounds_of(s: &[Fault], n: usize) {
+        assert!(s.len() >= n, "{s:?}");
+        for round in s.chunks_exact(n) {
+            let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
+            kinds.sort();
+            kinds.dedup();
+            assert_eq!(kinds.len(), n, "{round:?}");
+        }
+    }
+
     #[test]
     fn same_seed_same_schedule() {
-        let a = schedule(7, 600.0, 20.0, 30.0, true, true, false);
-        let b = schedule(7, 600.0, 20.0, 30.0, true, true, false);
-        let c = schedule(8, 600.0, 20.0, 30.0, true, true, false);
+        let a = schedule(7, 600.0, 20.0, 30.0, true, true, true);
+        let b = schedule(7, 600.0, 20.0, 30.0, true, true, true);
+        let c = schedule(8, 600.0, 20.0, 30.0, true, true, true);
         let key = |s: &[Fault]| {
             s.iter()
                 .map(|f| (f.at.to_bits(), f.kind, f.node, f.path))
@@ -396,35 +440,24 @@ mod tests {
             .iter()
             .filter(|f| f.kind == Kind::CoordinatorStop)
             .all(|f| f.node < COORDINATORS));
-        // Every kind comes once per round of six.
-        for round in a.chunks_exact(6) {
-            let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
-            kinds.sort();
-            kinds.dedup();
-            assert_eq!(kinds.len(), 6, "{round:?}");
-        }
-        // Without tmpfs mounts, no disk is filled (it would be the host's disk).
-        assert!(schedule(7, 600.0, 20.0, 30.0, false, true, false)
+        assert!(a
             .iter()
-            .all(|f| f.kind != Kind::DiskFill));
+            .filter(|f| matches!(f.kind, Kind::DiskFreeze | Kind::DiskRemove))
+            .all(|f| f.path == LOOP_PATH));
+        rounds_of(&a, 9);
+        // Without the soak's mounts, no disk is filled, frozen or removed (it would be the
+        // host's disk).
+        let no_disks = schedule(7, 600.0, 20.0, 30.0, false, true, true);
+        assert!(no_disks.iter().all(|f| !f.kind.needs_disks()));
+        rounds_of(&no_disks, 6);
         // Outside the soak's own network namespace, no stall (it would be the host's
-        // firewall); the other kinds still come in rounds.
-        let no_net = schedule(7, 600.0, 20.0, 30.0, true, false, false);
+        // firewall).
+        let no_net = schedule(7, 600.0, 20.0, 30.0, true, false, true);
         assert!(no_net.iter().all(|f| f.kind != Kind::NetStall));
-        for round in no_net.chunks_exact(5) {
-            let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
-            kinds.sort();
-            kinds.dedup();
-            assert_eq!(kinds.len(), 5, "{round:?}");
-        }
-        // NameNode restarts only with a MiniDFS; with one, rounds hold seven kinds.
-        assert!(a.iter().all(|f| f.kind != Kind::NameNodeRestart));
-        let with_hdfs = schedule(7, 600.0, 20.0, 30.0, true, true, true);
-        for round in with_hdfs.chunks_exact(7) {
-            let mut kinds: Vec<String> = round.iter().map(|f| format!("{:?}", f.kind)).collect();
-            kinds.sort();
-            kinds.dedup();
-            assert_eq!(kinds.len(), 7, "{round:?}");
-        }
+        rounds_of(&no_net, 8);
+        // NameNode restarts only with a MiniDFS.
+        let no_hdfs = schedule(7, 600.0, 20.0, 30.0, true, true, false);
+        assert!(no_hdfs.iter().all(|f| f.kind != Kind::NameNodeRestart));
+        rounds_of(&no_hdfs, 8);
     }
 }

@@ -2,15 +2,16 @@
 //! generator apps while seeded faults fire, sampled every second, judged at the end.
 //!
 //! ```text
-//!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; 2 tmpfs data paths each)
+//!  cluster (3 servers, 2 embed a coordinator, all heartbeat both; data paths: a tmpfs and a
+//!           loop-mounted ext4 each)
 //!    ▲ apps: register (coordinator assignment / round-robin), write 4–16 KiB blocks,
 //!    │       report+commit, finishShuffle, read + verify, unregister or keep
 //!    │       (half over the Netty data plane, half over gRPC)
 //!    ▲ apps with HDFS remote storage (MiniDFS, MEMORY_LOCALFILE_HDFS), read back from HDFS
 //!    ▲ Spark jobs (tests/spark, replica 3/2/2), one at a time, checked against vanilla Spark
 //!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop,
-//!    │         NameNode restart, client network stall (own network namespace only, see
-//!    │         `netns`, `netstall`)
+//!    │         disk freeze, disk removal, NameNode restart, client network stall (own
+//!    │         network namespace only, see `netns`, `netstall`)
 //!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
@@ -28,7 +29,10 @@
 //!   SIGKILL of its server since it registered) and a read that completes does not return it,
 //!   or its id is missing from the result bitmap;
 //! - a block is **corrupt** when a read returns other bytes, a wrong CRC or an id never
-//!   written, in any state.
+//!   written, in any state (another app's bytes included: payloads depend on the app id);
+//! - a block of an app that had files on a disk when the disk was removed is **gone with a
+//!   removed disk** when a read does not return it (or fails): its only copy went with the
+//!   disk. It is counted apart and is not a failure; every other app must stay whole.
 //!
 //! HDFS apps follow the same rules: a batch whose HDFS append fails (the NameNode down) must
 //! go to local files or stay in memory, so `finishShuffle` SUCCESS still means durable. A
@@ -50,6 +54,8 @@
 //! Spark, on a wrong result, a failed vanilla baseline, or no job succeeding.
 
 mod cluster;
+mod disk_faults;
+mod disks;
 mod faults;
 mod hdfs;
 mod hdfs_read;
@@ -138,10 +144,11 @@ pub struct SoakOptions {
     /// `memory_store.capacity` of every server (small, so spills happen).
     #[arg(long, default_value = "32M")]
     pub capacity: ByteSize,
-    /// Size of each tmpfs data path (two per server).
+    /// Size of each data path (two per server: a tmpfs and a loop-mounted ext4).
     #[arg(long, default_value = "128M")]
     pub disk_size: ByteSize,
-    /// Plain directories instead of tmpfs mounts (no root needed; no disk-fill faults).
+    /// Plain directories instead of mounts (no root needed; no disk fills, freezes or
+    /// removals).
     #[arg(long)]
     pub no_tmpfs: bool,
     /// Run in a network namespace of the soak's own (the default as root), where client
@@ -544,19 +551,19 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             .filter(|f| !f.what.starts_with("disk fill removed"))
             .count(),
         if tmpfs {
-            format!("tmpfs data paths of {}", opts.disk_size)
+            format!("data paths of {} (a tmpfs and a loop ext4)", opts.disk_size)
         } else {
             "plain data directories (no disk fills)".into()
         }
     );
     let _ = writeln!(
         md,
-        "| apps started | verified | failed and retried | abandoned | via coordinator | coordinator fallbacks | blocks verified | lost | corrupt | unreadable | re-read later |"
+        "| apps started | verified | failed and retried | abandoned | via coordinator | coordinator fallbacks | blocks verified | lost | corrupt | unreadable | re-read later | gone with a removed disk |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     let _ = writeln!(
         md,
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         get(&c.started),
         get(&c.verified),
         get(&c.failed_retried),
@@ -568,6 +575,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         get(&c.corrupt),
         get(&c.unreadable),
         get(&c.reverified),
+        get(&c.gone),
     );
     let _ = writeln!(
         md,

@@ -13,6 +13,8 @@
 //! - **lost** blocks: blocks of a durable app a completed read did not return (or a result
 //!   bitmap without them); **corrupt**: a block returned with other bytes or a bad CRC, or an
 //!   id that was never written, whatever the app's state.
+//! - **gone** blocks: blocks an app with files on a disk that was removed (`disk_faults.rs`)
+//!   did not get back, or all its blocks when its read fails: that data went with the disk.
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -61,6 +63,9 @@ pub struct Counts {
     pub lost: AtomicU64,
     /// Blocks returned with wrong bytes, a wrong CRC or an unknown id.
     pub corrupt: AtomicU64,
+    /// Blocks (and bad result bitmaps) of apps that had files on a removed disk, not read
+    /// back: gone with the disk, not lost.
+    pub gone: AtomicU64,
     /// Durable apps whose read never completed within the patience window.
     pub unreadable: AtomicU64,
     /// Apps re-verified at the end or when evicted from the kept set.
@@ -363,12 +368,30 @@ impl Generator {
                     if extra.is_some()
                         && v.lost > 0
                         && v.corrupt == 0
+                        && !self.gone(node, w)
                         && tokio::time::Instant::now() < deadline =>
                 {
                     self.counts.hdfs_rereads.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(Duration::from_secs(2)).await;
                 }
-                Ok(Ok((_, v))) => return self.account(node, w, v),
+                Ok(Ok((_, v))) => {
+                    if !v.ok() {
+                        // Blocks missing while a disk is being pulled out may be gone with it:
+                        // judge them once the list of the apps it held is complete.
+                        while self.shared.nodes[node].removing.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                    return self.account(node, w, v);
+                }
+                Ok(Err(_)) | Err(_) if self.gone(node, w) => {
+                    // Failing is one of the answers allowed once its files went with a disk;
+                    // waiting for the disk to come back would wait forever.
+                    let s = w.shape;
+                    let blocks = (s.maps * s.partitions * s.blocks_per_partition) as u64;
+                    self.counts.gone.fetch_add(blocks, Ordering::Relaxed);
+                    return false;
+                }
                 Ok(Err(e)) if tokio::time::Instant::now() >= deadline => {
                     self.counts.unreadable.fetch_add(1, Ordering::Relaxed);
                     self.problem(format!(
@@ -408,15 +431,25 @@ impl Generator {
             .fetch_add(v.from_extra, Ordering::Relaxed);
         // A result bitmap missing ids is a loss of the report, counted once per partition.
         let lost = v.lost + v.bad_results;
-        self.counts.lost.fetch_add(lost, Ordering::Relaxed);
+        let gone = self.gone(node, w);
+        if gone {
+            self.counts.gone.fetch_add(lost, Ordering::Relaxed);
+        } else {
+            self.counts.lost.fetch_add(lost, Ordering::Relaxed);
+        }
         self.counts.corrupt.fetch_add(v.corrupt, Ordering::Relaxed);
-        if !v.ok() {
+        if !v.ok() && (!gone || v.corrupt > 0) {
             self.problem(format!(
                 "server{node} app {}: {} lost, {} corrupt, {} bad results: {:?}",
                 w.app, v.lost, v.corrupt, v.bad_results, v.problems
             ));
         }
         v.ok()
+    }
+
+    /// Whether the app had files on a disk of `node` that was removed.
+    fn gone(&self, node: usize, w: &Workload) -> bool {
+        self.shared.nodes[node].gone.lock().contains(&w.app)
     }
 
     async fn reverify(&self, k: Kept) {
