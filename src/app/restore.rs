@@ -103,7 +103,7 @@ fn export(registry: &AppRegistry) -> RecoveredState {
                     bitmap_num,
                     ids: ids
                         .into_iter()
-                        .map(|(p, m)| (p, Arc::unwrap_or_clone(m)))
+                        .map(|(p, m)| (p, m.to_treemap()))
                         .collect(),
                 },
             );
