@@ -152,6 +152,10 @@ impl IdSet {
 }
 
 /// Ascending iterator over an [`IdSet`].
+///
+/// The treemap's iterator is much larger than the slice's, but an iterator lives on the stack
+/// for one loop; boxing it would add an allocation to every query of a large partition.
+#[allow(clippy::large_enum_variant)]
 pub enum Iter<'a> {
     /// Over the vector form.
     Small(std::slice::Iter<'a, u64>),
@@ -241,7 +245,15 @@ mod tests {
     #[test]
     fn wire_bytes_equal_the_roaring_path_at_every_size_around_the_bound() {
         for seqs in [1, 4] {
-            for n in [0, 1, 2, SMALL_MAX as u64 - 1, SMALL_MAX as u64, SMALL_MAX as u64 + 1, 500] {
+            for n in [
+                0,
+                1,
+                2,
+                SMALL_MAX as u64 - 1,
+                SMALL_MAX as u64,
+                SMALL_MAX as u64 + 1,
+                500,
+            ] {
                 let ids = spark_ids(n, seqs);
                 let mut set = IdSet::new();
                 let mut reference = RoaringTreemap::new();

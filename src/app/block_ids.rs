@@ -8,8 +8,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use roaring::RoaringTreemap;
 
-use crate::id_set::IdSet;
 use crate::error::{Error, Result};
+use crate::id_set::IdSet;
 use crate::ids::BlockIdLayout;
 
 /// Reported block ids of one shuffle, kept per reported partition id.
