@@ -28,6 +28,7 @@ pub mod error;
 pub mod grpc;
 pub mod health;
 pub mod http;
+pub mod id_set;
 pub mod ids;
 pub mod limits;
 pub mod listen;

@@ -9,12 +9,14 @@ use parking_lot::Mutex;
 use roaring::RoaringTreemap;
 
 use crate::error::{Error, Result};
+use crate::id_set::IdSet;
 use crate::ids::BlockIdLayout;
 
 /// Reported block ids of one shuffle, kept per reported partition id.
 ///
 /// Java keeps `bitmapNum` bitmaps and files partition `p` under `p % bitmapNum`, so a query
-/// scans ids of unrelated partitions. Here each partition id gets its own treemap, so a
+/// scans ids of unrelated partitions. Here each partition id gets its own [`IdSet`] (a
+/// sorted vector while small: most partitions of a wide shuffle hold few ids), so a
 /// reducer's query costs O(its own ids) whatever the shuffle's size; `bitmapNum` is only
 /// remembered to answer a mismatching report the way Java does.
 ///
@@ -34,7 +36,7 @@ struct Inner {
     /// `bitmapNum` of the first report; `None` until this shuffle got a report.
     bitmap_num: Option<i32>,
     /// Ids as reported, keyed by the partition id the client reported them under.
-    by_partition: HashMap<i32, Arc<RoaringTreemap>>,
+    by_partition: HashMap<i32, Arc<IdSet>>,
     /// Sum of the per-partition cardinalities.
     total: u64,
 }
@@ -112,7 +114,7 @@ impl ReportedBlockIds {
         wanted.sort_unstable();
         wanted.dedup();
 
-        let maps: Vec<(i32, Arc<RoaringTreemap>)> = {
+        let maps: Vec<(i32, Arc<IdSet>)> = {
             let inner = self.inner.lock();
             if inner.bitmap_num.is_none() {
                 return Ok(None);
@@ -124,11 +126,11 @@ impl ReportedBlockIds {
         };
 
         let mut union = match maps.split_first() {
-            Some(((_, first), _)) => RoaringTreemap::clone(first),
+            Some(((_, first), _)) => first.to_treemap(),
             None => RoaringTreemap::new(),
         };
         for (_, map) in maps.iter().skip(1) {
-            union |= &**map;
+            map.union_into(&mut union);
         }
 
         let stray = |id: &u64| {
@@ -175,7 +177,7 @@ impl ReportedBlockIds {
     }
 
     /// `bitmapNum` and every partition's ids (shared, not copied), for a journal snapshot.
-    pub fn export(&self) -> (Option<i32>, Vec<(i32, Arc<RoaringTreemap>)>) {
+    pub fn export(&self) -> (Option<i32>, Vec<(i32, Arc<IdSet>)>) {
         let inner = self.inner.lock();
         (
             inner.bitmap_num,
@@ -193,9 +195,7 @@ impl ReportedBlockIds {
         inner.bitmap_num.get_or_insert(bitmap_num);
         for (p, ids) in parts {
             let map = Arc::make_mut(inner.by_partition.entry(p).or_default());
-            let before = map.len();
-            *map |= ids;
-            let added = map.len() - before;
+            let added = map.extend_from(ids);
             inner.total += added;
         }
     }

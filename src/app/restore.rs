@@ -101,10 +101,7 @@ fn export(registry: &AppRegistry) -> RecoveredState {
                     ranges: shuffle.ranges().iter().map(|r| (r.start, r.end)).collect(),
                     commits: shuffle.commits(),
                     bitmap_num,
-                    ids: ids
-                        .into_iter()
-                        .map(|(p, m)| (p, Arc::unwrap_or_clone(m)))
-                        .collect(),
+                    ids: ids.into_iter().map(|(p, m)| (p, m.to_treemap())).collect(),
                 },
             );
         }

@@ -10,6 +10,7 @@
 //!              peak/after fds, spill MB/s
 //!  journal     apps × block ids, SIGTERM + start → journal bytes, time until it answers
 //!  latency     report / getShuffleResult / getShuffleResultForMultiPart p50, p99
+//!  latency-apps  1 → 2,000 apps writing at a fixed load → requireBuffer / send p50, p99
 //! ```
 //!
 //! Heap, not RSS: jemalloc's `stats.allocated` counts the bytes the server's structures
@@ -41,6 +42,8 @@ use crate::ids::BlockIdLayout;
 use crate::proto::shuffle_server_client::ShuffleServerClient;
 use crate::proto::{self, StatusCode};
 
+mod apps;
+
 /// Which curve(s) to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Which {
@@ -52,6 +55,8 @@ pub enum Which {
     Journal,
     /// Latency of the block-id calls against their size.
     Latency,
+    /// requireBuffer and sendShuffleData latency against concurrent apps.
+    LatencyApps,
     /// All of them, in this order.
     All,
 }
@@ -209,6 +214,7 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::Partitions,
             Which::Journal,
             Which::Latency,
+            Which::LatencyApps,
         ],
         one => vec![one],
     };
@@ -219,6 +225,7 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::Blockids => vec![block_ids(opts).await?],
             Which::Partitions => vec![partitions(opts).await?],
             Which::Journal => journal(opts).await?,
+            Which::LatencyApps => vec![apps::latency_apps(opts).await?],
             _ => latency(opts).await?,
         };
         for c in curves {

@@ -11,6 +11,7 @@ use parking_lot::{Mutex, RwLock};
 use roaring::RoaringTreemap;
 
 use crate::error::{Error, Result};
+use crate::id_set::IdSet;
 use crate::ids::PartitionKey;
 use crate::memory::{Charge, FlushCharge, MemoryBudget, Reservation};
 use crate::store::{Block, BlockBatch, Payloads, PurgeScope};
@@ -137,7 +138,7 @@ struct BufferInner {
     /// Block id → sequence number, for blocks still in memory.
     positions: HashMap<i64, u64>,
     /// Every block id received for this partition, to drop resent duplicates.
-    seen: RoaringTreemap,
+    seen: IdSet,
 }
 
 /// The in-memory state of one registered partition range.
@@ -408,7 +409,7 @@ impl PartitionBuffer {
         inner.staged_charge = None;
         inner.in_flight.clear();
         inner.positions = HashMap::new();
-        inner.seen = RoaringTreemap::new();
+        inner.seen = IdSet::new();
     }
 }
 
