@@ -316,8 +316,10 @@ pub async fn read_verify_with(
                     &shape,
                     p,
                     read_size,
-                    &payloads,
-                    key,
+                    AppBytes {
+                        pool: &payloads,
+                        key,
+                    },
                     extra.as_ref(),
                     &mut v,
                 )
@@ -343,15 +345,21 @@ pub async fn read_verify_with(
     ))
 }
 
+/// The bytes one app wrote: the shared pool seen through the app's payload key.
+#[derive(Clone, Copy)]
+struct AppBytes<'a> {
+    pool: &'a Payloads,
+    key: u64,
+}
+
 /// One partition: result bitmap, memory blocks, then the file's blocks, each checked against
-/// the bytes of the app with payload `key`. Returns the payload bytes transferred.
+/// the bytes of the app. Returns the payload bytes transferred.
 async fn read_partition(
     c: &mut Client,
     shape: &Shape,
     p: usize,
     read_size: usize,
-    payloads: &Payloads,
-    key: u64,
+    app: AppBytes<'_>,
     extra: Option<&ExtraRead>,
     v: &mut Verification,
 ) -> anyhow::Result<u64> {
@@ -399,7 +407,7 @@ async fn read_partition(
         if from_memory {
             v.from_memory += 1;
         }
-        if !payloads.matches(key, b.block_id, shape.block_size, &b.data, b.crc) {
+        if !app.pool.matches(app.key, b.block_id, shape.block_size, &b.data, b.crc) {
             let crc = i64::from(crc32fast::hash(&b.data));
             v.corrupt += 1;
             v.problem(format!(
