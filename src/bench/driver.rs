@@ -407,7 +407,10 @@ async fn read_partition(
         if from_memory {
             v.from_memory += 1;
         }
-        if !app.pool.matches(app.key, b.block_id, shape.block_size, &b.data, b.crc) {
+        if !app
+            .pool
+            .matches(app.key, b.block_id, shape.block_size, &b.data, b.crc)
+        {
             let crc = i64::from(crc32fast::hash(&b.data));
             v.corrupt += 1;
             v.problem(format!(
