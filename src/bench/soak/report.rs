@@ -57,14 +57,11 @@ pub struct Row {
 /// Samples needed in a slope window before its slope is judged.
 pub const MIN_WINDOW_SAMPLES: usize = 30;
 
-/// Seconds after a restart left out of the slope window: a new process opens its connections,
-/// threads and allocator arenas then, and a ramp of seconds would read as a growth per hour.
-pub const WARMUP: f64 = 30.0;
-
 /// Builds every server's rows. The slope window is the last half of the run and ends when the
 /// last app starts (`duration`): after that the load drains and falling values would hide a
-/// leak. Restarts cut it into one segment per process, each without its first [`WARMUP`]
-/// seconds, and the slope is the one the segments share ([`pooled_slope_per_hour`]), so a
+/// leak. Restarts cut it into one segment per process, each without its first `warmup`
+/// seconds (a new process opens its connections, threads and allocator arenas then, and that
+/// ramp would read as a growth per hour), and the slope is the one the segments share ([`pooled_slope_per_hour`]), so a
 /// server restarted every minute still has a slope. It is judged only with at least
 /// [`MIN_WINDOW_SAMPLES`] samples covering `min_span` seconds in all: the blocking pool's
 /// threads come and go by tens within seconds, so a window of a few minutes extrapolated to an
@@ -74,6 +71,7 @@ pub fn rows(
     restarts: &[Restart],
     duration: f64,
     min_span: f64,
+    warmup: f64,
     bounds: &[Bound],
 ) -> Vec<Vec<Row>> {
     series
@@ -92,7 +90,7 @@ pub fn rows(
             let segment = |t: f64| -> Option<usize> {
                 let n = starts.iter().filter(|r| **r <= t).count();
                 match n.checked_sub(1).map(|i| starts[i]) {
-                    Some(r) if t - r < WARMUP => None,
+                    Some(r) if t - r < warmup => None,
                     _ => Some(n),
                 }
             };
@@ -355,14 +353,14 @@ mod tests {
             resource: Resource::Fds,
             per_hour: 100.0,
         }];
-        let rows = rows(&series, &restarts, 200.0, 60.0, &bounds);
+        let rows = rows(&series, &restarts, 200.0, 60.0, 30.0, &bounds);
         let fds = &rows[0][1];
         // From 30 s after the restart to the end of the apps: 130..=200 s.
         assert_eq!(fds.window, (70.0, 71, 1));
         assert!((fds.slope.unwrap() - 3600.0).abs() < 1e-6);
         assert_eq!(fds.bound, Some((100.0, true)));
         // The same window is not judged when the run asks for a longer one.
-        let short = super::rows(&series, &restarts, 200.0, 600.0, &bounds);
+        let short = super::rows(&series, &restarts, 200.0, 600.0, 30.0, &bounds);
         assert_eq!(short[0][1].bound, Some((100.0, false)));
         assert!(!short[0][1].judged);
         // RSS was never measured: no slope, nothing judged.
@@ -407,14 +405,14 @@ mod tests {
             resource: Resource::Threads,
             per_hour: 10.0,
         }];
-        let r = &rows(&samples(&leak), &restarts, 250.0, 60.0, &bounds)[0][2];
+        let r = &rows(&samples(&leak), &restarts, 250.0, 60.0, 30.0, &bounds)[0][2];
         // Window 125..=250 s: 125..=149 (restart at 50) and 180..=250 (after warm-up).
         assert_eq!(r.window, (24.0 + 70.0, 25 + 71, 2));
         assert!((r.slope.unwrap() - 3600.0).abs() < 1e-6, "{:?}", r.slope);
         assert_eq!(r.bound, Some((10.0, true)));
         // Flat within each process at a different level per process: no growth.
         let levels = |t: f64| if t >= 150.0 { 40.0 } else { 12.0 };
-        let r = &rows(&samples(&levels), &restarts, 250.0, 60.0, &bounds)[0][2];
+        let r = &rows(&samples(&levels), &restarts, 250.0, 60.0, 30.0, &bounds)[0][2];
         assert_eq!(r.slope, Some(0.0));
         assert_eq!(r.bound, Some((10.0, false)));
     }
