@@ -185,6 +185,9 @@ pub struct SoakOptions {
     /// restart, read as +16 threads/h on a server restarted every ~100 s.
     #[arg(long, default_value = "120s", value_parser = seconds)]
     pub slope_warmup: f64,
+    /// Start nothing: judge the slopes of the run in `--out` again (see [`rejudge`]).
+    #[arg(long)]
+    pub rejudge: bool,
     /// After the last app, how long every server may take to be back to zero write memory,
     /// tickets and apps (apps whose cleanup failed expire after the server's 60 s).
     #[arg(long, default_value = "100s", value_parser = seconds)]
@@ -236,7 +239,11 @@ pub async fn run(opts: &SoakOptions) -> anyhow::Result<Outcome> {
             }
         })
     };
-    let r = soak(opts, ctrl_c).await;
+    let r = if opts.rejudge {
+        rejudge(opts)
+    } else {
+        soak(opts, ctrl_c).await
+    };
     watcher.abort();
     r
 }
@@ -467,28 +474,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     drop(dfs);
 
     // Judge and write.
-    let bounds = [
-        Bound {
-            resource: Resource::Rss,
-            per_hour: opts.max_rss_slope.0 as f64,
-        },
-        Bound {
-            resource: Resource::Fds,
-            per_hour: opts.max_fd_slope,
-        },
-        Bound {
-            resource: Resource::Threads,
-            per_hour: opts.max_thread_slope,
-        },
-    ];
-    let rows = report::rows(
-        &series,
-        &restarts,
-        opts.duration,
-        opts.min_slope_window,
-        opts.slope_warmup,
-        &bounds,
-    );
+    let (resources_md, slope_failures) = judge_slopes(opts, &series, &restarts);
     let mut failures: Vec<String> = Vec::new();
     let c = &gen.counts;
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
@@ -513,17 +499,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             failures.push(format!("server{node} panicked: {line}"));
         }
     }
-    for (node, node_rows) in rows.iter().enumerate() {
-        for r in node_rows {
-            if let Some((b, true)) = r.bound {
-                failures.push(format!(
-                    "server{node} {} grows {:.1}/h over its window (bound {b:.1}/h)",
-                    r.resource.name(),
-                    r.slope.unwrap_or(0.0)
-                ));
-            }
-        }
-    }
+    failures.extend(slope_failures);
     failures.extend(settle);
     let hdfs_section = hdfs_written.as_ref().map(|w| {
         report_hdfs::section(
@@ -602,19 +578,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         md.push_str(s);
     }
     report::fault_log(&mut md, &fault_log);
-    let _ = writeln!(
-        md,
-        "\n### Resources\n\nSlope window: the last half of the run ({:.0} s to the last app's start at {:.0} s), cut at restarts, without {:.0} s of warm-up after each; the slope is the one every process's segment shares. Judged against the bounds with at least {} samples covering {:.0} s (`--min-slope-window`).",
-        opts.duration / 2.0,
-        opts.duration,
-        opts.slope_warmup,
-        report::MIN_WINDOW_SAMPLES,
-        opts.min_slope_window
-    );
-    for (node, node_rows) in rows.iter().enumerate() {
-        let n = restarts.iter().filter(|r| r.node == node).count();
-        report::table(&mut md, node, n, node_rows);
-    }
+    md.push_str(&resources_md);
     let mut problems = gen.problems.lock().clone();
     problems.extend(spark_problems.lock().iter().cloned());
     if !problems.is_empty() {
@@ -634,12 +598,103 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     );
     std::fs::write(out.join("report.md"), &md)?;
     std::fs::write(out.join("samples.csv"), report::csv(&series))?;
+    std::fs::write(out.join("restarts.csv"), report::restarts_csv(&restarts))?;
     for (k, r) in Resource::ALL.iter().enumerate() {
         std::fs::write(
             out.join(format!("{}.svg", r.name())),
             report::plot(*r, k, &series, &restarts),
         )?;
     }
+    Ok(Outcome {
+        report: md,
+        ok: failures.is_empty(),
+    })
+}
+
+/// The "Resources" section of the report (per server: start, end, max and slope of every
+/// resource) and the slopes over their bounds, from the samples and the restarts.
+fn judge_slopes(
+    opts: &SoakOptions,
+    series: &sampler::Series,
+    restarts: &[faults::Restart],
+) -> (String, Vec<String>) {
+    let bounds = [
+        Bound {
+            resource: Resource::Rss,
+            per_hour: opts.max_rss_slope.0 as f64,
+        },
+        Bound {
+            resource: Resource::Fds,
+            per_hour: opts.max_fd_slope,
+        },
+        Bound {
+            resource: Resource::Threads,
+            per_hour: opts.max_thread_slope,
+        },
+    ];
+    let rows = report::rows(
+        series,
+        restarts,
+        opts.duration,
+        opts.min_slope_window,
+        opts.slope_warmup,
+        &bounds,
+    );
+    let mut md = String::new();
+    let _ = writeln!(
+        md,
+        "\n### Resources\n\nSlope window: the last half of the run ({:.0} s to the last app's start at {:.0} s), cut at restarts, without {:.0} s of warm-up after each (`--slope-warmup`); the slope is the one every process's segment shares. Judged against the bounds with at least {} samples covering {:.0} s (`--min-slope-window`).",
+        opts.duration / 2.0,
+        opts.duration,
+        opts.slope_warmup,
+        report::MIN_WINDOW_SAMPLES,
+        opts.min_slope_window
+    );
+    let mut failures = Vec::new();
+    for (node, node_rows) in rows.iter().enumerate() {
+        let n = restarts.iter().filter(|r| r.node == node).count();
+        report::table(&mut md, node, n, node_rows);
+        for r in node_rows {
+            if let Some((b, true)) = r.bound {
+                failures.push(format!(
+                    "server{node} {} grows {:.1}/h over its window (bound {b:.1}/h)",
+                    r.resource.name(),
+                    r.slope.unwrap_or(0.0)
+                ));
+            }
+        }
+    }
+    (md, failures)
+}
+
+/// `--rejudge`: the slopes of an earlier run in `--out` (its `samples.csv` and `restarts.csv`)
+/// judged again under this run's `--duration`, bounds and windows, into `rejudge.md`, without
+/// starting anything. Only the slopes: every other verdict stays the run's own (`report.md`).
+fn rejudge(opts: &SoakOptions) -> anyhow::Result<Outcome> {
+    let read = |name: &str| {
+        let path = opts.out.join(name);
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+    };
+    let series = report::parse_csv(&read("samples.csv")?)?;
+    let restarts = report::parse_restarts_csv(&read("restarts.csv")?)?;
+    let (section, failures) = judge_slopes(opts, &series, &restarts);
+    let mut md = format!(
+        "### Slopes of {} judged again ({} samples, {} restarts)\n",
+        opts.out.display(),
+        series.per_node.iter().map(Vec::len).sum::<usize>(),
+        restarts.len()
+    );
+    md.push_str(&section);
+    let _ = writeln!(
+        md,
+        "\n### Slope verdict: {}",
+        if failures.is_empty() {
+            "PASS".to_string()
+        } else {
+            format!("FAIL\n\n- {}", failures.join("\n- "))
+        }
+    );
+    std::fs::write(opts.out.join("rejudge.md"), &md)?;
     Ok(Outcome {
         report: md,
         ok: failures.is_empty(),

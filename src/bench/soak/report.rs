@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::faults::{Logged, Restart};
-use super::sampler::{Resource, Series};
+use super::sampler::{Resource, Sample, Series};
 
 /// The least-squares slope per hour that `segments` share, each with its own intercept (the
 /// within-segment estimator): a leak shows as growth inside every process's life, while the
@@ -220,6 +220,55 @@ pub fn csv(series: &Series) -> String {
     out
 }
 
+/// Reads back what [`csv`] wrote.
+pub fn parse_csv(text: &str) -> anyhow::Result<Series> {
+    let mut per_node: Vec<Vec<Sample>> = Vec::new();
+    for (n, line) in text.lines().enumerate().skip(1) {
+        let bad = || anyhow::anyhow!("samples.csv line {}: {line:?}", n + 1);
+        let mut cells = line.split(',');
+        let t: f64 = cells.next().and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+        let node: usize = cells.next().and_then(|c| c.parse().ok()).ok_or_else(bad)?;
+        let mut values = [None; 8];
+        for v in values.iter_mut() {
+            let cell = cells.next().ok_or_else(bad)?;
+            if !cell.is_empty() {
+                *v = Some(cell.parse().map_err(|_| bad())?);
+            }
+        }
+        if per_node.len() <= node {
+            per_node.resize_with(node + 1, Vec::new);
+        }
+        per_node[node].push(Sample { t, values });
+    }
+    Ok(Series { per_node })
+}
+
+/// The restarts as CSV (`t,server`), so a run's slopes can be judged again later.
+pub fn restarts_csv(restarts: &[Restart]) -> String {
+    let mut out = String::from("t,server\n");
+    for r in restarts {
+        let _ = writeln!(out, "{:.3},{}", r.at, r.node);
+    }
+    out
+}
+
+/// Reads back what [`restarts_csv`] wrote.
+pub fn parse_restarts_csv(text: &str) -> anyhow::Result<Vec<Restart>> {
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let (t, node) = line
+                .split_once(',')
+                .ok_or_else(|| anyhow::anyhow!("restarts.csv: {line:?}"))?;
+            Ok(Restart {
+                at: t.trim().parse()?,
+                node: node.trim().parse()?,
+            })
+        })
+        .collect()
+}
+
 const COLORS: [&str; 3] = ["#1f77b4", "#d62728", "#2ca02c"];
 
 /// One resource over time as an SVG: a line per server (gaps where no process answered) and
@@ -415,5 +464,37 @@ mod tests {
         let r = &rows(&samples(&levels), &restarts, 250.0, 60.0, 30.0, &bounds)[0][2];
         assert_eq!(r.slope, Some(0.0));
         assert_eq!(r.bound, Some((10.0, false)));
+    }
+
+    #[test]
+    fn samples_and_restarts_read_back_as_written() {
+        let mut values = [None; 8];
+        values[0] = Some(18_481_152.0);
+        values[2] = Some(23.0);
+        let series = Series {
+            per_node: vec![
+                vec![Sample { t: 0.25, values }],
+                vec![
+                    Sample {
+                        t: 1.5,
+                        values: [None; 8],
+                    },
+                    Sample { t: 2.5, values },
+                ],
+            ],
+        };
+        let back = parse_csv(&csv(&series)).unwrap();
+        assert_eq!(back.per_node.len(), 2);
+        assert_eq!(back.per_node[1].len(), 2);
+        assert_eq!(back.per_node[1][0].values, [None; 8]);
+        assert_eq!(back.per_node[0][0].t, 0.25);
+        assert_eq!(back.per_node[1][1].values, values);
+        let restarts = [Restart {
+            at: 80.125,
+            node: 2,
+        }];
+        let r = parse_restarts_csv(&restarts_csv(&restarts)).unwrap();
+        assert_eq!((r[0].at, r[0].node), (80.125, 2));
+        assert!(parse_csv("t,server\n1.0,0,x,,,,,,,\n").is_err());
     }
 }
