@@ -132,15 +132,7 @@ pub async fn poll(shared: Arc<Shared>, stop: CancellationToken) -> Stats {
             if !node.up.load(std::sync::atomic::Ordering::Relaxed) {
                 continue;
             }
-            let url = format!("http://127.0.0.1:{}/metrics/server?{query}", node.http);
-            let body: Option<serde_json::Value> = match http.get(&url).send().await {
-                Ok(r) if r.status().is_success() => r
-                    .bytes()
-                    .await
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok()),
-                _ => None,
-            };
+            let body = super::sampler::server_metrics(&http, node.http, &query).await;
             if let Some(w) = body.as_ref().and_then(written_of) {
                 stats.observe(i, w);
             }

@@ -123,6 +123,24 @@ fn journal_bytes(paths: &[PathBuf]) -> Option<f64> {
     found.then_some(total as f64)
 }
 
+/// A server's `/metrics/server?{query}` JSON on its HTTP port; `None` when it does not answer
+/// (restarting, stalled) or answers something else, which the callers record as a gap.
+pub async fn server_metrics(
+    http: &reqwest::Client,
+    port: u16,
+    query: &str,
+) -> Option<serde_json::Value> {
+    let url = format!("http://127.0.0.1:{port}/metrics/server?{query}");
+    match http.get(&url).send().await {
+        Ok(r) if r.status().is_success() => r
+            .bytes()
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok()),
+        _ => None,
+    }
+}
+
 /// The values of `names` in a `/metrics/server` JSON answer (summed over label sets).
 pub fn gauges_of(body: &serde_json::Value, names: &[&str]) -> Vec<Option<f64>> {
     gauges(body, names)
@@ -176,20 +194,13 @@ pub async fn run(
                 (None, None, None)
             };
             let metrics = if up {
-                let url = format!(
-                    "http://127.0.0.1:{}/metrics/server?name[]=used_buffer_size\
-                     &name[]=allocated_buffer_size&name[]=require_buffer_count\
-                     &name[]=app_num_with_node",
-                    node.http
-                );
-                match http.get(&url).send().await {
-                    Ok(r) if r.status().is_success() => r
-                        .bytes()
-                        .await
-                        .ok()
-                        .and_then(|b| serde_json::from_slice(&b).ok()),
-                    _ => None,
-                }
+                server_metrics(
+                    &http,
+                    node.http,
+                    "name[]=used_buffer_size&name[]=allocated_buffer_size\
+                     &name[]=require_buffer_count&name[]=app_num_with_node",
+                )
+                .await
             } else {
                 None
             };
