@@ -38,6 +38,7 @@ pub mod netty;
 pub mod periodic;
 pub mod proto;
 pub mod recovery;
+pub mod runtime;
 pub mod server;
 pub mod status;
 pub mod store;

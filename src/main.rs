@@ -128,11 +128,7 @@ fn main() -> anyhow::Result<()> {
         tracing::warn!("{warning}");
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("spillway")
-        .build()
-        .context("building the tokio runtime")?;
+    let runtime = spillway::runtime::build().context("building the tokio runtime")?;
     let outcome = runtime.block_on(async {
         if config.role == spillway::config::Role::Coordinator {
             let running = spillway::coordinator::process::start(config).await?;

@@ -197,11 +197,9 @@ pub async fn start(config: Config) -> Result<Running> {
         let wait =
             config.shutdown.drain_timeout + config.shutdown.spill_timeout + Duration::from_secs(30);
         Some(
-            tokio::task::spawn_blocking(move || {
-                crate::recovery::acquire_lock(&dirs, takeover, wait)
-            })
-            .await
-            .map_err(|e| Error::Startup(format!("state lock task failed: {e}")))??,
+            crate::runtime::blocking(move || crate::recovery::acquire_lock(&dirs, takeover, wait))
+                .await
+                .map_err(|e| Error::Startup(format!("state lock task failed: {e}")))??,
         )
     };
 
@@ -275,7 +273,7 @@ pub async fn start(config: Config) -> Result<Running> {
         let app_timeout = config.app.app_heartbeat_timeout;
         let tier = local.clone();
         Some(
-            tokio::task::spawn_blocking(move || Recovery::open(opts, app_timeout, tier.as_deref()))
+            crate::runtime::blocking(move || Recovery::open(opts, app_timeout, tier.as_deref()))
                 .await
                 .map_err(|e| Error::Startup(format!("recovery task failed: {e}")))??,
         )

@@ -65,12 +65,17 @@ async fn binary_serves_and_spills_on_sigterm() {
             let _ = tx.send(line);
         }
     });
-    let addr = loop {
+    let (addr, http) = loop {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("the binary logs its listening address");
-        if let Some(rest) = line.split("grpc_addr=").nth(1) {
-            break rest.split_whitespace().next().unwrap().to_string();
+        let field = |name: &str| {
+            line.split(name)
+                .nth(1)
+                .map(|rest| rest.split_whitespace().next().unwrap().to_string())
+        };
+        if let (Some(grpc), Some(http)) = (field("grpc_addr="), field("http_addr=")) {
+            break (grpc, http);
         }
     };
     let mut client = connect(addr.parse().unwrap()).await;
@@ -78,6 +83,32 @@ async fn binary_serves_and_spills_on_sigterm() {
     let expected = write_shuffle(&mut client, "smoke_app", 0, 2, 2, 3, 2000).await;
     verify_shuffle(&mut client, "smoke_app", 0, &expected).await;
     drop(client);
+
+    // The binary's runtime counts its threads: its workers at least, and fewer than the
+    // process has (the main thread, the allocator's, the journal's are not the runtime's).
+    let jvm = reqwest::get(format!("http://{http}/prometheus/metrics/jvm"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let gauge = |name: &str| -> f64 {
+        jvm.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{jvm}"))
+    };
+    let (runtime, workers, all) = (
+        gauge("tokio_threads"),
+        gauge("tokio_workers"),
+        gauge("process_threads"),
+    );
+    assert!(
+        runtime >= workers && workers >= 1.0 && runtime < all,
+        "{runtime} runtime threads, {workers} workers, {all} in all"
+    );
+    assert!(gauge("tokio_blocking_tasks") >= 0.0);
 
     let mut child = child.0.take().unwrap();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();

@@ -180,7 +180,11 @@ async fn metrics_follow_grpc_and_netty_traffic() {
 
     let (_, jvm) = get(&format!("{base}/prometheus/metrics/jvm")).await;
     assert!(value(&jvm, "process_resident_memory_bytes", &[]).unwrap() > 0.0);
-    assert!(value(&jvm, "tokio_workers", &[tags]).unwrap() >= 1.0);
+    let workers = value(&jvm, "tokio_workers", &[tags]).unwrap();
+    assert!(workers >= 1.0);
+    // A server in a test's runtime has no thread count to give (the binary's: binary_smoke).
+    assert_eq!(value(&jvm, "tokio_threads", &[tags]), None);
+    assert!(value(&jvm, "tokio_blocking_tasks", &[tags]).unwrap() >= 0.0);
 
     // JSON, with the name[] filter, on both paths.
     for path in ["/metrics/server", "/api/shuffleServer/metrics/server"] {

@@ -611,7 +611,13 @@ pub fn spawn_file_watch(
 }
 
 async fn modified(path: &Path) -> Option<SystemTime> {
-    tokio::fs::metadata(path).await.ok()?.modified().ok()
+    let path = path.to_path_buf();
+    crate::runtime::blocking(move || std::fs::metadata(path))
+        .await
+        .ok()?
+        .ok()?
+        .modified()
+        .ok()
 }
 
 /// Loads the file and applies it, on the blocking pool: loading reads the file, and turning
@@ -619,7 +625,7 @@ async fn modified(path: &Path) -> Option<SystemTime> {
 async fn reload(runtime: &Arc<Runtime>, path: &Path, env: fn(&str) -> Option<String>) {
     let owned = path.to_path_buf();
     let runtime = Arc::clone(runtime);
-    let done = tokio::task::spawn_blocking(move || {
+    let done = crate::runtime::blocking(move || {
         let file = Config::load(Some(&owned), &env).map_err(|e| {
             format!("the changed config file does not load; nothing reconfigured: {e}")
         })?;

@@ -390,7 +390,7 @@ impl Coordinator {
                 let file = Arc::clone(&file);
                 let coordinator = Arc::clone(&coordinator);
                 async move {
-                    let polled = tokio::task::spawn_blocking(move || {
+                    let polled = crate::runtime::blocking(move || {
                         let mut file = file.lock();
                         let poll = file.poll();
                         coordinator.apply(kind, &mut file, poll);

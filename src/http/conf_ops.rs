@@ -98,7 +98,7 @@ async fn apply(runtime: Arc<Runtime>, headers: HeaderMap, body: Bytes) -> Respon
     let keys: Vec<&str> = update.iter().map(|(k, _)| k.as_str()).collect();
     tracing::info!(update = ?keys, delete = ?vo.delete, "dynamic config update requested");
     // Turning the audit log on opens its file: blocking work, kept off the async workers.
-    let result = tokio::task::spawn_blocking(move || runtime.update(&update, &vo.delete)).await;
+    let result = crate::runtime::blocking(move || runtime.update(&update, &vo.delete)).await;
     match result {
         Ok(Ok(())) => text(APPLIED),
         Ok(Err(refused)) => {

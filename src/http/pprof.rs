@@ -111,7 +111,7 @@ pub(super) async fn heap() -> Response {
         return not_enabled();
     }
     // Dumping and symbolizing reads files and walks debug info: off the async workers.
-    match tokio::task::spawn_blocking(move || ctl.dump_pprof())
+    match crate::runtime::blocking(move || ctl.dump_pprof())
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r.map_err(|e| e.to_string()))

@@ -84,6 +84,24 @@ impl Collector for RuntimeCollector {
                 tags,
                 m.global_queue_depth() as f64,
             ));
+            if let Some(threads) = crate::runtime::runtime_threads() {
+                out.push(family(
+                    "tokio_threads",
+                    "Threads alive in the tokio runtime: workers and the blocking pool, which \
+                     keeps as many as ran blocking calls at once while its load lasts",
+                    gauge,
+                    tags,
+                    threads as f64,
+                ));
+            }
+            out.push(family(
+                "tokio_blocking_tasks",
+                "Blocking file and socket calls queued or running; above zero with no load \
+                 means a call that never returns",
+                gauge,
+                tags,
+                crate::runtime::blocking_tasks() as f64,
+            ));
             let busy: f64 = (0..m.num_workers())
                 .map(|w| m.worker_total_busy_duration(w).as_secs_f64())
                 .sum();

@@ -112,7 +112,7 @@ pub async fn send_files(
         return Ok(());
     }
     let socket = stream.as_fd().try_clone_to_owned()?;
-    tokio::task::spawn_blocking(move || send_blocking(&socket, &ranges, stall_timeout))
+    crate::runtime::blocking(move || send_blocking(&socket, &ranges, stall_timeout))
         .await
         .map_err(|e| io::Error::other(format!("sendfile task failed: {e}")))?
 }

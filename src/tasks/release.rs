@@ -40,7 +40,7 @@ pub fn spawn(
         async move {
             if trim {
                 // A walk of every arena: off the runtime's worker threads.
-                let _ = tokio::task::spawn_blocking(release).await;
+                let _ = crate::runtime::blocking(release).await;
             }
         }
     });

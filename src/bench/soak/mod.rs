@@ -49,8 +49,8 @@
 //!
 //! The run fails on a lost, corrupt or unreadable block, a fault that could not be applied
 //! (a server that did not come back), "panicked" in a server's log, a slope above its bound,
-//! no app verified at all, or a server whose write memory, tickets or apps are not back to
-//! zero once every app is gone (`--settle`); with HDFS, also when HDFS received no byte; with
+//! no app verified at all, or a server whose write memory, tickets, apps or blocking calls are
+//! not back to zero once every app is gone (`--settle`); with HDFS, also when HDFS received no byte; with
 //! Spark, on a wrong result, a failed vanilla baseline, or no job succeeding.
 
 mod cluster;
@@ -173,9 +173,17 @@ pub struct SoakOptions {
     /// Largest growth of open fds per hour.
     #[arg(long, default_value_t = 100.0)]
     pub max_fd_slope: f64,
-    /// Largest growth of threads per hour.
+    /// Largest growth per hour of the threads outside the tokio runtime (the journal's, the
+    /// audit writers', the allocator's: fixed by design, so any steady growth is a leak). The
+    /// runtime's own threads are shown and not judged: its blocking pool keeps as many threads
+    /// as calls ran at once while the load lasts (`spillway::runtime`), a high-water mark whose
+    /// steps read as growth in a half-hour window; a call that never returns is judged instead,
+    /// by `--max-blocking-slope` and by the settle check.
+    #[arg(long, default_value_t = 4.0)]
+    pub max_other_thread_slope: f64,
+    /// Largest growth per hour of blocking calls queued or running (`tokio_blocking_tasks`).
     #[arg(long, default_value_t = 10.0)]
-    pub max_thread_slope: f64,
+    pub max_blocking_slope: f64,
     /// Shortest slope window judged against the bounds (shorter ones are reported only).
     #[arg(long, default_value = "10m", value_parser = seconds)]
     pub min_slope_window: f64,
@@ -189,7 +197,8 @@ pub struct SoakOptions {
     #[arg(long)]
     pub rejudge: bool,
     /// After the last app, how long every server may take to be back to zero write memory,
-    /// tickets and apps (apps whose cleanup failed expire after the server's 60 s).
+    /// tickets, apps and blocking calls (apps whose cleanup failed expire after the server's
+    /// 60 s).
     #[arg(long, default_value = "100s", value_parser = seconds)]
     pub settle: f64,
     /// No MiniDFS: `MEMORY_LOCALFILE` servers, no HDFS apps, no NameNode restarts (for a
@@ -628,8 +637,12 @@ fn judge_slopes(
             per_hour: opts.max_fd_slope,
         },
         Bound {
-            resource: Resource::Threads,
-            per_hour: opts.max_thread_slope,
+            resource: Resource::OtherThreads,
+            per_hour: opts.max_other_thread_slope,
+        },
+        Bound {
+            resource: Resource::BlockingTasks,
+            per_hour: opts.max_blocking_slope,
         },
     ];
     let rows = report::rows(
@@ -701,8 +714,9 @@ fn rejudge(opts: &SoakOptions) -> anyhow::Result<Outcome> {
     })
 }
 
-/// Waits until every server reports zero write memory, tickets and apps; the failures left
-/// when `limit` passes. This is where leaked reservations, buffers or app records show.
+/// Waits until every server reports zero write memory, tickets, apps and blocking calls; the
+/// failures left when `limit` passes. This is where leaked reservations, buffers or app
+/// records show, and blocking calls that never return (a read stuck on a removed disk).
 async fn settle(
     shared: &cluster::Shared,
     limit: Duration,
@@ -718,39 +732,32 @@ async fn settle(
         "require_buffer_count",
         "app_num_with_node",
     ];
+    let query = names
+        .iter()
+        .map(|n| format!("name[]={n}"))
+        .collect::<Vec<_>>()
+        .join("&");
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let mut left = Vec::new();
         for (i, node) in shared.nodes.iter().enumerate() {
-            let url = format!(
-                "http://127.0.0.1:{}/metrics/server?{}",
-                node.http,
-                names
-                    .iter()
-                    .map(|n| format!("name[]={n}"))
-                    .collect::<Vec<_>>()
-                    .join("&")
-            );
-            let body = match http.get(&url).send().await {
-                Ok(r) => r
-                    .bytes()
-                    .await
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok()),
-                Err(_) => None,
-            };
-            let Some(body) = body else {
-                left.push(format!("server{i}: /metrics/server did not answer"));
+            let server = sampler::server_metrics(&http, node.http, &query).await;
+            let jvm = sampler::jvm_metrics(&http, node.http).await;
+            let (Some(server), Some(jvm)) = (server, jvm) else {
+                left.push(format!("server{i}: /metrics did not answer"));
                 continue;
             };
-            for (name, v) in names.iter().zip(sampler::gauges_of(&body, &names)) {
+            let values = sampler::gauges_of(&server, &names)
+                .into_iter()
+                .chain([sampler::runtime_values(Some(&jvm))[1]]);
+            for (name, v) in names.iter().chain(&["tokio_blocking_tasks"]).zip(values) {
                 match v {
                     Some(0.0) => {}
                     Some(v) => left.push(format!(
                         "server{i}: {name} = {v} with every app gone ({} s after the last)",
                         limit.as_secs()
                     )),
-                    None => left.push(format!("server{i}: no {name} in /metrics/server")),
+                    None => left.push(format!("server{i}: no {name} in /metrics")),
                 }
             }
         }

@@ -6,7 +6,7 @@
 use std::fmt::Write;
 
 use super::faults::{Logged, Restart};
-use super::sampler::{Resource, Sample, Series};
+use super::sampler::{Resource, Sample, Series, COUNT};
 
 /// The least-squares slope per hour that `segments` share, each with its own intercept (the
 /// within-segment estimator): a leak shows as growth inside every process's life, while the
@@ -220,19 +220,36 @@ pub fn csv(series: &Series) -> String {
     out
 }
 
-/// Reads back what [`csv`] wrote.
+/// Reads back what [`csv`] wrote, by the header's names: a file from before a resource was
+/// sampled reads with that resource as gaps.
 pub fn parse_csv(text: &str) -> anyhow::Result<Series> {
+    let mut lines = text.lines().enumerate();
+    let header: Vec<&str> = lines
+        .next()
+        .map(|(_, h)| h.split(',').collect())
+        .unwrap_or_default();
+    if header.get(..2) != Some(&["t", "server"][..]) {
+        anyhow::bail!("samples.csv: the header does not start with t,server");
+    }
+    // Column of each resource, or None when the file has none.
+    let columns: Vec<Option<usize>> = Resource::ALL
+        .iter()
+        .map(|r| header.iter().position(|h| *h == r.name()))
+        .collect();
     let mut per_node: Vec<Vec<Sample>> = Vec::new();
-    for (n, line) in text.lines().enumerate().skip(1) {
+    for (n, line) in lines {
         let bad = || anyhow::anyhow!("samples.csv line {}: {line:?}", n + 1);
-        let mut cells = line.split(',');
-        let t: f64 = cells.next().and_then(|c| c.parse().ok()).ok_or_else(bad)?;
-        let node: usize = cells.next().and_then(|c| c.parse().ok()).ok_or_else(bad)?;
-        let mut values = [None; 8];
-        for v in values.iter_mut() {
-            let cell = cells.next().ok_or_else(bad)?;
-            if !cell.is_empty() {
-                *v = Some(cell.parse().map_err(|_| bad())?);
+        let cells: Vec<&str> = line.split(',').collect();
+        if cells.len() != header.len() {
+            return Err(bad());
+        }
+        let t: f64 = cells[0].parse().map_err(|_| bad())?;
+        let node: usize = cells[1].parse().map_err(|_| bad())?;
+        let mut values = [None; COUNT];
+        for (v, column) in values.iter_mut().zip(&columns) {
+            match column.map(|c| cells[c]) {
+                None | Some("") => {}
+                Some(cell) => *v = Some(cell.parse().map_err(|_| bad())?),
             }
         }
         if per_node.len() <= node {
@@ -380,18 +397,13 @@ mod tests {
     fn window_starts_at_last_restart_and_bounds_judge_it() {
         // 250 s of fd counts growing 1 per second after a restart at 100 s; apps ran 200 s.
         let samples: Vec<Sample> = (0..250)
-            .map(|t| Sample {
-                t: t as f64,
-                values: [
-                    None,
-                    Some(if t < 100 { 500.0 } else { t as f64 }),
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                ],
+            .map(|t| {
+                let mut values = [None; COUNT];
+                values[1] = Some(if t < 100 { 500.0 } else { t as f64 });
+                Sample {
+                    t: t as f64,
+                    values,
+                }
             })
             .collect();
         let series = Series {
@@ -440,7 +452,7 @@ mod tests {
             Series {
                 per_node: vec![(0..300)
                     .map(|t| {
-                        let mut values = [None; 8];
+                        let mut values = [None; COUNT];
                         values[2] = Some(f(t as f64));
                         Sample {
                             t: t as f64,
@@ -468,7 +480,7 @@ mod tests {
 
     #[test]
     fn samples_and_restarts_read_back_as_written() {
-        let mut values = [None; 8];
+        let mut values = [None; COUNT];
         values[0] = Some(18_481_152.0);
         values[2] = Some(23.0);
         let series = Series {
@@ -477,7 +489,7 @@ mod tests {
                 vec![
                     Sample {
                         t: 1.5,
-                        values: [None; 8],
+                        values: [None; COUNT],
                     },
                     Sample { t: 2.5, values },
                 ],
@@ -486,7 +498,7 @@ mod tests {
         let back = parse_csv(&csv(&series)).unwrap();
         assert_eq!(back.per_node.len(), 2);
         assert_eq!(back.per_node[1].len(), 2);
-        assert_eq!(back.per_node[1][0].values, [None; 8]);
+        assert_eq!(back.per_node[1][0].values, [None; COUNT]);
         assert_eq!(back.per_node[0][0].t, 0.25);
         assert_eq!(back.per_node[1][1].values, values);
         let restarts = [Restart {
@@ -496,5 +508,16 @@ mod tests {
         let r = parse_restarts_csv(&restarts_csv(&restarts)).unwrap();
         assert_eq!((r[0].at, r[0].node), (80.125, 2));
         assert!(parse_csv("t,server\n1.0,0,x,,,,,,,\n").is_err());
+        // A file from before the runtime's threads were sampled: those read as gaps.
+        let old = "t,server,rss,fds,threads,used_buffer_size,allocated_buffer_size,\
+                   require_buffer_count,app_num_with_node,journal_bytes\n\
+                   0.066,0,18862080,22,11,0,0,0,0,98\n";
+        let back = parse_csv(old).unwrap();
+        let v = back.per_node[0][0].values;
+        assert_eq!(
+            (v[0], v[2], v[3], v[4], v[5]),
+            (Some(18862080.0), Some(11.0), None, None, None)
+        );
+        assert_eq!(v[COUNT - 1], Some(98.0));
     }
 }

@@ -1,5 +1,7 @@
-//! Once a second, per server: RSS, open fds and threads from `/proc/<pid>`, the write-memory
-//! gauges from its `/metrics/server` JSON, and the size of its recovery journal on disk. A
+//! Once a second, per server: RSS, open fds and threads from `/proc/<pid>`, the runtime's
+//! threads and blocking calls from its `/metrics/jvm` JSON (`spillway::runtime` says why the
+//! threads are split three ways), the write-memory gauges from its `/metrics/server` JSON, and
+//! the size of its recovery journal on disk. A
 //! restarted server continues the same series (the pid is read afresh each time); while no
 //! process serves, the sample is a gap, not a zero.
 
@@ -19,6 +21,14 @@ pub enum Resource {
     Fds,
     /// `Threads:` of `/proc/<pid>/status`.
     Threads,
+    /// `tokio_threads`: the runtime's workers and blocking pool (a high-water mark of the
+    /// blocking calls run at once while the load lasts).
+    RuntimeThreads,
+    /// [`Resource::Threads`] − [`Resource::RuntimeThreads`]: threads the server starts itself
+    /// (journal, audit writers) and the allocator's; fixed by design.
+    OtherThreads,
+    /// `tokio_blocking_tasks`: blocking file and socket calls queued or running.
+    BlockingTasks,
     /// `used_buffer_size`: write memory in use (reserved + cached + in flush).
     UsedBuffer,
     /// `allocated_buffer_size`: bytes reserved by requireBuffer tickets not yet used.
@@ -34,10 +44,13 @@ pub enum Resource {
 
 impl Resource {
     /// Every resource.
-    pub const ALL: [Resource; 8] = [
+    pub const ALL: [Resource; COUNT] = [
         Resource::Rss,
         Resource::Fds,
         Resource::Threads,
+        Resource::RuntimeThreads,
+        Resource::OtherThreads,
+        Resource::BlockingTasks,
         Resource::UsedBuffer,
         Resource::AllocatedBuffer,
         Resource::Tickets,
@@ -51,6 +64,9 @@ impl Resource {
             Resource::Rss => "rss",
             Resource::Fds => "fds",
             Resource::Threads => "threads",
+            Resource::RuntimeThreads => "runtime_threads",
+            Resource::OtherThreads => "other_threads",
+            Resource::BlockingTasks => "blocking_tasks",
             Resource::UsedBuffer => "used_buffer_size",
             Resource::AllocatedBuffer => "allocated_buffer_size",
             Resource::Tickets => "require_buffer_count",
@@ -68,13 +84,16 @@ impl Resource {
     }
 }
 
+/// How many resources are sampled.
+pub const COUNT: usize = 11;
+
 /// One sample of one server: seconds since the start and a value per [`Resource::ALL`].
 #[derive(Clone, Debug)]
 pub struct Sample {
     /// Seconds since the start.
     pub t: f64,
     /// In [`Resource::ALL`] order; `None`: not measured (no process, or the endpoint failed).
-    pub values: [Option<f64>; 8],
+    pub values: [Option<f64>; COUNT],
 }
 
 /// Every server's series.
@@ -130,7 +149,16 @@ pub async fn server_metrics(
     port: u16,
     query: &str,
 ) -> Option<serde_json::Value> {
-    let url = format!("http://127.0.0.1:{port}/metrics/server?{query}");
+    metrics_json(http, port, "server", query).await
+}
+
+async fn metrics_json(
+    http: &reqwest::Client,
+    port: u16,
+    kind: &str,
+    query: &str,
+) -> Option<serde_json::Value> {
+    let url = format!("http://127.0.0.1:{port}/metrics/{kind}?{query}");
     match http.get(&url).send().await {
         Ok(r) if r.status().is_success() => r
             .bytes()
@@ -139,6 +167,20 @@ pub async fn server_metrics(
             .and_then(|b| serde_json::from_slice(&b).ok()),
         _ => None,
     }
+}
+
+/// A server's `/metrics/jvm` JSON with the runtime's two gauges.
+pub async fn jvm_metrics(http: &reqwest::Client, port: u16) -> Option<serde_json::Value> {
+    let query = "name[]=tokio_threads&name[]=tokio_blocking_tasks";
+    metrics_json(http, port, "jvm", query).await
+}
+
+/// `tokio_threads` and `tokio_blocking_tasks` of a [`jvm_metrics`] answer.
+pub fn runtime_values(body: Option<&serde_json::Value>) -> [Option<f64>; 2] {
+    let g = body.map_or(vec![None; 2], |b| {
+        gauges(b, &["tokio_threads", "tokio_blocking_tasks"])
+    });
+    [g[0], g[1]]
 }
 
 /// The values of `names` in a `/metrics/server` JSON answer (summed over label sets).
@@ -188,11 +230,20 @@ pub async fn run(
             let t = shared.now();
             let pid = node.pid.load(Ordering::Relaxed);
             let up = node.up.load(Ordering::Relaxed) && pid != 0;
+            // The runtime's count first and the process's right after, so a blocking thread
+            // started between the two reads is rare (it would count as another thread once).
+            let runtime = if up {
+                jvm_metrics(&http, node.http).await
+            } else {
+                None
+            };
             let (rss, fds, threads) = if up {
                 proc_values(pid)
             } else {
                 (None, None, None)
             };
+            let [runtime_threads, blocking] = runtime_values(runtime.as_ref());
+            let other = threads.zip(runtime_threads).map(|(all, rt)| all - rt);
             let metrics = if up {
                 server_metrics(
                     &http,
@@ -218,7 +269,19 @@ pub async fn run(
             let journal = journal_bytes(&data_paths[i]);
             series.per_node[i].push(Sample {
                 t,
-                values: [rss, fds, threads, g[0], g[1], g[2], g[3], journal],
+                values: [
+                    rss,
+                    fds,
+                    threads,
+                    runtime_threads,
+                    other,
+                    blocking,
+                    g[0],
+                    g[1],
+                    g[2],
+                    g[3],
+                    journal,
+                ],
             });
         }
     }

@@ -492,7 +492,7 @@ async fn app_infos(State(ctx): Ctx) -> Response {
 async fn refresh_checker(State(ctx): Ctx) -> Response {
     // The files are small; reading them on the blocking pool keeps the runtime free.
     let coordinator = Arc::clone(&ctx.coordinator);
-    let read = tokio::task::spawn_blocking(move || coordinator.refresh_access_files())
+    let read = crate::runtime::blocking(move || coordinator.refresh_access_files())
         .await
         .unwrap_or(0);
     tracing::info!(files = read, "refreshChecker: access checker files re-read");

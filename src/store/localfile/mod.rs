@@ -242,7 +242,7 @@ impl LocalFileTier {
                 continue;
             }
             let d = Arc::clone(disk);
-            let handle = tokio::task::spawn_blocking(move || {
+            let handle = crate::runtime::blocking(move || {
                 let outcome = disk::inspect(&d.root);
                 d.end_probe();
                 outcome
@@ -270,7 +270,7 @@ impl LocalFileTier {
             .filter(|d| d.is_healthy())
             .map(|d| d.root.clone())
             .collect();
-        let listed = match tokio::task::spawn_blocking(move || scan::app_dirs(&roots)).await {
+        let listed = match crate::runtime::blocking(move || scan::app_dirs(&roots)).await {
             Ok(listed) => listed,
             Err(e) => {
                 tracing::warn!(error = %e, "leaked-data sweep could not list the data paths");
@@ -521,7 +521,7 @@ impl Tier for LocalFileTier {
         let fault = self.next_fault.lock().take();
 
         let file = Arc::clone(&target);
-        let task = tokio::task::spawn_blocking(move || {
+        let task = crate::runtime::blocking(move || {
             let (_gate, _permit, mut writer) = (gate, permit, writer);
             let job = AppendJob {
                 paths: &file.paths,
@@ -637,7 +637,7 @@ impl Tier for LocalFileTier {
         let prune_parents = matches!(scope, PurgeScope::Partition(_));
         // The guard travels with the deletion so an abandoned purge still excludes appends
         // until its directories are gone.
-        let (mut guard, deleted, failures) = tokio::task::spawn_blocking(move || {
+        let (mut guard, deleted, failures) = crate::runtime::blocking(move || {
             let mut first_err: Option<(PathBuf, io::Error)> = None;
             let mut failures = 0u64;
             for dir in dirs {

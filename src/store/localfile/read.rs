@@ -41,7 +41,7 @@ impl FileTier for LocalFileTier {
         }
         let storage_ids = vec![wanted[0].0.disk.index];
         let key = part.clone();
-        let read = tokio::task::spawn_blocking(move || read_parts_index(&key, wanted))
+        let read = crate::runtime::blocking(move || read_parts_index(&key, wanted))
             .await
             .map_err(|e| Error::Internal {
                 reason: format!("index read task for {part} failed: {e}"),
@@ -65,7 +65,7 @@ impl FileTier for LocalFileTier {
             return Ok(Bytes::new());
         }
         let key = part.clone();
-        tokio::task::spawn_blocking(move || read_pieces(&key, pieces))
+        crate::runtime::blocking(move || read_pieces(&key, pieces))
             .await
             .map_err(|e| Error::Internal {
                 reason: format!("data read task for {part} failed: {e}"),
@@ -87,7 +87,7 @@ impl FileTier for LocalFileTier {
             return Ok(DataRead::Files(Vec::new()));
         }
         let key = part.clone();
-        tokio::task::spawn_blocking(move || open_pieces(&key, pieces))
+        crate::runtime::blocking(move || open_pieces(&key, pieces))
             .await
             .map_err(|e| Error::Internal {
                 reason: format!("data open task for {part} failed: {e}"),
