@@ -110,6 +110,22 @@ async fn binary_serves_and_spills_on_sigterm() {
     );
     assert!(gauge("tokio_blocking_tasks") >= 0.0);
 
+    // jemalloc asks for transparent huge pages (src/main.rs), which the kernel gives unless
+    // its THP mode is `never`.
+    let pid = child.0.as_ref().unwrap().id();
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap();
+    let huge_kib: u64 = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no AnonHugePages in\n{rollup}"));
+    let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap();
+    if mode.contains("[never]") {
+        assert_eq!(huge_kib, 0, "THP mode: {mode}");
+    } else {
+        assert!(huge_kib >= 2048, "no huge page in use; THP mode: {mode}");
+    }
+
     let mut child = child.0.take().unwrap();
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
     let status = tokio::task::spawn_blocking(move || child.wait())
