@@ -42,8 +42,9 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
             "--fault-hold",
             "3s",
         ])
-        // Seed 127 as root: a client network stall of server2 at 13 s, then the removal of
-        // server1's ext4 disk; without root: other kinds.
+        // Seed 127 as root: a client network stall of server2 at 13 s; during it, at 15 s,
+        // the removal of server1's ext4 disk, and a takeover of server1 while its disk is
+        // out; without root: other kinds.
         .args(["--rate", "3", "--seed", "127", "--no-spark"])
         .arg("--out")
         .arg(out.path())
@@ -69,6 +70,24 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
     if is_root() {
         assert!(text.contains("client network stall of ports"), "{text}");
         assert!(text.contains("disk removal of"), "{text}");
+        // Faults overlap: another one starts while the stall holds (rows "| t | server | what
+        // | took |").
+        let rows: Vec<(f64, f64, &str)> = text
+            .lines()
+            .filter(|l| l.starts_with("| ") && l.contains(" | server"))
+            .filter_map(|l| {
+                let c: Vec<&str> = l.trim_matches('|').split('|').map(str::trim).collect();
+                Some((c[0].parse().ok()?, c[3].parse().ok()?, c[2]))
+            })
+            .collect();
+        let (at, took, _) = *rows
+            .iter()
+            .find(|r| r.2.starts_with("client network stall"))
+            .expect("stall row");
+        assert!(
+            rows.iter().any(|r| r.0 > at && r.0 < at + took),
+            "no fault started during the stall: {rows:?}"
+        );
     }
     // Apps were verified, and none was lost.
     let row = text

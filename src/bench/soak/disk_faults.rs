@@ -1,5 +1,5 @@
-//! The loop disk's faults, applied by the fault task (see `faults.rs`), which waits out their
-//! `hold`.
+//! The loop disk's faults, each run in a task of its own by the fault runner (see
+//! `faults.rs`), which owns the disk for the fault's `hold` while other faults go on.
 //!
 //! - **Freeze**: `fsfreeze -f` for `hold`, then `-u`. Spills to that disk block in the kernel;
 //!   the server keeps its data in memory (or fails the append over to the other disk once
@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::cluster::Cluster;
+use super::cluster::Shared;
+use super::disks::LoopDisk;
 use super::faults::{Fault, Kind};
 
 async fn wait(hold: Duration, stop: &CancellationToken) {
@@ -30,20 +31,15 @@ async fn wait(hold: Duration, stop: &CancellationToken) {
     }
 }
 
-/// Applies a [`Kind::DiskFreeze`] or [`Kind::DiskRemove`]; what to log, and whether it worked.
+/// Applies a [`Kind::DiskFreeze`] or [`Kind::DiskRemove`] to `f.node`'s loop disk; what to
+/// log, and whether it worked.
 pub(super) async fn apply(
-    cluster: &mut Cluster,
+    disk: &mut LoopDisk,
+    shared: &Shared,
     f: &Fault,
     hold: Duration,
     stop: &CancellationToken,
 ) -> (String, anyhow::Result<()>) {
-    let shared = std::sync::Arc::clone(&cluster.shared);
-    let Some(disk) = cluster.loop_disks.get_mut(f.node) else {
-        return (
-            format!("{:?}", f.kind),
-            Err(anyhow::anyhow!("server{} has no loop disk", f.node)),
-        );
-    };
     let dir = disk.dir().display().to_string();
     match f.kind {
         Kind::DiskFreeze => {

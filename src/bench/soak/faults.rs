@@ -1,10 +1,11 @@
 //! The fault schedule: drawn up front from `--seed`, so the same seed and options give the
 //! same faults at the same times on the same servers, and printed before the run starts.
-//! Process faults are applied one after the other by one task; a disk stays full while later
-//! faults fire, so disk-full overlaps restarts. A network stall, like a coordinator stop,
-//! holds that task for its `hold`, and so does a frozen or removed disk: a server SIGTERMed
-//! while its disk is frozen could not finish its final spill until the thaw, which only this
-//! task would do.
+//! Process faults (restarts, upgrades, coordinator stops) are applied one after the other by
+//! one task. Faults with a hold (a full disk, a network stall, a NameNode restart, a frozen or
+//! removed disk) last it in the background, and the schedule often puts the next fault inside
+//! that hold: a restart while a disk is frozen or removed, a stall during a NameNode restart.
+//! Two faults on the same thing (one loop disk, the NameNode, the network) never overlap: the
+//! second waits for the first to end.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +13,8 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 
 use super::cluster::{Cluster, COORDINATORS, LOOP_PATH, PATHS, SERVERS};
+use super::disks::LoopDisk;
+use super::minidfs::MiniDfs;
 
 /// A small deterministic generator (splitmix64): the schedule must not depend on a crate's
 /// algorithm choice between versions.
@@ -75,6 +78,18 @@ impl Kind {
         matches!(self, Kind::DiskFill | Kind::DiskFreeze | Kind::DiskRemove)
     }
 
+    /// Whether the fault lasts its hold in the background while later faults fire.
+    pub fn overlaps(self) -> bool {
+        matches!(
+            self,
+            Kind::DiskFill
+                | Kind::NetStall
+                | Kind::NameNodeRestart
+                | Kind::DiskFreeze
+                | Kind::DiskRemove
+        )
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Kill => "SIGKILL + restart",
@@ -104,20 +119,22 @@ pub struct Fault {
 }
 
 /// Draws the schedule: gaps uniform in `[interval/2, 3*interval/2)`, from 10 s after the
-/// start to `tail` before the end (so the last restarts settle before the final checks).
-/// Kinds come in rounds holding each kind once, in a seeded order, so even a 5-minute run
-/// meets every kind. Disk fills need tmpfs data paths (`disks`), network stalls the soak's
-/// own network namespace (`net`),
-/// NameNode restarts a MiniDFS (`hdfs`).
+/// start to `hold` + 10 s before the end (so the last restarts settle before the final
+/// checks). After a fault that lasts its `hold` in the background ([`Kind::overlaps`]), half
+/// the time the next one comes within that hold instead, uniform in `[hold/5, 4*hold/5)`, so
+/// faults overlap. Kinds come in rounds holding each kind once, in a seeded order, so even a
+/// 5-minute run meets every kind. Disk fills need tmpfs data paths (`disks`), network stalls
+/// the soak's own network namespace (`net`), NameNode restarts a MiniDFS (`hdfs`).
 pub fn schedule(
     seed: u64,
     duration: f64,
     interval: f64,
-    tail: f64,
+    hold: f64,
     disks: bool,
     net: bool,
     hdfs: bool,
 ) -> Vec<Fault> {
+    let tail = hold + 10.0;
     let mut rng = Rng::new(seed);
     let kinds: Vec<Kind> = [
         Kind::Kill,
@@ -138,8 +155,13 @@ pub fn schedule(
     let mut round: Vec<Kind> = Vec::new();
     let mut out = Vec::new();
     let mut at = 10.0;
+    let mut within_hold = false;
     loop {
-        at += interval * (0.5 + rng.unit());
+        at += if within_hold {
+            hold * (0.2 + 0.6 * rng.unit())
+        } else {
+            interval * (0.5 + rng.unit())
+        };
         if at > duration - tail {
             return out;
         }
@@ -161,6 +183,7 @@ pub fn schedule(
             Kind::DiskFreeze | Kind::DiskRemove => LOOP_PATH,
             _ => drawn,
         };
+        within_hold = kind.overlaps() && rng.unit() < 0.5;
         out.push(Fault {
             at,
             kind,
@@ -212,24 +235,128 @@ fn fill(dir: &Path) -> std::io::Result<(PathBuf, u64)> {
     Ok((path, written))
 }
 
-/// Applies `plan` in order until `stop` is cancelled or the plan ends; fills stay for `hold`.
-/// Returns the log and the restarts. Faults never overlap on the process level: one task
-/// replaces processes, so each restart is measured on its own.
+/// What a fault in a task of its own hands back when its hold is over: its log line, and the
+/// disk or MiniDFS it held.
+struct Back {
+    logged: Logged,
+    disk: Option<(usize, LoopDisk)>,
+    dfs: Option<MiniDfs>,
+}
+
+/// What a fault in a task of its own holds; a later fault on the same thing waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// A server's loop disk (frozen or removed).
+    Disk(usize),
+    /// The NameNode.
+    NameNode,
+    /// The client network (one stall at a time: rules of two holds would interleave).
+    Net,
+}
+
+/// The faults running in tasks of their own, and what they took with them.
+struct Background {
+    running: Vec<(Held, tokio::task::JoinHandle<Back>)>,
+    /// Per server, its loop disk while no fault holds it.
+    disks: Vec<Option<LoopDisk>>,
+    dfs: Option<MiniDfs>,
+}
+
+impl Background {
+    fn restore(&mut self, back: Back, log: &mut Vec<Logged>) {
+        if let Some((node, disk)) = back.disk {
+            self.disks[node] = Some(disk);
+        }
+        if back.dfs.is_some() {
+            self.dfs = back.dfs;
+        }
+        log.push(back.logged);
+    }
+
+    async fn finish(&mut self, i: usize, log: &mut Vec<Logged>, now: f64) {
+        let (held, task) = self.running.swap_remove(i);
+        match task.await {
+            Ok(back) => self.restore(back, log),
+            // What it held is lost with it (a dropped disk unmounts and thaws itself).
+            Err(e) => log.push(Logged {
+                at: now,
+                took: 0.0,
+                node: 0,
+                what: format!("{held:?} fault task: FAILED: {e}"),
+                failed: true,
+            }),
+        }
+    }
+
+    /// Waits for the fault holding `held`, if one does.
+    async fn free(&mut self, held: Held, log: &mut Vec<Logged>, now: f64) {
+        while let Some(i) = self.running.iter().position(|(h, _)| *h == held) {
+            self.finish(i, log, now).await;
+        }
+    }
+
+    /// Collects the faults whose hold is over.
+    async fn reap(&mut self, log: &mut Vec<Logged>, now: f64) {
+        while let Some(i) = self.running.iter().position(|(_, t)| t.is_finished()) {
+            self.finish(i, log, now).await;
+        }
+    }
+
+    async fn finish_all(&mut self, log: &mut Vec<Logged>, now: f64) {
+        while !self.running.is_empty() {
+            self.finish(0, log, now).await;
+        }
+    }
+}
+
+/// A fault's log line, also printed as it ends.
+fn logged(start: f64, now: f64, node: usize, what: String, result: anyhow::Result<()>) -> Logged {
+    let took = now - start;
+    let failed = result.is_err();
+    let what = match result {
+        Ok(()) => what,
+        Err(e) => format!("{what}: FAILED: {e:#}"),
+    };
+    eprintln!("spillway-bench soak: t={start:.1}s server{node} {what} ({took:.2} s)");
+    Logged {
+        at: start,
+        took,
+        node,
+        what,
+        failed,
+    }
+}
+
+/// Applies `plan` until `stop` is cancelled or the plan ends. Process faults (restarts,
+/// upgrades, coordinator stops) run one after the other in this task, so each restart is
+/// measured on its own. Faults with a hold (network stalls, NameNode restarts, disk freezes
+/// and removals) run in tasks of their own, so later faults fire during their hold: a server
+/// SIGTERMed while its disk is frozen, a NameNode down during a stall. A disk stays full for
+/// `hold` the same way. Returns the log (in start order), the restarts, and the MiniDFS back.
 pub async fn run(
     cluster: &mut Cluster,
-    mut hdfs: Option<&mut super::minidfs::MiniDfs>,
+    hdfs: Option<MiniDfs>,
     plan: &[Fault],
     hold: Duration,
     stop: tokio_util::sync::CancellationToken,
-) -> (Vec<Logged>, Vec<Restart>) {
+) -> (Vec<Logged>, Vec<Restart>, Option<MiniDfs>) {
     let shared = std::sync::Arc::clone(&cluster.shared);
+    let mut bg = Background {
+        running: Vec::new(),
+        disks: std::mem::take(&mut cluster.loop_disks)
+            .into_iter()
+            .map(Some)
+            .collect(),
+        dfs: hdfs,
+    };
     let mut log = Vec::new();
     let mut restarts = Vec::new();
     // Filler files to remove, with the time they go.
     let mut fillers: Vec<(f64, usize, PathBuf)> = Vec::new();
-    for f in plan {
+    'plan: for f in plan {
         loop {
             let now = shared.now();
+            bg.reap(&mut log, now).await;
             // Remove fillers that are due before the next fault.
             if let Some(pos) = fillers.iter().position(|(t, ..)| *t <= now) {
                 let (_, node, path) = fillers.swap_remove(pos);
@@ -248,12 +375,23 @@ pub async fn run(
                 break;
             }
             tokio::select! {
-                _ = stop.cancelled() => return cleanup(log, restarts, fillers, &shared),
+                _ = stop.cancelled() => break 'plan,
                 _ = tokio::time::sleep(Duration::from_secs_f64((next - now).max(0.0))) => {}
             }
         }
         if stop.is_cancelled() {
             break;
+        }
+        // A fault on something a running fault holds waits for it.
+        let held = match f.kind {
+            Kind::DiskFreeze | Kind::DiskRemove => Some(Held::Disk(f.node)),
+            Kind::DiskFill if f.path == LOOP_PATH => Some(Held::Disk(f.node)),
+            Kind::NameNodeRestart => Some(Held::NameNode),
+            Kind::NetStall => Some(Held::Net),
+            _ => None,
+        };
+        if let Some(held) = held {
+            bg.free(held, &mut log, shared.now()).await;
         }
         let start = shared.now();
         let (what, result) = match f.kind {
@@ -300,17 +438,24 @@ pub async fn run(
             }
             Kind::NetStall => {
                 let ports = [shared.nodes[f.node].grpc.port(), shared.nodes[f.node].netty];
-                let r = super::netstall::hold(shared.client_ip, &ports, hold, &stop).await;
-                (
-                    format!(
+                let (ip, sh, stop, node) = (shared.client_ip, shared.clone(), stop.clone(), f.node);
+                let task = tokio::spawn(async move {
+                    let r = super::netstall::hold(ip, &ports, hold, &stop).await;
+                    let what = format!(
                         "{} of ports {} and {} for {} s",
-                        f.kind.name(),
+                        Kind::NetStall.name(),
                         ports[0],
                         ports[1],
                         hold.as_secs()
-                    ),
-                    r,
-                )
+                    );
+                    Back {
+                        logged: logged(start, sh.now(), node, what, r),
+                        disk: None,
+                        dfs: None,
+                    }
+                });
+                bg.running.push((Held::Net, task));
+                continue;
             }
             Kind::NameNodeRestart => {
                 // One NameNode serves every server: the node drawn for it means nothing.
@@ -319,13 +464,45 @@ pub async fn run(
                     f.kind.name(),
                     hold.as_secs()
                 );
-                match hdfs.as_deref_mut() {
-                    Some(dfs) => (what, super::hdfs::restart(dfs, hold, &stop).await),
+                match bg.dfs.take() {
                     None => (what, Err(anyhow::anyhow!("the soak runs no HDFS"))),
+                    Some(mut dfs) => {
+                        let (sh, stop, node) = (shared.clone(), stop.clone(), f.node);
+                        let task = tokio::spawn(async move {
+                            let r = super::hdfs::restart(&mut dfs, hold, &stop).await;
+                            Back {
+                                logged: logged(start, sh.now(), node, what, r),
+                                disk: None,
+                                dfs: Some(dfs),
+                            }
+                        });
+                        bg.running.push((Held::NameNode, task));
+                        continue;
+                    }
                 }
             }
             Kind::DiskFreeze | Kind::DiskRemove => {
-                super::disk_faults::apply(cluster, f, hold, &stop).await
+                match bg.disks.get_mut(f.node).and_then(Option::take) {
+                    None => (
+                        f.kind.name().to_string(),
+                        Err(anyhow::anyhow!("server{} has no loop disk", f.node)),
+                    ),
+                    Some(mut disk) => {
+                        let (sh, stop, f) = (shared.clone(), stop.clone(), f.clone());
+                        let node = f.node;
+                        let task = tokio::spawn(async move {
+                            let (what, r) =
+                                super::disk_faults::apply(&mut disk, &sh, &f, hold, &stop).await;
+                            Back {
+                                logged: logged(start, sh.now(), f.node, what, r),
+                                disk: Some((f.node, disk)),
+                                dfs: None,
+                            }
+                        });
+                        bg.running.push((Held::Disk(node), task));
+                        continue;
+                    }
+                }
             }
             Kind::DiskFill => {
                 let dir = cluster.nodes[f.node].data_paths[f.path].clone();
@@ -347,24 +524,10 @@ pub async fn run(
                 }
             }
         };
-        let took = shared.now() - start;
-        let failed = result.is_err();
-        let what = match result {
-            Ok(()) => what,
-            Err(e) => format!("{what}: FAILED: {e:#}"),
-        };
-        eprintln!(
-            "spillway-bench soak: t={start:.1}s server{} {what} ({took:.2} s)",
-            f.node
-        );
-        log.push(Logged {
-            at: start,
-            took,
-            node: f.node,
-            what,
-            failed,
-        });
+        log.push(logged(start, shared.now(), f.node, what, result));
     }
+    // The running holds end on their own (or at once on `stop`), and give their disks back.
+    bg.finish_all(&mut log, shared.now()).await;
     // Wait out the last fillers so every disk is empty again for the final checks.
     while !fillers.is_empty() && !stop.is_cancelled() {
         tokio::select! {
@@ -376,7 +539,10 @@ pub async fn run(
         }
         break;
     }
-    cleanup(log, restarts, fillers, &shared)
+    cluster.loop_disks = bg.disks.into_iter().flatten().collect();
+    let (mut log, restarts) = cleanup(log, restarts, fillers, &shared);
+    log.sort_by(|a, b| a.at.total_cmp(&b.at));
+    (log, restarts, bg.dfs)
 }
 
 /// Removes a filler; true when that failed. A filler already gone is fine: its disk was
@@ -425,9 +591,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_schedule() {
-        let a = schedule(7, 600.0, 20.0, 30.0, true, true, true);
-        let b = schedule(7, 600.0, 20.0, 30.0, true, true, true);
-        let c = schedule(8, 600.0, 20.0, 30.0, true, true, true);
+        let a = schedule(7, 600.0, 20.0, 20.0, true, true, true);
+        let b = schedule(7, 600.0, 20.0, 20.0, true, true, true);
+        let c = schedule(8, 600.0, 20.0, 20.0, true, true, true);
         let key = |s: &[Fault]| {
             s.iter()
                 .map(|f| (f.at.to_bits(), f.kind, f.node, f.path))
@@ -445,18 +611,30 @@ mod tests {
             .filter(|f| matches!(f.kind, Kind::DiskFreeze | Kind::DiskRemove))
             .all(|f| f.path == LOOP_PATH));
         rounds_of(&a, 9);
+        // Faults come within the hold (20 s) of a background fault, and only after one
+        // (other gaps are 20-60 s here).
+        let o = schedule(7, 1200.0, 40.0, 20.0, true, true, true);
+        let close: Vec<(&Fault, &Fault)> = o
+            .windows(2)
+            .map(|w| (&w[0], &w[1]))
+            .filter(|(x, y)| y.at - x.at < 20.0)
+            .collect();
+        assert!(close.len() >= 3, "{o:?}");
+        assert!(close
+            .iter()
+            .all(|(x, y)| x.kind.overlaps() && y.at - x.at >= 4.0));
         // Without the soak's mounts, no disk is filled, frozen or removed (it would be the
         // host's disk).
-        let no_disks = schedule(7, 600.0, 20.0, 30.0, false, true, true);
+        let no_disks = schedule(7, 600.0, 20.0, 20.0, false, true, true);
         assert!(no_disks.iter().all(|f| !f.kind.needs_disks()));
         rounds_of(&no_disks, 6);
         // Outside the soak's own network namespace, no stall (it would be the host's
         // firewall).
-        let no_net = schedule(7, 600.0, 20.0, 30.0, true, false, true);
+        let no_net = schedule(7, 600.0, 20.0, 20.0, true, false, true);
         assert!(no_net.iter().all(|f| f.kind != Kind::NetStall));
         rounds_of(&no_net, 8);
         // NameNode restarts only with a MiniDFS.
-        let no_hdfs = schedule(7, 600.0, 20.0, 30.0, true, true, false);
+        let no_hdfs = schedule(7, 600.0, 20.0, 20.0, true, true, false);
         assert!(no_hdfs.iter().all(|f| f.kind != Kind::NameNodeRestart));
         rounds_of(&no_hdfs, 8);
     }

@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn namenode_restarts_are_planned_only_with_hdfs() {
-        let with = schedule(7, 600.0, 20.0, 30.0, true, true, true);
+        let with = schedule(7, 600.0, 20.0, 20.0, true, true, true);
         // Every kind once per round, the NameNode restart among them.
         let mut kinds: Vec<String> = with.iter().map(|f| format!("{:?}", f.kind)).collect();
         kinds.sort();
@@ -206,7 +206,7 @@ mod tests {
             );
         }
         assert!(with.len() >= kinds.len());
-        assert!(schedule(7, 600.0, 20.0, 30.0, true, true, false)
+        assert!(schedule(7, 600.0, 20.0, 20.0, true, true, false)
             .iter()
             .all(|f| f.kind != Kind::NameNodeRestart));
     }

@@ -309,7 +309,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.seed,
         opts.duration,
         opts.fault_interval,
-        opts.fault_hold + 10.0,
+        opts.fault_hold,
         tmpfs,
         opts.own_netns,
         !opts.no_hdfs,
@@ -448,9 +448,9 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             while set.join_next().await.is_some() {}
         })
     };
-    let (fault_log, restarts) = faults::run(
+    let (fault_log, restarts, dfs_back) = faults::run(
         &mut cluster,
-        dfs.as_mut(),
+        dfs.take(),
         &plan,
         Duration::from_secs_f64(opts.fault_hold),
         ctrl_c.clone(),
@@ -480,7 +480,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     let run_secs = shared.now();
     cluster.stop_all().await;
     drop(cluster);
-    drop(dfs);
+    drop(dfs_back);
 
     // Judge and write.
     let (resources_md, slope_failures) = judge_slopes(opts, &series, &restarts);
