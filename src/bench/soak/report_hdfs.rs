@@ -83,7 +83,7 @@ pub fn spark_section(
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "### Spark jobs ({}, client {}, GRPC, replica 3 / write 2 / read 2, one at a time, {})\n",
+        "### Spark jobs ({}, client {}, GRPC and GRPC_NETTY, replica 3 / write 2 / read 2, one at a time, {})\n",
         jobs.join(", "),
         spark::CLIENT_VERSION,
         if hdfs {

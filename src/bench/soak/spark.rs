@@ -9,7 +9,9 @@
 //! the third replica when one of the first two fails, and block-id reports and reads still
 //! have two servers. A shuffle registered while one of the three is down fails, as Uniffle's
 //! does. With HDFS, every other round of jobs registers the MiniDFS as remote storage
-//! (`MEMORY_LOCALFILE_HDFS`), so the released client's own HDFS reads meet NameNode restarts.
+//! (`MEMORY_LOCALFILE_HDFS`), so the released client's own HDFS reads meet NameNode restarts,
+//! and every other pair of rounds runs over `GRPC_NETTY` (writes and reads on the Netty plane),
+//! so both planes meet every fault with the real client.
 //!
 //! How a job counts, as the generator's apps do (the soak module doc): a job whose result
 //! equals the vanilla one is **ok**; a job that threw (a task failed: Spark would retry the
@@ -191,6 +193,7 @@ impl Jobs {
         coordinators: &str,
         baseline: &Path,
         remote_storage: Option<&str>,
+        client_type: &str,
     ) -> anyhow::Result<Outcome> {
         let mut args: Vec<String> = [
             "--mode",
@@ -200,7 +203,7 @@ impl Jobs {
             "--job",
             job,
             "--client-type",
-            "GRPC",
+            client_type,
         ]
         .map(String::from)
         .to_vec();
@@ -273,13 +276,19 @@ pub async fn run(
         } else {
             "MEMORY_LOCALFILE"
         };
+        // Every store type over both planes: two rounds of jobs on gRPC, two on Netty.
+        let client_type = if (k / (2 * jobs.jobs.len())) % 2 == 1 {
+            "GRPC_NETTY"
+        } else {
+            "GRPC"
+        };
         let name = format!("job{k}-{job}");
         k += 1;
         counts.started.fetch_add(1, Ordering::Relaxed);
         let t = shared.now();
         let outcome = tokio::select! {
             _ = stop.cancelled() => break,
-            r = jobs.rss_job(&name, job, &coordinators, &baseline, remote) => r?,
+            r = jobs.rss_job(&name, job, &coordinators, &baseline, remote, client_type) => r?,
         };
         let (what, counter) = match &outcome {
             Outcome::Ok => ("ok".to_string(), &counts.ok),
@@ -294,7 +303,7 @@ pub async fn run(
         };
         counter.fetch_add(1, Ordering::Relaxed);
         eprintln!(
-            "spillway-bench soak: t={t:.1}s Spark {name} (replica 3/2/2, GRPC, {store}): {what} ({:.1} s)",
+            "spillway-bench soak: t={t:.1}s Spark {name} (replica 3/2/2, {client_type}, {store}): {what} ({:.1} s)",
             shared.now() - t
         );
         if matches!(outcome, Outcome::Threw(_)) {
