@@ -34,10 +34,11 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// `thp:always,metadata_thp:always`: jemalloc asks for transparent huge pages on the memory it
 /// maps (`madvise`, which the kernel's default THP mode honours), so a stored GiB of blocks
 /// takes 512 first-touch page faults instead of 262,144. Those faults were 9-15 % of the
-/// server's CPU with the real client; with huge pages Netty writes fall to the discard server's
-/// CPU per GB + 0.01-0.07 and gRPC below it, and peak RSS rises 34-240 MiB (partly used huge
-/// pages count whole). Four quiet runs side by side, benches/README.md round 6. An operator
-/// who wants the smaller footprint sets `_RJEM_MALLOC_CONF=thp:default,metadata_thp:disabled`.
+/// server's CPU with the real client; with huge pages its CPU per GB fell 13-55 % (Netty within
+/// 0.01-0.19 CPU-s/GB of a server that stores nothing), and RSS rises: 34-240 MiB at peak,
+/// ~52 instead of ~18 MiB idle (partly used huge pages count whole). Quiet runs side by side,
+/// benches/README.md round 6. An operator who wants the smaller footprint sets
+/// `_RJEM_MALLOC_CONF=thp:default,metadata_thp:disabled`.
 #[cfg(feature = "jemalloc")]
 #[allow(unsafe_code)]
 // an exported symbol jemalloc reads at start-up; see SAFETY
