@@ -16,6 +16,14 @@ use super::cluster::{Cluster, COORDINATORS, LOOP_PATH, PATHS, SERVERS};
 use super::disks::LoopDisk;
 use super::minidfs::MiniDfs;
 
+/// The server no process fault restarts: every other fault (stalls, disk fills, freezes and
+/// removals, NameNode restarts) still hits it. A resource slope is only measurable over a long
+/// process life: a fresh process's RSS and threads ramp up for minutes (a jemalloc arena touches
+/// its huge pages, the blocking pool grows to the load), and with restarts every few minutes
+/// that ramp is all a slope sees. This server lives for the whole run, so its slope over the
+/// last half is a leak's, under every fault but a restart.
+pub const LONG_LIVED: usize = SERVERS - 1;
+
 /// A small deterministic generator (splitmix64): the schedule must not depend on a crate's
 /// algorithm choice between versions.
 #[derive(Clone, Debug)]
@@ -175,6 +183,8 @@ pub fn schedule(
         let kind = round.pop().unwrap_or(Kind::Kill);
         let node = match kind {
             Kind::CoordinatorStop => rng.below(COORDINATORS as u64) as usize,
+            // The last server is never restarted (see [`LONG_LIVED`]).
+            Kind::Kill | Kind::Term | Kind::Takeover => rng.below(LONG_LIVED as u64) as usize,
             _ => rng.below(SERVERS as u64) as usize,
         };
         let drawn = rng.below(PATHS as u64) as usize;
@@ -611,6 +621,14 @@ mod tests {
             .filter(|f| matches!(f.kind, Kind::DiskFreeze | Kind::DiskRemove))
             .all(|f| f.path == LOOP_PATH));
         rounds_of(&a, 9);
+        assert!(a
+            .iter()
+            .filter(|f| matches!(f.kind, Kind::Kill | Kind::Term | Kind::Takeover))
+            .all(|f| f.node < LONG_LIVED));
+        assert!(
+            a.iter().any(|f| f.node == LONG_LIVED),
+            "other faults still hit it"
+        );
         // Faults come within the hold (20 s) of a background fault, and only after one
         // (other gaps are 20-60 s here).
         let o = schedule(7, 1200.0, 40.0, 20.0, true, true, true);

@@ -193,6 +193,13 @@ pub struct SoakOptions {
     /// restart, read as +16 threads/h on a server restarted every ~100 s.
     #[arg(long, default_value = "120s", value_parser = seconds)]
     pub slope_warmup: f64,
+    /// Processes that lived less than this are left out of the slope window: a fresh
+    /// process's RSS climbs to its working set over its first 3-5 minutes under the soak's load
+    /// (jemalloc's arenas touching their huge pages; measured in a 60-minute run), and a
+    /// process restarted soon after adds only that climb. The last server is never restarted
+    /// (`faults::LONG_LIVED`), so it is always judged over the whole window.
+    #[arg(long, default_value = "10m", value_parser = seconds)]
+    pub min_process_life: f64,
     /// Start nothing: judge the slopes of the run in `--out` again (see [`rejudge`]).
     #[arg(long)]
     pub rejudge: bool,
@@ -649,19 +656,24 @@ fn judge_slopes(
         series,
         restarts,
         opts.duration,
-        opts.min_slope_window,
-        opts.slope_warmup,
+        report::Window {
+            min_span: opts.min_slope_window,
+            warmup: opts.slope_warmup,
+            min_life: opts.min_process_life,
+        },
         &bounds,
     );
     let mut md = String::new();
     let _ = writeln!(
         md,
-        "\n### Resources\n\nSlope window: the last half of the run ({:.0} s to the last app's start at {:.0} s), cut at restarts, without {:.0} s of warm-up after each (`--slope-warmup`); the slope is the one every process's segment shares. Judged against the bounds with at least {} samples covering {:.0} s (`--min-slope-window`).",
+        "\n### Resources\n\nSlope window: the last half of the run ({:.0} s to the last app's start at {:.0} s), cut at restarts, without {:.0} s of warm-up after each (`--slope-warmup`) and without processes that lived less than {:.0} s (`--min-process-life`); the slope is the one every process's segment shares. Judged against the bounds with at least {} samples covering {:.0} s (`--min-slope-window`). server{} is never restarted.",
         opts.duration / 2.0,
         opts.duration,
         opts.slope_warmup,
+        opts.min_process_life,
         report::MIN_WINDOW_SAMPLES,
-        opts.min_slope_window
+        opts.min_slope_window,
+        faults::LONG_LIVED
     );
     let mut failures = Vec::new();
     for (node, node_rows) in rows.iter().enumerate() {
@@ -676,6 +688,20 @@ fn judge_slopes(
                 ));
             }
         }
+    }
+    // A run long enough to judge a slope must judge the never-restarted server's: a verdict
+    // with every slope "not judged" would pass a leak.
+    let long_lived = rows
+        .get(faults::LONG_LIVED)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    if opts.duration / 2.0 >= opts.min_slope_window
+        && !long_lived.iter().any(|r| r.bound.is_some() && r.judged)
+    {
+        failures.push(format!(
+            "server{}'s slopes could not be judged: it was restarted, or sampled too little",
+            faults::LONG_LIVED
+        ));
     }
     (md, failures)
 }

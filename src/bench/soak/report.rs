@@ -57,12 +57,26 @@ pub struct Row {
 /// Samples needed in a slope window before its slope is judged.
 pub const MIN_WINDOW_SAMPLES: usize = 30;
 
+/// How a slope window is cut (see [`rows`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    /// Seconds the segments must cover in all for the slope to be judged.
+    pub min_span: f64,
+    /// Seconds left out after every (re)start.
+    pub warmup: f64,
+    /// Processes that lived less than this (seconds, from their start to the next restart or
+    /// the end of the samples) are left out.
+    pub min_life: f64,
+}
+
 /// Builds every server's rows. The slope window is the last half of the run and ends when the
 /// last app starts (`duration`): after that the load drains and falling values would hide a
 /// leak. Restarts cut it into one segment per process, each without its first `warmup`
 /// seconds (a new process opens its connections, threads and allocator arenas then, and that
-/// ramp would read as a growth per hour), and the slope is the one the segments share ([`pooled_slope_per_hour`]), so a
-/// server restarted every minute still has a slope. It is judged only with at least
+/// ramp would read as a growth per hour), and the slope is the one the segments share
+/// ([`pooled_slope_per_hour`]). Processes that lived less than `min_life` are left out: a fresh
+/// process's RSS climbs to its working set for minutes, so a process restarted after three
+/// minutes contributes nothing but that climb. It is judged only with at least
 /// [`MIN_WINDOW_SAMPLES`] samples covering `min_span` seconds in all: the blocking pool's
 /// threads come and go by tens within seconds, so a window of a few minutes extrapolated to an
 /// hour measures noise.
@@ -70,10 +84,14 @@ pub fn rows(
     series: &Series,
     restarts: &[Restart],
     duration: f64,
-    min_span: f64,
-    warmup: f64,
+    window: Window,
     bounds: &[Bound],
 ) -> Vec<Vec<Row>> {
+    let Window {
+        min_span,
+        warmup,
+        min_life,
+    } = window;
     series
         .per_node
         .iter()
@@ -86,11 +104,20 @@ pub fn rows(
                 .collect();
             starts.sort_by(f64::total_cmp);
             let half = duration / 2.0;
-            // The process a sample belongs to (restarts before it), or None inside a warm-up.
+            let last_sample = samples.last().map_or(0.0, |s| s.t);
+            // How long process `n` lived (the first one from 0).
+            let life = |n: usize| -> f64 {
+                let from = n.checked_sub(1).map_or(0.0, |i| starts[i]);
+                let to = starts.get(n).copied().unwrap_or(last_sample);
+                to - from
+            };
+            // The process a sample belongs to (restarts before it), or None inside a warm-up
+            // or in a process too short-lived.
             let segment = |t: f64| -> Option<usize> {
                 let n = starts.iter().filter(|r| **r <= t).count();
                 match n.checked_sub(1).map(|i| starts[i]) {
                     Some(r) if t - r < warmup => None,
+                    _ if life(n) < min_life => None,
                     _ => Some(n),
                 }
             };
@@ -384,6 +411,48 @@ mod tests {
     use super::super::sampler::Sample;
     use super::*;
 
+    fn window(min_span: f64, warmup: f64) -> Window {
+        Window {
+            min_span,
+            warmup,
+            min_life: 0.0,
+        }
+    }
+
+    #[test]
+    fn short_lived_processes_are_left_out() {
+        // In the window (400-800 s) two processes of 100 s each climb by 1 per second (to a
+        // working set), and the last one lives 300 s flat at 50: only that one is judged.
+        let restarts: Vec<Restart> = [400.0, 500.0, 600.0]
+            .map(|at| Restart { at, node: 0 })
+            .to_vec();
+        let series = Series {
+            per_node: vec![(0..900)
+                .map(|t| {
+                    let t = t as f64;
+                    let mut values = [None; COUNT];
+                    let climbing = (400.0..600.0).contains(&t);
+                    values[0] = Some(if climbing { t % 100.0 } else { 50.0 });
+                    Sample { t, values }
+                })
+                .collect()],
+        };
+        let bounds = [Bound {
+            resource: Resource::Rss,
+            per_hour: 10.0,
+        }];
+        let all = &rows(&series, &restarts, 800.0, window(60.0, 10.0), &bounds)[0][0];
+        assert_eq!(all.bound, Some((10.0, true)), "the ramps read as growth");
+        let long = Window {
+            min_life: 250.0,
+            ..window(60.0, 10.0)
+        };
+        let r = &rows(&series, &restarts, 800.0, long, &bounds)[0][0];
+        assert_eq!(r.window.2, 1, "one process judged: {:?}", r.window);
+        assert_eq!(r.slope, Some(0.0));
+        assert_eq!(r.bound, Some((10.0, false)));
+    }
+
     #[test]
     fn slope_is_least_squares_per_hour() {
         let pts: Vec<(f64, f64)> = (0..100).map(|t| (t as f64, 5.0 + 2.0 * t as f64)).collect();
@@ -414,14 +483,14 @@ mod tests {
             resource: Resource::Fds,
             per_hour: 100.0,
         }];
-        let rows = rows(&series, &restarts, 200.0, 60.0, 30.0, &bounds);
+        let rows = rows(&series, &restarts, 200.0, window(60.0, 30.0), &bounds);
         let fds = &rows[0][1];
         // From 30 s after the restart to the end of the apps: 130..=200 s.
         assert_eq!(fds.window, (70.0, 71, 1));
         assert!((fds.slope.unwrap() - 3600.0).abs() < 1e-6);
         assert_eq!(fds.bound, Some((100.0, true)));
         // The same window is not judged when the run asks for a longer one.
-        let short = super::rows(&series, &restarts, 200.0, 600.0, 30.0, &bounds);
+        let short = super::rows(&series, &restarts, 200.0, window(600.0, 30.0), &bounds);
         assert_eq!(short[0][1].bound, Some((100.0, false)));
         assert!(!short[0][1].judged);
         // RSS was never measured: no slope, nothing judged.
@@ -466,14 +535,26 @@ mod tests {
             resource: Resource::Threads,
             per_hour: 10.0,
         }];
-        let r = &rows(&samples(&leak), &restarts, 250.0, 60.0, 30.0, &bounds)[0][2];
+        let r = &rows(
+            &samples(&leak),
+            &restarts,
+            250.0,
+            window(60.0, 30.0),
+            &bounds,
+        )[0][2];
         // Window 125..=250 s: 125..=149 (restart at 50) and 180..=250 (after warm-up).
         assert_eq!(r.window, (24.0 + 70.0, 25 + 71, 2));
         assert!((r.slope.unwrap() - 3600.0).abs() < 1e-6, "{:?}", r.slope);
         assert_eq!(r.bound, Some((10.0, true)));
         // Flat within each process at a different level per process: no growth.
         let levels = |t: f64| if t >= 150.0 { 40.0 } else { 12.0 };
-        let r = &rows(&samples(&levels), &restarts, 250.0, 60.0, 30.0, &bounds)[0][2];
+        let r = &rows(
+            &samples(&levels),
+            &restarts,
+            250.0,
+            window(60.0, 30.0),
+            &bounds,
+        )[0][2];
         assert_eq!(r.slope, Some(0.0));
         assert_eq!(r.bound, Some((10.0, false)));
     }
