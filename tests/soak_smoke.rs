@@ -43,8 +43,8 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
             "3s",
         ])
         // Seed 127 as root: a client network stall of server2 at 13 s; during it, at 15 s,
-        // the removal of server1's ext4 disk, and a takeover of server1 while its disk is
-        // out; without root: other kinds.
+        // the removal of server1's ext4 disk, then a takeover of server0; without root:
+        // other kinds.
         .args(["--rate", "3", "--seed", "127", "--no-spark"])
         .arg("--out")
         .arg(out.path())
