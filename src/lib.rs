@@ -16,6 +16,8 @@
 //! netty: Uniffle's Netty data plane (sends and reads), beside `grpc`, calling the same `app` API.
 //! audit: Uniffle's RPC audit log, fed by both planes, written to a file of its own.
 //! health: Java's health checks (share of healthy data paths, health script) behind UNHEALTHY.
+//! runtime: the tokio runtime with its threads counted, and `runtime::blocking` for every
+//! blocking call on a request path (counted until it returns: a stuck one shows).
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod app;
