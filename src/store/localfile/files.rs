@@ -196,6 +196,8 @@ fn write_pair(job: &AppendJob<'_>, index: &[u8]) -> Result<(), (PathBuf, io::Err
     }
 
     let mut data = open_for_write(data_path).map_err(|e| (data_path.clone(), e))?;
+    let data_len: u64 = job.blocks.iter().map(|b| b.data.len() as u64).sum();
+    reserve_extent(&data, job.committed.data_len, data_len).map_err(|e| (data_path.clone(), e))?;
     write_blocks_at(&mut data, job.committed.data_len, job.blocks)
         .map_err(|e| (data_path.clone(), e))?;
     if job.sync {
@@ -224,6 +226,32 @@ fn open_for_write(path: &Path) -> io::Result<File> {
         .create(true)
         .truncate(false)
         .open(path)
+}
+
+/// Allocates `[offset, offset + len)` of the file before it is written, without changing its
+/// size.
+///
+/// On ext4 a buffered write into unallocated space reserves and tracks every 4 KiB page as a
+/// delayed allocation; into an allocated range it only maps pages, and the whole range costs one
+/// extent update. Measured on this VM (benches/README, round 7) that is about a third of the
+/// write-and-fdatasync system time of a spill. A full disk is also refused here, before any
+/// byte is written. File systems without `fallocate` (or this mode of it) get a plain write.
+fn reserve_extent(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use nix::errno::Errno;
+    use nix::fcntl::{fallocate, FallocateFlags};
+    if len == 0 {
+        return Ok(());
+    }
+    let (Ok(off), Ok(n)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Err(io::ErrorKind::InvalidInput.into());
+    };
+    loop {
+        match fallocate(file.as_fd(), FallocateFlags::FALLOC_FL_KEEP_SIZE, off, n) {
+            Ok(()) | Err(Errno::EOPNOTSUPP | Errno::ENOSYS | Errno::EINVAL) => return Ok(()),
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(io::Error::from(e)),
+        }
+    }
 }
 
 /// Vectored write of the blocks' payloads (no copy into one buffer) starting at `offset`.
