@@ -110,6 +110,9 @@ async fn binary_serves_and_spills_on_sigterm() {
     );
     assert!(gauge("tokio_blocking_tasks") >= 0.0);
 
+    // One arena for every thread (src/main.rs), so memory freed on one thread is reused by all.
+    assert_eq!(gauge("jemalloc_arenas"), 1.0);
+
     // jemalloc asks for transparent huge pages (src/main.rs), which the kernel gives unless
     // its THP mode is `never`.
     let pid = child.0.as_ref().unwrap().id();

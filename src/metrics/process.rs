@@ -157,12 +157,25 @@ fn allocator(tags: &str) -> Vec<MetricFamily> {
             stats::metadata::read(),
         ),
     ];
-    read.into_iter()
+    let mut out: Vec<MetricFamily> = read
+        .into_iter()
         .filter_map(|(name, help, v)| {
             v.ok()
                 .map(|v| family(name, help, MetricType::GAUGE, tags, v as f64))
         })
-        .collect()
+        .collect();
+    // The arena count decides how much freed memory stays resident (src/main.rs); shown so an
+    // operator can see that a `_RJEM_MALLOC_CONF=narenas:N` override took effect.
+    if let Ok(n) = tikv_jemalloc_ctl::arenas::narenas::read() {
+        out.push(family(
+            "jemalloc_arenas",
+            "Arenas jemalloc multiplexes threads over",
+            MetricType::GAUGE,
+            tags,
+            f64::from(n),
+        ));
+    }
+    out
 }
 
 /// Without jemalloc there are no allocator statistics to read.
