@@ -45,8 +45,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// arena keeps its freed pages for the decay time before the next allocation on another arena
 /// could use them. Requests move between tokio's workers, so each worker's arena grew towards the
 /// whole memory tier: with the real client's spill preset (256 MiB capacity) the gRPC server
-/// held 750–880 MiB at peak while jemalloc counted 320 MiB allocated. One arena reuses what any
-/// thread freed: 460–510 MiB in the same runs, CPU per GB unchanged within the runs' spread
+/// held 670–880 MiB at peak while jemalloc counted 320 MiB allocated. One arena reuses what any
+/// thread freed: 465–511 MiB in the same runs, CPU per GB unchanged within the runs' spread
 /// (benches/README.md round 7). Small allocations stay in each thread's cache, so the shared
 /// arena's locks are taken only on cache refills and for large buffers. An operator on a host
 /// with many cores who sees allocator contention can set `_RJEM_MALLOC_CONF=narenas:N`.
