@@ -384,8 +384,12 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // Children first (kill_on_drop), so the lazy unmounts free the memory at once.
+        // Children first (kill_on_drop), so the lazy unmounts free the memory at once; then
+        // the mounts, so the directories below are plain directories again and can go (a
+        // mount point cannot be removed while mounted).
         self.nodes.clear();
+        self.loop_disks.clear();
+        self._mounts.clear();
         if !self.keep_root {
             for n in 0..SERVERS {
                 let _ = std::fs::remove_dir_all(self.root.join(format!("server{n}")));

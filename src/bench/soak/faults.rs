@@ -266,7 +266,8 @@ enum Held {
 
 /// The faults running in tasks of their own, and what they took with them.
 struct Background {
-    running: Vec<(Held, tokio::task::JoinHandle<Back>)>,
+    /// Each with what it holds and the server its fault was drawn for.
+    running: Vec<(Held, usize, tokio::task::JoinHandle<Back>)>,
     /// Per server, its loop disk while no fault holds it.
     disks: Vec<Option<LoopDisk>>,
     dfs: Option<MiniDfs>,
@@ -284,14 +285,14 @@ impl Background {
     }
 
     async fn finish(&mut self, i: usize, log: &mut Vec<Logged>, now: f64) {
-        let (held, task) = self.running.swap_remove(i);
+        let (held, node, task) = self.running.swap_remove(i);
         match task.await {
             Ok(back) => self.restore(back, log),
             // What it held is lost with it (a dropped disk unmounts and thaws itself).
             Err(e) => log.push(Logged {
                 at: now,
                 took: 0.0,
-                node: 0,
+                node,
                 what: format!("{held:?} fault task: FAILED: {e}"),
                 failed: true,
             }),
@@ -300,14 +301,14 @@ impl Background {
 
     /// Waits for the fault holding `held`, if one does.
     async fn free(&mut self, held: Held, log: &mut Vec<Logged>, now: f64) {
-        while let Some(i) = self.running.iter().position(|(h, _)| *h == held) {
+        while let Some(i) = self.running.iter().position(|(h, _, _)| *h == held) {
             self.finish(i, log, now).await;
         }
     }
 
     /// Collects the faults whose hold is over.
     async fn reap(&mut self, log: &mut Vec<Logged>, now: f64) {
-        while let Some(i) = self.running.iter().position(|(_, t)| t.is_finished()) {
+        while let Some(i) = self.running.iter().position(|(_, _, t)| t.is_finished()) {
             self.finish(i, log, now).await;
         }
     }
@@ -464,7 +465,7 @@ pub async fn run(
                         dfs: None,
                     }
                 });
-                bg.running.push((Held::Net, task));
+                bg.running.push((Held::Net, node, task));
                 continue;
             }
             Kind::NameNodeRestart => {
@@ -486,7 +487,7 @@ pub async fn run(
                                 dfs: Some(dfs),
                             }
                         });
-                        bg.running.push((Held::NameNode, task));
+                        bg.running.push((Held::NameNode, node, task));
                         continue;
                     }
                 }
@@ -509,7 +510,7 @@ pub async fn run(
                                 dfs: None,
                             }
                         });
-                        bg.running.push((Held::Disk(node), task));
+                        bg.running.push((Held::Disk(node), node, task));
                         continue;
                     }
                 }
