@@ -19,8 +19,9 @@
 //! soak leaves its mounts, as it leaves its tmpfs mounts).
 //!
 //! A frozen file system that outlives the soak would hang every later writer and `umount` on
-//! the machine, so thawing does not depend on the fault finishing: [`Frozen`] thaws on drop,
-//! and [`LoopDisk`] thaws again (harmless when not frozen) before it unmounts.
+//! the machine, so thawing depends neither on the fault finishing nor on the soak surviving:
+//! [`Frozen`] thaws on drop, [`LoopDisk`] thaws again (harmless when not frozen) before it
+//! unmounts, and a watchdog process thaws once the soak's process is gone (SIGKILL).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -100,14 +101,20 @@ impl LoopDisk {
     }
 
     /// Freezes the file system: writes to it block in the kernel until the guard is thawed or
-    /// dropped.
+    /// dropped, or this process dies (see [`Watchdog`]).
     pub async fn freeze(&self) -> anyhow::Result<Frozen> {
+        self.freeze_for(std::process::id()).await
+    }
+
+    /// [`LoopDisk::freeze`], thawed by the watchdog once process `owner` is gone.
+    async fn freeze_for(&self, owner: u32) -> anyhow::Result<Frozen> {
         anyhow::ensure!(self.mounted, "{} has no disk to freeze", self.dir.display());
         let dir = self.dir.clone();
         // The guard exists before the command runs, so even a freeze that completes after a
         // cancelled wait is thawed.
         let guard = Frozen {
             dir: Some(dir.clone()),
+            _watchdog: Watchdog::start(owner, &dir)?,
         };
         tokio::task::spawn_blocking(move || run(Command::new("fsfreeze").arg("-f").arg(&dir)))
             .await??;
@@ -183,6 +190,42 @@ impl Drop for LoopDisk {
 /// A frozen file system; thawed by [`Frozen::thaw`] or, on any other way out, when dropped.
 pub struct Frozen {
     dir: Option<PathBuf>,
+    /// Dropped after `dir` is thawed (fields drop after [`Drop::drop`]).
+    _watchdog: Watchdog,
+}
+
+/// A shell loop that thaws a frozen file system once the soak's process is gone.
+///
+/// [`Frozen`]'s drop does not run when the soak is SIGKILLed (or dies under `timeout -s KILL`),
+/// and a file system left frozen hangs every later writer and `umount` on the machine. The loop
+/// runs in a process group of its own, so a signal to the soak's group (Ctrl-C) does not stop
+/// it; it is killed when the guard thaws normally.
+struct Watchdog(std::process::Child);
+
+impl Watchdog {
+    fn start(owner: u32, dir: &Path) -> anyhow::Result<Watchdog> {
+        use std::os::unix::process::CommandExt;
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"while kill -0 "$1" 2>/dev/null; do sleep 0.2; done; exec fsfreeze -u "$2""#)
+            .arg("soak-thaw-watchdog")
+            .arg(owner.to_string())
+            .arg(dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .context("starting the thaw watchdog")?;
+        Ok(Watchdog(child))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 impl Frozen {
@@ -232,7 +275,7 @@ mod tests {
     }
 
     /// The whole life of a loop disk: mounted without `lost+found`; frozen and thawed by the
-    /// guard's drop and by `thaw`; removed (its apps listed, the path empty and read-only);
+    /// guard's drop, by `thaw` and by the watchdog once the owning process died; removed (its apps listed, the path empty and read-only);
     /// replaced by an empty writable disk; and, dropped while frozen with its guard leaked,
     /// thawed and unmounted with no image file left.
     #[test]
@@ -281,6 +324,22 @@ mod tests {
         disk.replace().unwrap();
         assert!(!dir.join("app_a").exists());
         std::fs::write(dir.join("x"), b"x").unwrap();
+
+        // The soak's process dying (SIGKILL: no drop runs) thaws through the watchdog.
+        let mut owner = Command::new("sleep").arg("600").spawn().unwrap();
+        let frozen = rt.block_on(disk.freeze_for(owner.id())).unwrap();
+        assert!(!freezable(&dir), "not frozen after freeze_for()");
+        owner.kill().unwrap();
+        owner.wait().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !freezable(&dir) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "still frozen 10 s after its owner died"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        drop(frozen);
 
         std::mem::forget(rt.block_on(disk.freeze()).unwrap());
         drop(disk);
