@@ -60,6 +60,24 @@ fn short_soak_with_faults_passes_and_writes_its_report() {
     );
     assert!(run.status.success(), "exit {:?}:\n{text}", run.status);
     assert!(text.contains("### Verdict: PASS"), "{text}");
+    // The cluster is gone but for its logs: nothing mounted under the run's directory, no
+    // server directory (mount points used to be left behind, unmounted after the removal).
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let root = out.path().to_string_lossy().into_owned();
+    let left: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .filter(|m| m.starts_with(&*root))
+        .collect();
+    assert!(left.is_empty(), "still mounted: {left:?}");
+    let dirs: Vec<_> = std::fs::read_dir(out.path().join("cluster"))
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name())
+        .collect();
+    assert!(dirs.is_empty(), "directories left in cluster/: {dirs:?}");
+    assert!(out.path().join("cluster/server0.log").exists());
     // The seed's schedule fires faults in the 30 s (10 s in, until 13 s before the end).
     let faults: usize = text
         .lines()
