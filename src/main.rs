@@ -36,8 +36,9 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// takes 512 first-touch page faults instead of 262,144. Those faults were 9-15 % of the
 /// server's CPU with the real client; with huge pages its CPU per GB fell 13-55 % (Netty within
 /// 0.01-0.19 CPU-s/GB of a server that stores nothing), and RSS rises: 34-240 MiB at peak,
-/// ~52 instead of ~18 MiB idle (partly used huge pages count whole). Quiet runs side by side,
-/// benches/README.md round 6. An operator who wants the smaller footprint sets
+/// ~52 instead of ~18 MiB idle with eight arenas, ~20 with one (partly used huge pages count
+/// whole). Quiet runs side by side, benches/README.md round 6. An operator who wants the
+/// smaller footprint sets
 /// `_RJEM_MALLOC_CONF=thp:default,metadata_thp:disabled`.
 ///
 /// `narenas:1`: one arena for every thread. With jemalloc's default (four per CPU) each thread
