@@ -233,9 +233,11 @@ fn open_for_write(path: &Path) -> io::Result<File> {
 ///
 /// On ext4 a buffered write into unallocated space reserves and tracks every 4 KiB page as a
 /// delayed allocation; into an allocated range it only maps pages, and the whole range costs one
-/// extent update. Measured on this VM (benches/README, round 7) that is about a third of the
-/// write-and-fdatasync system time of a spill. A full disk is also refused here, before any
-/// byte is written. File systems without `fallocate` (or this mode of it) get a plain write.
+/// extent update. Measured on this VM (benches/README, round 7): a third less of the server's
+/// system time for a spill's write and fdatasync, a fifth less of the whole machine's (the rest
+/// moves to the kernel worker that converts the extents once written). A full disk is also
+/// refused here, before any byte is written. File systems without `fallocate` (or this mode of
+/// it) get a plain write.
 fn reserve_extent(file: &File, offset: u64, len: u64) -> io::Result<()> {
     use nix::errno::Errno;
     use nix::fcntl::{fallocate, FallocateFlags};
