@@ -214,3 +214,70 @@ async fn require_buffer_waits_for_memory_to_be_released() {
         s.running.shutdown().await;
     }
 }
+
+/// The stall of issue 34: cached bytes sit just below the high watermark (so no watermark
+/// spill starts) and the next request is larger than what is left above them. It must make the
+/// server spill and then be granted, both when the server waits (`require_buffer_wait`) and
+/// when it answers at once and the client retries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_over_the_headroom_makes_the_server_spill() {
+    const CAPACITY: u64 = 4 << 20;
+    for wait in [Duration::from_millis(100), Duration::ZERO] {
+        let s = start(1, |c| {
+            c.memory_store.capacity = ByteSize(CAPACITY);
+            c.memory_store.require_buffer_wait = wait;
+            c.hybrid_store.memory_spill_high_watermark = 0.8;
+            c.hybrid_store.memory_spill_low_watermark = 0.2;
+            // No spill of a single buffer: only the watermarks (and the fix) spill.
+            c.hybrid_store.memory_single_buffer_spill = false;
+        })
+        .await;
+        let mut client = s.client.clone();
+        register(&mut client, "app_stall", 0, 0..8, false).await;
+        // 3.1 MiB cached of a 3.2 MiB high watermark: no watermark spill.
+        let mut expected: std::collections::BTreeMap<
+            i32,
+            std::collections::BTreeMap<i64, bytes::Bytes>,
+        > = Default::default();
+        let mut reported: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
+        for seq in 0..31i64 {
+            let p = (seq % 8) as i32;
+            let b = make_block(seq, p, 0, 100 << 10);
+            expected
+                .entry(p)
+                .or_default()
+                .insert(b.block_id, b.data.clone());
+            reported.entry(p).or_default().push(b.block_id);
+            assert_eq!(
+                send(&mut client, "app_stall", 0, vec![(p, vec![b])]).await,
+                0
+            );
+        }
+        let budget = s.running.registry().store().memory().budget().clone();
+        let before = budget.snapshot();
+        assert!(before.unflushed() < before.high_watermark, "{before:?}");
+        // 1.5 MiB: more than the 0.9 MiB left, less than the capacity.
+        let big = make_block(100, 0, 1, 3 << 19);
+        expected
+            .entry(0)
+            .or_default()
+            .insert(big.block_id, big.data.clone());
+        reported.entry(0).or_default().push(big.block_id);
+        let refused = tokio::time::timeout(
+            Duration::from_secs(30),
+            send(&mut client, "app_stall", 0, vec![(0, vec![big])]),
+        )
+        .await
+        .expect("the request is granted once the server has spilled");
+        if wait.is_zero() {
+            // Answered at once: refused first, granted on a retry after the spill.
+            assert!(refused >= 1, "the first answer is NO_BUFFER");
+        } else {
+            assert_eq!(refused, 0, "the call waited for the spill it started");
+        }
+        report(&mut client, "app_stall", 0, 0, &reported).await;
+        let (_, files) = verify_shuffle(&mut client, "app_stall", 0, &expected).await;
+        assert!(files > 0, "the spill wrote files");
+        s.running.shutdown().await;
+    }
+}

@@ -327,7 +327,7 @@ async fn a_hung_disk_becomes_back_pressure_not_data_loss() {
                 refused += 1;
             }
         }
-        f.registry.store().spiller().spill_to_low_watermark();
+        f.registry.store().spiller().spill_to_target();
         let s = f.budget.snapshot();
         assert!(s.reserved + s.used <= s.capacity);
     }

@@ -7,6 +7,13 @@
 //! ```
 //! Invariant (checked under the lock): `reserved + used <= capacity`. `requireBuffer` fails
 //! with `NO_BUFFER` instead of ever crossing it, which is what bounds memory under any load.
+//!
+//! Progress: a refused reservation is also a demand for room. The spiller's target
+//! ([`MemoryBudget::next_spill`]) covers it, so a request that cannot fit below the high
+//! watermark makes the server spill instead of waiting for a watermark spill that would never
+//! start (issue 34: 51 MB cached under a 54 MB high mark, 16 MB requests refused for good). A
+//! waiting request may hold the one [`Claim`]: while it is unserved, other reservations must
+//! leave its bytes free, so the room its spill makes is not taken by later, smaller requests.
 
 use std::sync::Arc;
 
@@ -31,6 +38,10 @@ pub struct MemorySnapshot {
     pub high_watermark: u64,
     /// A watermark spill goes down to this.
     pub low_watermark: u64,
+    /// Bytes held back for the waiting request that holds the [`Claim`] (0: none).
+    pub claimed: u64,
+    /// The largest request refused since the spiller last took its target.
+    pub wanted: u64,
 }
 
 impl MemorySnapshot {
@@ -38,6 +49,36 @@ impl MemorySnapshot {
     /// `availableMemory`).
     pub fn available(&self) -> u64 {
         self.capacity.saturating_sub(self.reserved + self.used)
+    }
+
+    /// Whether memory is on its way out: a spill in flight, or one the spiller is about to
+    /// start. A request refused for room may then wait for it.
+    pub fn spill_under_way(&self) -> bool {
+        self.in_flush > 0 || self.spill_target() > 0
+    }
+
+    /// Bytes the spiller should hand out now: down to the low watermark once unflushed bytes
+    /// pass the high one, and, while a request is refused, enough that it fits once the
+    /// spills in flight and this one are durable (never less than down to the low
+    /// watermark, so one refusal frees room for the next requests too). Never more than is
+    /// unflushed.
+    pub fn spill_target(&self) -> u64 {
+        let unflushed = self.unflushed();
+        let down_to_low = unflushed.saturating_sub(self.low_watermark);
+        let mut target = if unflushed > self.high_watermark {
+            down_to_low
+        } else {
+            0
+        };
+        let demand = self.claimed + self.wanted;
+        if demand > 0 {
+            let missing = (self.reserved + self.used + demand).saturating_sub(self.capacity);
+            let shortfall = missing.saturating_sub(self.in_flush);
+            if shortfall > 0 {
+                target = target.max(shortfall).max(down_to_low);
+            }
+        }
+        target.min(unflushed)
     }
 
     /// Cached bytes not yet handed to the spiller.
@@ -56,6 +97,27 @@ struct Counters {
     /// never pair a new high mark with an old low one.
     high: u64,
     low: u64,
+    /// The [`Claim`] that holds `claimed` bytes back (0: none). One at a time: the oldest
+    /// waiter, so requests are served in turn instead of the largest one starving.
+    claimant: u64,
+    claimed: u64,
+    /// Largest refused request not yet seen by the spiller (see [`MemoryBudget::next_spill`]).
+    wanted: u64,
+}
+
+impl Counters {
+    fn snapshot(&self, capacity: u64) -> MemorySnapshot {
+        MemorySnapshot {
+            capacity,
+            reserved: self.reserved,
+            used: self.used,
+            in_flush: self.in_flush,
+            high_watermark: self.high,
+            low_watermark: self.low,
+            claimed: self.claimed,
+            wanted: self.wanted,
+        }
+    }
 }
 
 struct Inner {
@@ -68,6 +130,10 @@ struct Inner {
     /// a waiter that gets its reservation passes the turn on ([`MemoryBudget::pass_on`]), so
     /// a release wakes as many waiters as it can serve instead of all of them.
     freed: Notify,
+    /// Woken with `freed` on every release, waited on by the claimant only: `freed` wakes one
+    /// waiter, and when that is not the claimant it cannot take the claimed bytes.
+    freed_for_claimant: Notify,
+    next_claim: std::sync::atomic::AtomicU64,
 }
 
 /// Cheap-to-clone handle on the write budget.
@@ -93,21 +159,51 @@ impl MemoryBudget {
                 }),
                 over_high: Notify::new(),
                 freed: Notify::new(),
+                freed_for_claimant: Notify::new(),
+                next_claim: std::sync::atomic::AtomicU64::new(1),
             }),
         }
     }
 
-    /// Reserves `len` bytes for a coming send, or answers `NO_BUFFER` (back-pressure).
+    /// Reserves `len` bytes for a coming send, or answers `NO_BUFFER` (back-pressure). A
+    /// refusal is also a demand for room: it wakes the spiller (see [`MemoryBudget::next_spill`]).
     pub fn try_reserve(&self, len: u64) -> Result<Reservation> {
+        self.reserve(len, None)
+    }
+
+    /// [`MemoryBudget::try_reserve`] for a request that waits for room under `claim`. Refused,
+    /// it takes the claim when none is held, so the room the spill makes is kept for it.
+    pub fn try_reserve_claimed(&self, len: u64, claim: &Claim) -> Result<Reservation> {
+        self.reserve(len, Some(claim.id))
+    }
+
+    fn reserve(&self, len: u64, claim: Option<u64>) -> Result<Reservation> {
         let mut c = self.inner.counters.lock();
-        let taken = c.reserved + c.used;
-        if taken + len > self.inner.capacity {
-            return Err(Error::NoBuffer {
-                reason: format!(
-                    "No Buffer For Regular Partition, requireSize: {len}, capacity: {}, reserved: {}, used: {}",
-                    self.inner.capacity, c.reserved, c.used
-                ),
-            });
+        let mine = claim.is_some_and(|id| id == c.claimant);
+        let held_back = if mine { 0 } else { c.claimed };
+        if c.reserved + c.used + held_back + len > self.inner.capacity {
+            match claim {
+                Some(id) if c.claimant == 0 => {
+                    c.claimant = id;
+                    c.claimed = len;
+                }
+                Some(_) if mine => c.claimed = len,
+                _ => c.wanted = c.wanted.max(len),
+            }
+            let spill = c.snapshot(self.inner.capacity).spill_target() > 0;
+            let reason = format!(
+                "No Buffer For Regular Partition, requireSize: {len}, capacity: {}, reserved: {}, used: {}, held for an earlier request: {held_back}",
+                self.inner.capacity, c.reserved, c.used
+            );
+            drop(c);
+            if spill {
+                self.inner.over_high.notify_one();
+            }
+            return Err(Error::NoBuffer { reason });
+        }
+        if mine {
+            c.claimant = 0;
+            c.claimed = 0;
         }
         c.reserved += len;
         Ok(Reservation {
@@ -116,31 +212,35 @@ impl MemoryBudget {
         })
     }
 
+    /// A claim handle for one waiting request (it holds nothing until a refusal under it).
+    pub fn claim(&self) -> Claim {
+        Claim {
+            budget: self.clone(),
+            id: self
+                .inner
+                .next_claim
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
     /// Current counters.
     pub fn snapshot(&self) -> MemorySnapshot {
-        let c = self.inner.counters.lock();
-        MemorySnapshot {
-            capacity: self.inner.capacity,
-            reserved: c.reserved,
-            used: c.used,
-            in_flush: c.in_flush,
-            high_watermark: c.high,
-            low_watermark: c.low,
-        }
+        self.inner.counters.lock().snapshot(self.inner.capacity)
     }
 
-    /// Bytes a watermark spill should hand to the spiller now (0 when under the high mark).
-    pub fn spill_target(&self) -> u64 {
-        let s = self.snapshot();
-        if s.unflushed() > s.high_watermark {
-            s.unflushed() - s.low_watermark
-        } else {
-            0
-        }
+    /// Bytes the spiller should hand out now ([`MemorySnapshot::spill_target`]). It takes
+    /// the record of refused requests: a request still refused after this spill records
+    /// itself again, and one that gave up stops asking for room.
+    pub fn next_spill(&self) -> u64 {
+        let mut c = self.inner.counters.lock();
+        let target = c.snapshot(self.inner.capacity).spill_target();
+        c.wanted = 0;
+        target
     }
 
-    /// Waits until a commit pushes unflushed bytes over the high watermark.
-    pub async fn over_high_watermark(&self) {
+    /// Waits until a commit pushes unflushed bytes over the high watermark, or a refused
+    /// request asks for room.
+    pub async fn spill_wanted(&self) {
         self.inner.over_high.notified().await
     }
 
@@ -169,16 +269,27 @@ impl MemoryBudget {
         self.inner.freed.notified()
     }
 
+    /// Like [`MemoryBudget::freed`], for the waiter that holds the claim: woken by every
+    /// release too, whichever waiter `freed` wakes.
+    pub fn freed_for_claimant(&self) -> Notified<'_> {
+        self.inner.freed_for_claimant.notified()
+    }
+
     /// Wakes the next waiter of [`MemoryBudget::freed`]: called by a waiter that got its
     /// reservation, because the release that woke it may have room for more than one.
     pub fn pass_on(&self) {
         self.inner.freed.notify_one();
     }
 
+    fn released(&self) {
+        self.inner.freed.notify_one();
+        self.inner.freed_for_claimant.notify_one();
+    }
+
     fn release_reserved(&self, bytes: u64) {
         if bytes > 0 {
             self.inner.counters.lock().reserved -= bytes;
-            self.inner.freed.notify_one();
+            self.released();
         }
     }
 
@@ -191,7 +302,43 @@ impl MemoryBudget {
                     c.in_flush -= bytes;
                 }
             }
-            self.inner.freed.notify_one();
+            self.released();
+        }
+    }
+}
+
+/// One waiting request's place in line for room (see the module doc). Dropping it gives the
+/// claimed bytes back and lets the next waiter try.
+pub struct Claim {
+    budget: MemoryBudget,
+    id: u64,
+}
+
+impl Claim {
+    /// Whether this request is the one memory is held back for.
+    pub fn is_held(&self) -> bool {
+        self.budget.inner.counters.lock().claimant == self.id
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let held = {
+            let mut c = self.budget.inner.counters.lock();
+            let held = c.claimant == self.id;
+            if held {
+                // Still a demand for room: the client retries after its back-off, and the
+                // spill for it must go on (with `require_buffer_wait = 0s` the claim lives
+                // only as long as the refused call).
+                c.wanted = c.wanted.max(c.claimed);
+                c.claimant = 0;
+                c.claimed = 0;
+            }
+            held
+        };
+        if held {
+            // Given up without being served: the next waiter may take the room or the claim.
+            self.budget.pass_on();
         }
     }
 }
@@ -228,7 +375,8 @@ impl Reservation {
             let mut c = self.budget.inner.counters.lock();
             c.reserved -= actual;
             c.used += actual;
-            c.used - c.in_flush > c.high
+            // Past the high mark, or bytes a claimant waits for are now spillable.
+            c.snapshot(self.budget.inner.capacity).spill_target() > 0
         };
         self.bytes -= actual;
         if notify {
@@ -378,7 +526,7 @@ mod tests {
         let b = MemoryBudget::new(1000, 0.8, 0.2);
         let mut r = b.try_reserve(900).unwrap();
         let _c = r.commit(850).unwrap();
-        assert_eq!(b.spill_target(), 650);
+        assert_eq!(b.next_spill(), 650);
     }
 
     #[test]

@@ -5,6 +5,6 @@ pub mod budget;
 pub mod read_budget;
 pub mod tickets;
 
-pub use budget::{Charge, FlushCharge, MemoryBudget, MemorySnapshot, Reservation};
+pub use budget::{Charge, Claim, FlushCharge, MemoryBudget, MemorySnapshot, Reservation};
 pub use read_budget::{ReadBudget, ReadPermit, ReadUse};
 pub use tickets::Tickets;

@@ -107,9 +107,9 @@ impl Spiller {
         }
     }
 
-    /// Starts the watermark loop until `stop` fires: waits for the budget's signal (or a 1 s
-    /// tick, in case a signal raced), then spills largest buffers first until the target is
-    /// handed out.
+    /// Starts the watermark loop until `stop` fires: waits for the budget's signal (past the
+    /// high watermark, or a refused request asking for room; or a 1 s tick, in case a signal
+    /// raced), then spills largest buffers first until the target is handed out.
     pub fn spawn_watermark_loop(&self, stop: CancellationToken) {
         let this = self.clone();
         self.shared.tracker.spawn(async move {
@@ -117,18 +117,18 @@ impl Spiller {
             loop {
                 tokio::select! {
                     _ = stop.cancelled() => break,
-                    _ = budget.over_high_watermark() => {}
+                    _ = budget.spill_wanted() => {}
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
-                this.spill_to_low_watermark();
+                this.spill_to_target();
             }
         });
     }
 
-    /// One watermark pass: hands buffers (largest first) to spill tasks until
-    /// `budget.spill_target()` bytes are on their way.
-    pub fn spill_to_low_watermark(&self) {
-        let target = self.shared.memory.budget().spill_target();
+    /// One pass: hands buffers (largest first) to spill tasks until the budget's
+    /// [`next_spill`](crate::memory::MemoryBudget::next_spill) bytes are on their way.
+    pub fn spill_to_target(&self) {
+        let target = self.shared.memory.budget().next_spill();
         if target == 0 {
             return;
         }

@@ -518,6 +518,7 @@ mod tests {
                 in_flush: 50,
                 high_watermark: 750,
                 low_watermark: 250,
+                ..Default::default()
             },
             flush_events: 3,
             status: WireStatus::Decommissioning,
