@@ -516,9 +516,13 @@ mod tests {
                 capacity: 1000,
                 high_watermark: 800,
                 low_watermark: 200,
+                // The refused request stays on record until the spiller takes it.
+                wanted: 401,
                 ..Default::default()
             }
         );
+        assert_eq!(b.next_spill(), 0, "nothing to spill");
+        assert_eq!(b.snapshot().wanted, 0);
     }
 
     #[test]

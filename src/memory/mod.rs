@@ -5,6 +5,9 @@ pub mod budget;
 pub mod read_budget;
 pub mod tickets;
 
+#[cfg(test)]
+mod progress_tests;
+
 pub use budget::{Charge, Claim, FlushCharge, MemoryBudget, MemorySnapshot, Reservation};
 pub use read_budget::{ReadBudget, ReadPermit, ReadUse};
 pub use tickets::Tickets;
