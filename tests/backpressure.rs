@@ -281,3 +281,40 @@ async fn a_request_over_the_headroom_makes_the_server_spill() {
         s.running.shutdown().await;
     }
 }
+
+/// A partition that turned huge in one send holds more memory than a huge partition may,
+/// under the watermarks and with no single-buffer spill: its next requireBuffer is refused
+/// (`NO_BUFFER_FOR_HUGE_PARTITION`) and must make the server spill that partition, or no send
+/// could ever bring it back under the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_huge_partition_is_spilled() {
+    let s = start(1, |c| {
+        c.memory_store.capacity = ByteSize(4 << 20);
+        c.hybrid_store.memory_single_buffer_spill = false;
+        c.hybrid_store.huge_partition_size_threshold = ByteSize(1 << 20);
+        // 0.2 × 4 MiB = 0.8 MiB in memory at most for a huge partition.
+        c.hybrid_store.huge_partition_memory_limit_ratio = 0.2;
+    })
+    .await;
+    let mut client = s.client.clone();
+    register(&mut client, "app_huge", 0, 0..1, false).await;
+    let mut expected: std::collections::BTreeMap<i32, std::collections::BTreeMap<i64, bytes::Bytes>> =
+        Default::default();
+    let mut reported: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
+    for seq in 0..2 {
+        // 1.5 MiB each: the first makes the partition huge with all of it in memory.
+        let b = make_block(seq, 0, 0, 3 << 19);
+        expected.entry(0).or_default().insert(b.block_id, b.data.clone());
+        reported.entry(0).or_default().push(b.block_id);
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            send(&mut client, "app_huge", 0, vec![(0, vec![b])]),
+        )
+        .await
+        .expect("the huge partition is spilled and the send goes through");
+    }
+    report(&mut client, "app_huge", 0, 0, &reported).await;
+    let (_, files) = verify_shuffle(&mut client, "app_huge", 0, &expected).await;
+    assert!(files > 0, "the huge partition was spilled");
+    s.running.shutdown().await;
+}

@@ -226,11 +226,19 @@ impl AppRegistry {
     /// The memory limit of a huge partition first, then the hard limit, as Java's
     /// `requireBufferReturnPair` orders them: a partition past both is told to wait
     /// (`NO_BUFFER_FOR_HUGE_PARTITION`, retried) rather than to fail the task.
-    fn check_huge(&self, buffer: &PartitionBuffer, extra: u64) -> Result<()> {
+    ///
+    /// Told to wait, the partition is also spilled: it can pass the limit in the send that
+    /// made it huge (spilled at insert only once it is huge), and below the watermarks
+    /// nothing else would ever bring it back under, so every retry would be refused.
+    fn check_huge(&self, buffer: &Arc<PartitionBuffer>, extra: u64) -> Result<()> {
         let total = buffer.total_bytes() + extra;
         if total > self.huge_partition_threshold() {
             let in_memory = buffer.memory_bytes();
             if in_memory > self.opts.huge_partition_memory_limit {
+                if self.store().spiller().spill(buffer) {
+                    tracing::info!(partition = %buffer.key(), in_memory,
+                        "huge partition over its memory limit: spilled for the refused requireBuffer");
+                }
                 return Err(Error::NoBufferForHugePartition {
                     partition: buffer.key().clone(),
                     reason: format!(
