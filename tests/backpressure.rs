@@ -298,13 +298,18 @@ async fn a_refused_huge_partition_is_spilled() {
     .await;
     let mut client = s.client.clone();
     register(&mut client, "app_huge", 0, 0..1, false).await;
-    let mut expected: std::collections::BTreeMap<i32, std::collections::BTreeMap<i64, bytes::Bytes>> =
-        Default::default();
+    let mut expected: std::collections::BTreeMap<
+        i32,
+        std::collections::BTreeMap<i64, bytes::Bytes>,
+    > = Default::default();
     let mut reported: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
     for seq in 0..2 {
         // 1.5 MiB each: the first makes the partition huge with all of it in memory.
         let b = make_block(seq, 0, 0, 3 << 19);
-        expected.entry(0).or_default().insert(b.block_id, b.data.clone());
+        expected
+            .entry(0)
+            .or_default()
+            .insert(b.block_id, b.data.clone());
         reported.entry(0).or_default().push(b.block_id);
         tokio::time::timeout(
             Duration::from_secs(30),
@@ -316,5 +321,86 @@ async fn a_refused_huge_partition_is_spilled() {
     report(&mut client, "app_huge", 0, 0, &reported).await;
     let (_, files) = verify_shuffle(&mut client, "app_huge", 0, &expected).await;
     assert!(files > 0, "the huge partition was spilled");
+    s.running.shutdown().await;
+}
+
+/// A request one byte under the capacity, over cached blocks that sit under the high
+/// watermark: the server spills all of them for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_just_under_the_capacity_is_granted() {
+    const CAPACITY: usize = 2 << 20;
+    let s = start(1, |c| c.memory_store.capacity = ByteSize(CAPACITY as u64)).await;
+    let mut client = s.client.clone();
+    register(&mut client, "app_full", 0, 0..2, false).await;
+    let mut expected: std::collections::BTreeMap<
+        i32,
+        std::collections::BTreeMap<i64, bytes::Bytes>,
+    > = Default::default();
+    let mut reported: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
+    // 1 MiB cached, then a block whose requireBuffer asks for CAPACITY - 1 bytes (the helper
+    // adds 32 bytes of overhead per block).
+    for (seq, p, len) in [(0, 0, 1 << 20), (1, 1, CAPACITY - 33)] {
+        let b = make_block(seq, p, 0, len);
+        expected
+            .entry(p)
+            .or_default()
+            .insert(b.block_id, b.data.clone());
+        reported.entry(p).or_default().push(b.block_id);
+        let refused = tokio::time::timeout(
+            Duration::from_secs(30),
+            send(&mut client, "app_full", 0, vec![(p, vec![b])]),
+        )
+        .await
+        .expect("granted after the server spilled everything else");
+        assert_eq!(refused, 0, "the call waited for its spill");
+    }
+    report(&mut client, "app_full", 0, 0, &reported).await;
+    verify_shuffle(&mut client, "app_full", 0, &expected).await;
+    s.running.shutdown().await;
+}
+
+/// Many apps, each with its own partitions, writing requests of up to 40 % of a small store at
+/// once: every write goes through (none stalls on NO_BUFFER) and everything reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_apps_on_a_small_store_all_finish() {
+    const CAPACITY: usize = 4 << 20;
+    const APPS: usize = 24;
+    let s = start(2, |c| c.memory_store.capacity = ByteSize(CAPACITY as u64)).await;
+    let mut tasks = Vec::new();
+    for a in 0..APPS {
+        let mut client = s.client.clone();
+        tasks.push(tokio::spawn(async move {
+            let app = format!("app_many_{a}");
+            register(&mut client, &app, 0, 0..4, false).await;
+            let mut expected: std::collections::BTreeMap<
+                i32,
+                std::collections::BTreeMap<i64, bytes::Bytes>,
+            > = Default::default();
+            let mut reported: std::collections::BTreeMap<i32, Vec<i64>> = Default::default();
+            for seq in 0..6i64 {
+                let p = ((a as i64 + seq) % 4) as i32;
+                // 64 KiB to 1.6 MiB: some requests are larger than the 0.8 MiB above the
+                // high watermark.
+                let len = (64 << 10) + ((a * 7 + seq as usize * 13) % 24) * (64 << 10);
+                let b = make_block(seq, p, a as i64, len);
+                expected
+                    .entry(p)
+                    .or_default()
+                    .insert(b.block_id, b.data.clone());
+                reported.entry(p).or_default().push(b.block_id);
+                send(&mut client, &app, 0, vec![(p, vec![b])]).await;
+            }
+            report(&mut client, &app, 0, a as i64, &reported).await;
+            (app, expected)
+        }));
+    }
+    let mut client = s.client.clone();
+    for t in tasks {
+        let (app, expected) = tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("every app finishes its writes")
+            .unwrap();
+        verify_shuffle(&mut client, &app, 0, &expected).await;
+    }
     s.running.shutdown().await;
 }
