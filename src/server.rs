@@ -171,6 +171,9 @@ pub async fn start(config: Config) -> Result<Running> {
     let mem = &config.memory_store;
     let hybrid = &config.hybrid_store;
     let lf = &config.localfile_store;
+    if let Some(warning) = config.memory_headroom_warning() {
+        tracing::warn!("{warning}");
+    }
 
     // The state lock before anything reads or writes the data paths: with `takeover` this
     // waits (ports already bound, clients queueing) until the old process saved everything.

@@ -274,6 +274,36 @@ impl MemoryStoreConfig {
     }
 }
 
+/// What released clients send in one request at most by default
+/// (`rss.client.send.size.limit`).
+pub const CLIENT_SEND_SIZE: u64 = 16 * ByteSize::MIB;
+
+impl Config {
+    /// A start-up warning when one full-size client request does not fit in the memory above
+    /// the high watermark. Such a request is still served (it makes the server spill for it,
+    /// see `memory::budget`), but each one then waits for a spill instead of being granted
+    /// at once. The smallest capacity without that cost is `send size / (1 − high)`.
+    pub fn memory_headroom_warning(&self) -> Option<String> {
+        let capacity = self.memory_store.capacity.as_u64();
+        let high = self.hybrid_store.memory_spill_high_watermark;
+        let headroom = (capacity as f64 * (1.0 - high)) as u64;
+        if headroom >= CLIENT_SEND_SIZE {
+            return None;
+        }
+        // In MiB, rounded to a thousandth first: 1 − 0.8 is 0.19999999999999996 in f64.
+        let mib = ByteSize::MIB as f64;
+        let smallest = ((CLIENT_SEND_SIZE as f64 / mib / (1.0 - high) * 1000.0).round() / 1000.0)
+            .ceil() as u64;
+        Some(format!(
+            "memory_store.capacity {} with hybrid_store.memory_spill_high_watermark {high} leaves {:.1} MiB above the high watermark, less than one full-size client request (rss.client.send.size.limit, {} by default): such requests make the server spill before they are granted. A capacity of at least {} avoids that (or a lower high watermark, or a smaller client send size)",
+            self.memory_store.capacity,
+            headroom as f64 / mib,
+            ByteSize(CLIENT_SEND_SIZE),
+            ByteSize(smallest * ByteSize::MIB),
+        ))
+    }
+}
+
 impl LocalfileStoreConfig {
     fn check(&self, store_type: StoreType) -> Result<(), ConfigError> {
         let LocalfileStoreConfig {
