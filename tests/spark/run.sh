@@ -14,6 +14,8 @@
 #   --no-restart          skip the upgrade job (the server is replaced by --takeover mid-read)
 #   --no-clientbench      skip the clientbench job (ClientBench, benches/realclient.sh's driver, at
 #                         a tiny size on one server, per client type)
+#   --no-small-store      skip the small-store cells (a 64 MiB memory store, the client's default
+#                         16 MiB send size, full_sends + reduce_by_key; issue 34's NO_BUFFER stall)
 #   --no-cluster          skip the cluster job (two coordinators, replica 3: SIGKILL, coordinator
 #                         fail-over, decommission)
 #   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC GRPC_NETTY";
@@ -64,6 +66,8 @@ REPLICA=1
 RESTART=1
 CLUSTER=1
 CLIENTBENCH=1
+SMALL_STORE=1
+SMALL_STORE_JOBS=${SPARK_E2E_SMALL_STORE_JOBS:-full_sends,reduce_by_key}
 KEEP=0
 HDFS=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
@@ -77,11 +81,12 @@ while [[ $# -gt 0 ]]; do
     --no-restart) RESTART=0 ;;
     --no-cluster) CLUSTER=0 ;;
     --no-clientbench) CLIENTBENCH=0 ;;
+    --no-small-store) SMALL_STORE=0 ;;
     --client-types) CLIENT_TYPES=$2; shift ;;
     --keep) KEEP=1 ;;
     --no-hdfs) HDFS=0 ;;
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
-    -h|--help) sed -n '2,48p' "$HERE/run.sh"; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -474,6 +479,45 @@ clientbench_job() {
     fail "$name: server did not start"
   fi
   stop_cluster
+  phase_done
+}
+
+# ---- small-store cells --------------------------------------------------------------------------
+
+# small_store_job: one server whose memory store is 64 MiB (watermarks 0.8/0.2: 12.8 MiB above the
+# high mark), the client's default send size (16 MiB), and jobs whose map tasks send full-size
+# requests. Before issue 34 such a request, arriving while the cached bytes sat just under the high
+# watermark, was refused with NO_BUFFER until the client gave up. Results must equal vanilla's.
+small_store_job() {
+  local ver=$BASE_VER name="uniffle-$BASE_VER-$CLIENT_TYPE-64m" server="m_${CLIENT_TYPE}_"
+  phase "small store (64M), client $ver, $CLIENT_TYPE"
+  local audit="$WORK/${server}0-rpc-audit.log"
+  if SERVER_MEMORY=64M SERVER_NETTY_PORT=$(free_port) \
+      SERVER_EXTRA_TOML=$'[audit]\nrpc_log = true\nrpc_log_path = "'"$audit"'"' \
+      start_cluster "$ver" 1 "$server"; then
+    run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+      --job "$SMALL_STORE_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
+    local pid_var="${server}0_PID" http_var="${server}0_HTTP"
+    if kill -0 "${!pid_var}" 2>/dev/null; then
+      log "$name: $(curl -s "http://${!http_var}/prometheus/metrics/server" \
+        | grep -E '^(total_require_buffer_failed|total_flush_file_num)[{ ]' | tr '\n' ' ')"
+    else
+      fail "$name: the server died (log $WORK/${server}0/server.log)"
+    fi
+  else
+    fail "$name: cluster not ready (see above; coordinator $COORD)"
+  fi
+  stop_cluster
+  # The cell proves something only if the client sent requests larger than the 12.8 MiB above
+  # the high watermark (the RPC audit log, flushed when the server stopped, has every
+  # requireBuffer's size).
+  local largest
+  largest=$(grep -o 'cmd=requireBuffer.*requireSize=[0-9]*' "$audit" 2>/dev/null \
+    | sed 's/.*requireSize=//' | sort -n | tail -n 1)
+  log "$name: largest requireBuffer ${largest:-none} bytes; NO_BUFFER answers: $(grep -c 'cmd=requireBuffer.*statusCode=NO_BUFFER' "$audit" 2>/dev/null || true)"
+  if [[ -z $largest || $largest -le 13421772 ]]; then
+    fail "$name: no requireBuffer over the 13421772 bytes above the high watermark (largest: ${largest:-none}); the cell did not test what it is for"
+  fi
   phase_done
 }
 
@@ -890,7 +934,10 @@ BASELINE="$WORK/baseline.tsv"
 phase "vanilla baseline"
 BASE_JOBS=$JOBS
 if [[ $REPLICA == 1 || $RESTART == 1 || $CLUSTER == 1 ]]; then
-  BASE_JOBS="$JOBS,replica"
+  BASE_JOBS="$BASE_JOBS,replica"
+fi
+if [[ $SMALL_STORE == 1 ]]; then
+  BASE_JOBS="$BASE_JOBS,$SMALL_STORE_JOBS"
 fi
 run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" \
   --baseline-out "$BASELINE"
@@ -916,6 +963,10 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
 
     if [[ $CLIENTBENCH == 1 ]]; then
       clientbench_job
+    fi
+
+    if [[ $SMALL_STORE == 1 ]]; then
+      small_store_job
     fi
 
     if [[ $REPLICA == 1 ]]; then

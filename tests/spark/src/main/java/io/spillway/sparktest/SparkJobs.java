@@ -43,7 +43,7 @@ import scala.Tuple2;
  * <pre>
  *   --mode both|vanilla|rss     default both (vanilla = baseline only, no server needed)
  *   --coordinator host:port     the Uniffle coordinator (required unless --mode vanilla)
- *   --job all|name[,name...]    default all ("all" leaves out the replica job; "all,replica")
+ *   --job all|name[,name...]    default all ("all" leaves out the replica and full_sends jobs)
  *   --client-type GRPC|GRPC_NETTY   spark.rss.client.type, default GRPC
  *   --replica N                 spark.rss.data.replica(.write); .read stays 1. Default 1
  *   --pause-dir DIR             replica job, rss run only: the reduce tasks write DIR/paused and
@@ -104,7 +104,14 @@ public final class SparkJobs {
           "large_records",
           "empty_shuffle",
           "empty_partitions");
-  static final List<String> EXTRA_JOBS = List.of("replica");
+  // full_sends: map tasks whose output the client sends in requests of its default
+  // rss.client.send.size.limit (16 MiB), for the small-store cells (issue 34).
+  static final int FULL_RECORDS = 1_200_000;
+  static final int FULL_RECORD_BYTES = 200;
+  static final int FULL_MAPS = 6;
+  static final int FULL_REDUCES = 32;
+
+  static final List<String> EXTRA_JOBS = List.of("replica", "full_sends");
 
   /** What one run of a job produced: a digest to compare across modes, and broken checks. */
   static final class Outcome {
@@ -240,7 +247,8 @@ public final class SparkJobs {
         out.add(name);
       }
     }
-    return out;
+    // A job named twice (run.sh adds the small-store jobs to the baseline's list) runs once.
+    return new ArrayList<>(new java.util.LinkedHashSet<>(out));
   }
 
   int runAll() {
@@ -510,6 +518,8 @@ public final class SparkJobs {
         return emptyShuffle(sc);
       case "empty_partitions":
         return emptyPartitions(sc);
+      case "full_sends":
+        return fullSends(sc);
       case "replica":
         return replica(sc, useRss ? opts.get("pause-dir") : null,
             Long.parseLong(opt("pause-timeout-s", "180")), opt("pause-stage", "reduce").equals("map"));
@@ -834,6 +844,58 @@ public final class SparkJobs {
    * 256 records of 1 MiB each (random bytes, 256 MiB in total) from 4 map tasks into 8 hash
    * partitions. Every record is compared with its regenerated content on the reduce side.
    */
+  /**
+   * Map outputs of 40 MB each over 32 partitions: 1.25 MB a partition stays under the client's
+   * per-partition buffer (rss.writer.buffer.size, 3 MiB), so each map task sends its whole output
+   * when it ends, in requests as large as rss.client.send.size.limit allows (16 MiB). On a
+   * 64 MiB store (12.8 MiB above its 0.8 high watermark) such requests once stalled the job on
+   * NO_BUFFER (issue 34).
+   */
+  static Outcome fullSends(JavaSparkContext sc) {
+    final int n = FULL_RECORDS;
+    final int maps = FULL_MAPS;
+    JavaPairRDD<Integer, byte[]> recs =
+        seeds(sc, maps)
+            .flatMapToPair(
+                p ->
+                    gen(sliceLo(n, maps, p), sliceLo(n, maps, p + 1),
+                        i -> new Tuple2<>((int) i, fullRecord((int) i))));
+    long[] r =
+        recs.partitionBy(new HashPartitioner(FULL_REDUCES))
+            .mapPartitions(
+                it -> {
+                  long count = 0;
+                  long bad = 0;
+                  long digest = 0;
+                  while (it.hasNext()) {
+                    Tuple2<Integer, byte[]> t = it.next();
+                    count++;
+                    if (!Arrays.equals(t._2, fullRecord(t._1))) {
+                      bad++;
+                    }
+                    digest += mix(t._1 * 31L + t._2.length);
+                  }
+                  return Collections.singletonList(new long[] {count, bad, digest}).iterator();
+                })
+            .reduce((a, b) -> new long[] {a[0] + b[0], a[1] + b[1], a[2] + b[2]});
+    Checks ck = new Checks();
+    ck.eq("records", (long) n, r[0]);
+    ck.eq("records with wrong content", 0L, r[1]);
+    return ck.done("records=" + r[0] + " digest=" + Long.toHexString(r[2]));
+  }
+
+  static byte[] fullRecord(int i) {
+    byte[] b = new byte[FULL_RECORD_BYTES];
+    long s = mix(i + 7L);
+    for (int off = 0; off < b.length; off += 8) {
+      s = mix(s);
+      for (int k = 0; k < 8 && off + k < b.length; k++) {
+        b[off + k] = (byte) (s >>> (8 * k));
+      }
+    }
+    return b;
+  }
+
   static Outcome largeRecords(JavaSparkContext sc) {
     final int n = BIG_RECORDS;
     final int maps = BIG_MAPS;
