@@ -838,12 +838,23 @@ fn admin_token_never_shows_in_debug_output() {
 
 #[test]
 fn a_store_too_small_for_one_client_request_above_its_high_mark_is_warned_about() {
-    let mut c = Config::default();
+    let mut c = Config {
+        netty_port: -1,
+        ..Config::default()
+    };
     assert_eq!(c.memory_headroom_warning(), None, "1G leaves 204.8M");
     c.memory_store.capacity = ByteSize(64 * ByteSize::MIB);
     let w = c.memory_headroom_warning().expect("64M leaves 12.8M < 16M");
     assert!(w.contains("memory_store.capacity 64M"), "{w}");
     assert!(w.contains("at least 80M"), "16M / (1 - 0.8): {w}");
+    assert!(!w.contains("INVALID_REQUEST"), "{w}");
     c.hybrid_store.memory_spill_high_watermark = 0.7;
     assert_eq!(c.memory_headroom_warning(), None, "0.3 × 64M = 19.2M");
+    // The Netty plane's requests carry their encoded message on top: 32M.
+    c.netty_port = 17000;
+    let w = c.memory_headroom_warning().expect("19.2M < 32M");
+    assert!(w.contains("at least 107M"), "32M / 0.3: {w}");
+    c.memory_store.capacity = ByteSize(16 * ByteSize::MIB);
+    let w = c.memory_headroom_warning().unwrap();
+    assert!(w.contains("INVALID_REQUEST"), "{w}");
 }
