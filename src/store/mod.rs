@@ -20,6 +20,7 @@ pub mod hdfs;
 pub mod index;
 pub mod localfile;
 pub mod memory;
+pub mod object;
 pub mod router;
 pub mod spill;
 pub mod spill_pools;

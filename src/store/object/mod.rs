@@ -1,0 +1,625 @@
+//! ObjectTier: the cold tier on object storage (S3 and S3-compatible stores: MinIO, Ceph RGW,
+//! OSS, COS, OBS, R2), for apps whose remote storage path is `s3a://`, `s3://` or `s3n://`.
+//!
+//! The Java server writes its remote tier through Hadoop's FileSystem and appends to a
+//! partition's file on every flush, which S3A cannot do, so no Uniffle server could use object
+//! storage. This tier writes the layout the released clients already read through Hadoop's
+//! s3a (`HadoopClientReadHandler`), one immutable object pair per flush:
+//!
+//! ```text
+//! <root>/<appId>/<shuffleId>/<start>-<end>/<serverId>_<epochMs>_<seq>.data
+//! <root>/<appId>/<shuffleId>/<start>-<end>/<serverId>_<epochMs>_<seq>.index
+//! ```
+//!
+//! - The client lists the range folder (`listStatus`: one LIST of the prefix), keeps the
+//!   `*.index` names that start with the server id it was assigned, and reads each pair on its
+//!   own in random order, skipping block ids it already has. It never parses the rest of the
+//!   name, so `<epochMs>_<seq>` only has to be unique: the process start time and a counter,
+//!   so a restarted server with the same id never overwrites an object of its previous run.
+//! - **Never an append, never an overwrite**: each flush is a new data object, written
+//!   first, then its index object. A reader that lists between the two sees no index, so no
+//!   record points at bytes that are not there. The index records count from 0 in their own
+//!   data object.
+//! - **Multipart for large flushes**: a data object of at least `fs.s3a.multipart.threshold`
+//!   (128M) goes up in parts of `fs.s3a.multipart.size` (64M); a failed upload is aborted, so
+//!   no part is left behind (and billed).
+//! - **Retries**: throttling (503 SlowDown), 5xx and timeouts are retried with exponential
+//!   backoff by the S3 client (`fs.s3a.retry.limit`, `fs.s3a.retry.interval`). A flush that
+//!   still fails is a retryable `TierFailed`: the router sends it to local disk when the store
+//!   type has one, the spiller retries otherwise, and memory is freed only after success.
+//! - **Deletes** list the scope's prefix and batch-delete (DeleteObjects, up to 1000 keys a
+//!   request) only the objects whose name starts with `<serverId>_`: another server's objects
+//!   in the same folders are never touched.
+//!
+//! How many objects a partition gets, and why that is acceptable, is in docs/object-storage.md.
+
+pub mod conf;
+#[cfg(any(test, feature = "test-util"))]
+pub mod s3server;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, PutPayload, WriteMultipart};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+use self::conf::TIER;
+pub use self::conf::{is_object_path, ObjectRoot, S3Settings, SCHEMES};
+use crate::error::{Error, Result};
+use crate::ids::{AppId, PartitionKey, PartitionRange};
+use crate::store::index::IndexEntry;
+use crate::store::{
+    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
+};
+
+/// How the object tier is set up (from `[hdfs_store]`, whose keys name the remote tier, and
+/// the server id).
+#[derive(Clone, Debug)]
+pub struct ObjectOptions {
+    /// The server id: the name prefix the client filters on.
+    pub file_prefix: String,
+    /// Flushes in flight across the server.
+    pub max_concurrency: usize,
+    /// A flush taking longer is abandoned (its multipart upload aborted) and retried.
+    pub write_timeout: Duration,
+    /// After a failure, how long [`ObjectTier::may_try`] says no.
+    pub failure_cooldown: Duration,
+    /// The server's own conf items (`hdfs_store.hadoop_conf`), under each app's.
+    pub hadoop_conf: Vec<(String, String)>,
+}
+
+/// The object-store tier; see the module doc.
+pub struct ObjectTier {
+    opts: ObjectOptions,
+    /// Names this process writes start `<serverId>_<epoch>_`.
+    epoch: u64,
+    seq: AtomicU64,
+    permits: Arc<Semaphore>,
+    stores: parking_lot::Mutex<HashMap<(String, S3Settings), Arc<dyn ObjectStore>>>,
+    apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
+    failures: parking_lot::Mutex<Failures>,
+}
+
+/// Where one app's objects go.
+struct AppEntry {
+    remote: RemoteStorage,
+    root: ObjectRoot,
+    settings: S3Settings,
+    store: Arc<dyn ObjectStore>,
+    /// Flushes hold it shared, purges exclusively; `true` once an app purge retired the entry.
+    gate: tokio::sync::RwLock<bool>,
+}
+
+#[derive(Debug, Default)]
+struct Failures {
+    consecutive: u64,
+    last: Option<Instant>,
+    last_error: String,
+}
+
+fn store_err(what: &str, key: &str, e: object_store::Error) -> Error {
+    Error::TierFailed {
+        tier: TIER,
+        reason: format!("{what} {key}: {e}"),
+    }
+}
+
+/// True for an object of this server: the client keeps names that start with the server id;
+/// the `_` keeps `…-1999` from claiming `…-19990`'s objects.
+fn is_own(name: &str, prefix: &str) -> bool {
+    name.strip_prefix(prefix)
+        .is_some_and(|rest| rest.starts_with('_'))
+}
+
+impl ObjectTier {
+    /// A tier with no app yet; stores are built when an app registers.
+    pub fn new(opts: ObjectOptions) -> Arc<Self> {
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Arc::new(ObjectTier {
+            permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
+            opts,
+            epoch,
+            seq: AtomicU64::new(0),
+            stores: parking_lot::Mutex::new(HashMap::new()),
+            apps: parking_lot::Mutex::new(HashMap::new()),
+            failures: parking_lot::Mutex::new(Failures::default()),
+        })
+    }
+
+    /// Records where `app` writes (`registerShuffle`): parses the path and its s3a keys and
+    /// builds (or reuses) the S3 client. A bad path or key fails here, naming it.
+    pub fn register_app(&self, app: &AppId, remote: &RemoteStorage) -> Result<()> {
+        let root = ObjectRoot::parse(&remote.path)?;
+        let conf: Vec<(String, String)> = self
+            .opts
+            .hadoop_conf
+            .iter()
+            .chain(remote.conf.iter())
+            .cloned()
+            .collect();
+        let settings = S3Settings::from_conf(&root.bucket, &conf)?;
+        let store = {
+            let mut stores = self.stores.lock();
+            let key = (root.bucket.clone(), settings.clone());
+            match stores.get(&key) {
+                Some(s) => Arc::clone(s),
+                None => {
+                    let built: Arc<dyn ObjectStore> =
+                        Arc::new(settings.builder(&root.bucket)?.build().map_err(|e| {
+                            Error::TierFailed {
+                                tier: TIER,
+                                reason: format!("S3 client for bucket {}: {e}", root.bucket),
+                            }
+                        })?);
+                    stores.insert(key, Arc::clone(&built));
+                    built
+                }
+            }
+        };
+        self.apps.lock().insert(
+            app.clone(),
+            Arc::new(AppEntry {
+                remote: remote.clone(),
+                root,
+                settings,
+                store,
+                gate: tokio::sync::RwLock::new(false),
+            }),
+        );
+        Ok(())
+    }
+
+    /// Whether `app` registered an object-store path this tier can write to.
+    pub fn serves(&self, app: &AppId) -> bool {
+        self.apps.lock().contains_key(app)
+    }
+
+    /// False during `failure_cooldown` after a failed flush, so the router sends spills to
+    /// local disk instead of waiting on a failing store.
+    pub fn may_try(&self) -> bool {
+        let f = self.failures.lock();
+        match f.last {
+            Some(t) if f.consecutive > 0 => t.elapsed() >= self.opts.failure_cooldown,
+            _ => true,
+        }
+    }
+
+    fn entry(&self, app: &AppId) -> Option<Arc<AppEntry>> {
+        self.apps.lock().get(app).cloned()
+    }
+
+    /// The folder of a scope: `<root>/<app>[/<shuffle>[/<start>-<end>]]`.
+    fn folder(
+        root: &ObjectRoot,
+        app: &AppId,
+        shuffle: Option<i32>,
+        range: Option<PartitionRange>,
+    ) -> String {
+        let mut dir = root.key(app.as_str());
+        if let Some(s) = shuffle {
+            dir.push_str(&format!("/{s}"));
+        }
+        if let Some(r) = range {
+            dir.push('/');
+            dir.push_str(&r.dir_name());
+        }
+        dir
+    }
+
+    /// A name no object of this server has had: `<serverId>_<epochMs>_<seq>`, zero-padded so
+    /// that name order is write order (the server-side reader concatenates in that order).
+    fn next_name(&self) -> String {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        format!("{}_{:013}_{:010}", self.opts.file_prefix, self.epoch, seq)
+    }
+
+    fn record(&self, outcome: &Result<()>) {
+        let mut f = self.failures.lock();
+        match outcome {
+            Ok(()) => {
+                if f.consecutive > 0 {
+                    tracing::info!(
+                        failures = f.consecutive,
+                        "object-store flushes succeed again"
+                    );
+                }
+                f.consecutive = 0;
+            }
+            Err(e) => {
+                f.consecutive += 1;
+                f.last = Some(Instant::now());
+                f.last_error = e.to_string();
+            }
+        }
+    }
+
+    /// Writes the data object by `deadline`: one PUT, or a multipart upload that is aborted
+    /// when a part fails or the deadline passes (the writer is kept, not dropped, so the abort
+    /// always runs and no part is left behind to be billed).
+    async fn put_data(
+        entry: &AppEntry,
+        key: &str,
+        batch: &BlockBatch,
+        deadline: Instant,
+    ) -> Result<()> {
+        let path = Path::from(key);
+        let timed_out = || Error::TierFailed {
+            tier: TIER,
+            reason: format!("flush to {key} did not finish in time"),
+        };
+        let payloads = batch
+            .blocks()
+            .iter()
+            .filter(|b| !b.data.is_empty())
+            .map(|b| b.data.clone());
+        if batch.data_bytes() < entry.settings.multipart_threshold {
+            // The payloads as they are: no copy into one buffer.
+            let payload: PutPayload = payloads.collect();
+            return match tokio::time::timeout_at(deadline, entry.store.put(&path, payload)).await {
+                Ok(r) => r.map(|_| ()).map_err(|e| store_err("put", key, e)),
+                Err(_) => Err(timed_out()),
+            };
+        }
+        let upload = match tokio::time::timeout_at(deadline, entry.store.put_multipart(&path)).await
+        {
+            Ok(r) => r.map_err(|e| store_err("start multipart upload of", key, e))?,
+            Err(_) => return Err(timed_out()),
+        };
+        let mut writer =
+            WriteMultipart::new_with_chunk_size(upload, entry.settings.part_size as usize);
+        let mut outcome = Ok(());
+        for p in payloads {
+            match tokio::time::timeout_at(deadline, writer.wait_for_capacity(4)).await {
+                Ok(Ok(())) => writer.put(p),
+                Ok(Err(e)) => {
+                    outcome = Err(store_err("upload part of", key, e));
+                    break;
+                }
+                Err(_) => {
+                    outcome = Err(timed_out());
+                    break;
+                }
+            }
+        }
+        if outcome.is_ok() {
+            // `finish` consumes the writer; on a failed completion S3 keeps no object, and
+            // the parts go with the upload's abort below only if we still own it, so the
+            // completion gets the rest of the deadline and its failure is reported as is.
+            return match tokio::time::timeout_at(deadline, writer.finish()).await {
+                Ok(r) => r
+                    .map(|_| ())
+                    .map_err(|e| store_err("complete multipart upload of", key, e)),
+                Err(_) => Err(timed_out()),
+            };
+        }
+        // Abort with time of its own: the deadline may be what failed.
+        match tokio::time::timeout(ABORT_TIMEOUT, writer.abort()).await {
+            Ok(Ok(())) => {}
+            failed => tracing::warn!(key, ?failed, "aborting a failed multipart upload failed; the bucket's lifecycle rule for incomplete uploads cleans it"),
+        }
+        outcome
+    }
+}
+
+/// How long the abort of a failed multipart upload may take.
+const ABORT_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[async_trait]
+impl Tier for ObjectTier {
+    fn kind(&self) -> TierKind {
+        TierKind::Hdfs
+    }
+
+    /// The bucket, as Java's `storage_host` label of a remote storage.
+    fn location(&self, part: &PartitionKey) -> Option<String> {
+        self.entry(&part.app).map(|e| e.root.bucket.clone())
+    }
+
+    fn site(&self, part: &PartitionKey) -> Option<StorageSite> {
+        self.sites(&part.app).pop()
+    }
+
+    fn sites(&self, app: &AppId) -> Vec<StorageSite> {
+        self.entry(app)
+            .map(|e| StorageSite::remote(&e.remote.path))
+            .into_iter()
+            .collect()
+    }
+
+    /// One new object pair: data, then index. On any failure the index object was not
+    /// written, so readers see nothing of the batch; an orphan data object (a data PUT that
+    /// succeeded before the index PUT failed) has no index and is never read, and the
+    /// partition's or app's purge deletes it.
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let no_storage = || Error::TierFailed {
+            tier: TIER,
+            reason: format!("app {} registered no object-store path", part.app),
+        };
+        let entry = self.entry(&part.app).ok_or_else(no_storage)?;
+        let gate = entry.gate.read().await;
+        if *gate {
+            return Err(no_storage());
+        }
+        let outcome = async {
+            let _permit = Arc::clone(&self.permits)
+                .acquire_owned()
+                .await
+                .map_err(|_| Error::Internal {
+                    reason: "object-store permits closed".to_owned(),
+                })?;
+            let folder = Self::folder(&entry.root, &part.app, Some(part.shuffle), Some(part.range));
+            let name = self.next_name();
+            let data_key = format!("{folder}/{name}.data");
+            let index_key = format!("{folder}/{name}.index");
+            let deadline = Instant::now() + self.opts.write_timeout;
+            Self::put_data(&entry, &data_key, batch, deadline).await?;
+            let records = crate::store::index::encode_blocks(batch.blocks(), 0);
+            match tokio::time::timeout_at(
+                deadline,
+                entry
+                    .store
+                    .put(&Path::from(index_key.as_str()), PutPayload::from(records)),
+            )
+            .await
+            {
+                Ok(r) => r.map(|_| ()).map_err(|e| store_err("put", &index_key, e)),
+                Err(_) => Err(Error::TierFailed {
+                    tier: TIER,
+                    reason: format!(
+                        "flush to {index_key} did not finish within {:?}",
+                        self.opts.write_timeout
+                    ),
+                }),
+            }
+        }
+        .await;
+        drop(gate);
+        self.record(&outcome);
+        outcome
+    }
+
+    /// Lists the scope's prefix and batch-deletes this server's objects in it. Object stores
+    /// have no directories, so nothing else is left behind.
+    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        let app = scope.app().clone();
+        let Some(entry) = self.entry(&app) else {
+            return Ok(0);
+        };
+        let mut gate = entry.gate.write().await;
+        let (shuffle, range) = match scope {
+            PurgeScope::App(_) => (None, None),
+            PurgeScope::Shuffle(k) => (Some(k.shuffle), None),
+            PurgeScope::Partition(k) => (Some(k.shuffle), Some(k.range)),
+        };
+        let folder = Self::folder(&entry.root, &app, shuffle, range);
+        let result = delete_own(&entry.store, &folder, &self.opts.file_prefix).await;
+        if matches!(scope, PurgeScope::App(_)) && result.is_ok() {
+            *gate = true;
+            let mut apps = self.apps.lock();
+            if apps.get(&app).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
+                apps.remove(&app);
+            }
+        }
+        drop(gate);
+        if let Ok(freed) = &result {
+            if *freed > 0 {
+                tracing::info!(app_id = %app, ?scope, freed, "deleted object-store objects");
+            }
+        }
+        result
+    }
+
+    /// Writable unless the last flush failed (a success clears it).
+    fn health(&self) -> Health {
+        let f = self.failures.lock();
+        if f.consecutive == 0 {
+            Health::ok()
+        } else {
+            Health {
+                writable: false,
+                detail: format!(
+                    "object store: {} failed flushes in a row, last: {}",
+                    f.consecutive, f.last_error
+                ),
+            }
+        }
+    }
+}
+
+/// Deletes every object under `folder/` whose name starts with `<prefix>_`, in batches;
+/// returns the bytes deleted.
+async fn delete_own(store: &Arc<dyn ObjectStore>, folder: &str, prefix: &str) -> Result<u64> {
+    let dir = Path::from(folder);
+    let own: Vec<object_store::ObjectMeta> = store
+        .list(Some(&dir))
+        .try_filter(|m| {
+            let keep = m
+                .location
+                .filename()
+                .is_some_and(|name| is_own(name, prefix));
+            futures::future::ready(keep)
+        })
+        .try_collect()
+        .await
+        .map_err(|e| store_err("list", folder, e))?;
+    let bytes: u64 = own.iter().map(|m| m.size).sum();
+    if own.is_empty() {
+        return Ok(0);
+    }
+    let locations = futures::stream::iter(own.into_iter().map(|m| Ok(m.location))).boxed();
+    store
+        .delete_stream(locations)
+        .try_for_each(|_| futures::future::ready(Ok(())))
+        .await
+        .map_err(|e| store_err("delete under", folder, e))?;
+    Ok(bytes)
+}
+
+#[async_trait]
+impl FileTier for ObjectTier {
+    /// The server-side view of a partition (clients read the store directly; this is for
+    /// tests and checks): this server's pairs in write order as one logical file, each pair
+    /// contributing the records a client would use.
+    async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
+        Ok(self.layout(part).await?.index())
+    }
+
+    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
+        self.layout(part).await?.read(offset, len).await
+    }
+}
+
+/// One pair as a reader sees it.
+struct Pair {
+    data: Path,
+    records: Vec<IndexEntry>,
+    extent: u64,
+}
+
+#[derive(Default)]
+struct Layout {
+    store: Option<Arc<dyn ObjectStore>>,
+    pairs: Vec<Pair>,
+}
+
+impl ObjectTier {
+    async fn layout(&self, part: &PartitionKey) -> Result<Layout> {
+        let Some(entry) = self.entry(&part.app) else {
+            return Ok(Layout::default());
+        };
+        let folder = Self::folder(&entry.root, &part.app, Some(part.shuffle), Some(part.range));
+        let listing: Vec<object_store::ObjectMeta> = entry
+            .store
+            .list(Some(&Path::from(folder.as_str())))
+            .try_collect()
+            .await
+            .map_err(|e| store_err("list", &folder, e))?;
+        let sizes: HashMap<String, u64> = listing
+            .iter()
+            .map(|m| (m.location.to_string(), m.size))
+            .collect();
+        let mut indexes: Vec<&object_store::ObjectMeta> = listing
+            .iter()
+            .filter(|m| {
+                m.location
+                    .filename()
+                    .is_some_and(|n| is_own(n, &self.opts.file_prefix) && n.ends_with(".index"))
+            })
+            .collect();
+        indexes.sort_by(|a, b| a.location.cmp(&b.location));
+        let mut pairs = Vec::with_capacity(indexes.len());
+        for meta in indexes {
+            let index_key = meta.location.to_string();
+            let data_key = format!("{}.data", index_key.trim_end_matches(".index"));
+            let data_len = sizes.get(&data_key).copied().unwrap_or(0);
+            let raw = entry
+                .store
+                .get(&meta.location)
+                .await
+                .map_err(|e| store_err("get", &index_key, e))?
+                .bytes()
+                .await
+                .map_err(|e| store_err("get", &index_key, e))?;
+            let mut extent = 0u64;
+            let mut records = Vec::new();
+            for e in IndexEntry::decode_all(&raw) {
+                let Ok(len) = u64::try_from(e.length) else {
+                    break;
+                };
+                if e.offset != extent as i64 || extent + len > data_len {
+                    break;
+                }
+                extent += len;
+                records.push(e);
+            }
+            pairs.push(Pair {
+                data: Path::from(data_key.as_str()),
+                records,
+                extent,
+            });
+        }
+        Ok(Layout {
+            store: Some(Arc::clone(&entry.store)),
+            pairs,
+        })
+    }
+}
+
+impl Layout {
+    fn index(&self) -> IndexRead {
+        let mut buf = BytesMut::new();
+        let mut base = 0u64;
+        for p in &self.pairs {
+            for r in &p.records {
+                IndexEntry {
+                    offset: r.offset + base as i64,
+                    ..*r
+                }
+                .encode(&mut buf);
+            }
+            base += p.extent;
+        }
+        if buf.is_empty() {
+            return IndexRead::default();
+        }
+        IndexRead {
+            index: buf.freeze(),
+            data_len: base,
+            storage_ids: vec![0],
+        }
+    }
+
+    async fn read(&self, offset: u64, len: u64) -> Result<Bytes> {
+        let total: u64 = self.pairs.iter().map(|p| p.extent).sum();
+        match offset.checked_add(len) {
+            Some(end) if end <= total => {}
+            _ => {
+                return Err(Error::bad_request(format!(
+                    "read of {len} bytes at {offset} is past the end of the object-store data ({total} bytes)"
+                )))
+            }
+        }
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let Some(store) = &self.store else {
+            return Err(Error::Internal {
+                reason: "object-store layout without a store".to_owned(),
+            });
+        };
+        let mut out = BytesMut::with_capacity(len as usize);
+        let (mut pos, end) = (offset, offset + len);
+        let mut base = 0u64;
+        for p in &self.pairs {
+            let (lo, hi) = (base, base + p.extent);
+            base = hi;
+            if pos >= hi || pos >= end {
+                continue;
+            }
+            let take = hi.min(end) - pos;
+            let start = pos - lo;
+            let bytes = store
+                .get_range(&p.data, start..start + take)
+                .await
+                .map_err(|e| store_err("get", p.data.as_ref(), e))?;
+            out.extend_from_slice(&bytes);
+            pos += take;
+        }
+        Ok(out.freeze())
+    }
+}

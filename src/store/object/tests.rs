@@ -1,0 +1,287 @@
+//! Tests of the object-store tier against a real S3 server (moto's, one per test binary): the
+//! shared conformance suites, then what only this tier does: the client's names, one object
+//! pair per flush, multipart uploads, deletes that leave other servers' objects alone, and a
+//! store that refuses. They fail (never skip) when the S3 server cannot start.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::TryStreamExt;
+use object_store::ObjectStore;
+
+use super::s3server;
+use super::*;
+use crate::store::conformance::{self, assert_blocks_eq, part, payload, read_back, test_block};
+
+const SERVER_ID: &str = "127.0.0.1-19999";
+
+fn fresh_bucket(name: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let bucket = format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    );
+    let server = s3server::shared();
+    server.create_bucket(&bucket);
+    bucket
+}
+
+fn conf(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("fs.s3a.endpoint", endpoint),
+        ("fs.s3a.path.style.access", "true"),
+        ("fs.s3a.access.key", "spillway-test"),
+        ("fs.s3a.secret.key", "spillway-test-secret"),
+        ("fs.s3a.endpoint.region", "us-east-1"),
+        ("fs.s3a.retry.limit", "2"),
+        ("fs.s3a.retry.interval", "50ms"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn options(prefix: &str) -> ObjectOptions {
+    ObjectOptions {
+        file_prefix: prefix.to_owned(),
+        max_concurrency: 8,
+        write_timeout: Duration::from_secs(60),
+        failure_cooldown: Duration::from_secs(1),
+        hadoop_conf: Vec::new(),
+    }
+}
+
+/// Registers each app the suites pick with the test's remote storage on first use, as
+/// `registerShuffle` would.
+struct Registering {
+    tier: Arc<ObjectTier>,
+    remote: RemoteStorage,
+}
+
+impl Registering {
+    fn ensure(&self, app: &AppId) {
+        if !self.tier.serves(app) {
+            self.tier.register_app(app, &self.remote).expect("register");
+        }
+    }
+}
+
+#[async_trait]
+impl Tier for Registering {
+    fn kind(&self) -> TierKind {
+        self.tier.kind()
+    }
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
+        self.ensure(&part.app);
+        self.tier.append(part, batch).await
+    }
+    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        self.ensure(scope.app());
+        self.tier.purge(scope).await
+    }
+    fn health(&self) -> Health {
+        self.tier.health()
+    }
+}
+
+#[async_trait]
+impl FileTier for Registering {
+    async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
+        self.ensure(&part.app);
+        self.tier.read_index(part).await
+    }
+    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
+        self.ensure(&part.app);
+        self.tier.read_data(part, offset, len).await
+    }
+}
+
+fn registering(bucket: &str, extra: &[(&str, &str)]) -> Registering {
+    let server = s3server::shared();
+    let mut c = conf(&server.endpoint);
+    c.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Registering {
+        tier: ObjectTier::new(options(SERVER_ID)),
+        remote: RemoteStorage {
+            path: format!("s3a://{bucket}/rss/root"),
+            conf: c,
+        },
+    }
+}
+
+/// A client of the test's own on the bucket, to look at what the tier wrote.
+fn admin(bucket: &str) -> Arc<dyn ObjectStore> {
+    let server = s3server::shared();
+    let s = S3Settings::from_conf(bucket, &conf(&server.endpoint)).unwrap();
+    Arc::new(s.builder(bucket).unwrap().build().unwrap())
+}
+
+async fn keys(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+    let mut keys: Vec<String> = store
+        .list(Some(&Path::from(prefix)))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    keys.sort();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance() {
+    let bucket = fresh_bucket("conformance");
+    conformance::run_all(&registering(&bucket, &[])).await;
+}
+
+/// Multipart uploads (a threshold and part size of 5 MiB, S3's smallest part) pass the same
+/// suites and read back a 13 MiB flush intact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_flushes() {
+    let bucket = fresh_bucket("multipart");
+    let t = registering(
+        &bucket,
+        &[
+            ("fs.s3a.multipart.threshold", "5M"),
+            ("fs.s3a.multipart.size", "5M"),
+        ],
+    );
+    let app = AppId::parse("app_multipart").unwrap();
+    let p = part(&app, 0, 1);
+    let blocks: Vec<_> = (0..13)
+        .map(|i| test_block(i, 1, payload(i as u64, 1 << 20)))
+        .collect();
+    t.append(&p, &BlockBatch::new(blocks.clone()))
+        .await
+        .unwrap();
+    assert_blocks_eq(&read_back(&t, &p).await, &blocks);
+    let admin = admin(&bucket);
+    let listed = keys(&admin, "rss/root/app_multipart/0/1-1").await;
+    assert_eq!(listed.len(), 2, "one pair: {listed:?}");
+    conformance::run_all(&t).await;
+}
+
+/// The names the client lists: `<root>/<app>/<shuffle>/<start>-<end>/<serverId>_…` pairs, one
+/// new pair per flush (never an append or overwrite), in write order by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_new_pair_per_flush_under_the_clients_folder() {
+    let bucket = fresh_bucket("layout");
+    let t = registering(&bucket, &[]);
+    let app = AppId::parse("app_layout").unwrap();
+    let p = part(&app, 3, 2);
+    for i in 0..3 {
+        t.append(
+            &p,
+            &BlockBatch::new(vec![test_block(i, 1, payload(i as u64, 100))]),
+        )
+        .await
+        .unwrap();
+    }
+    let listed = keys(&admin(&bucket), "rss/root/app_layout/3/2-2").await;
+    assert_eq!(listed.len(), 6, "{listed:?}");
+    for pair in listed.chunks(2) {
+        let data = pair[0].strip_prefix("rss/root/app_layout/3/2-2/").unwrap();
+        assert!(data.starts_with(&format!("{SERVER_ID}_")), "{data}");
+        assert!(
+            data.ends_with(".data") && pair[1].ends_with(".index"),
+            "{pair:?}"
+        );
+        assert_eq!(
+            data.trim_end_matches(".data"),
+            pair[1]
+                .rsplit('/')
+                .next()
+                .unwrap()
+                .trim_end_matches(".index")
+        );
+    }
+    // Each index counts from 0 in its own data object.
+    let admin = admin(&bucket);
+    let index = admin
+        .get(&Path::from(listed[1].as_str()))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let records = IndexEntry::decode_all(&index);
+    assert_eq!((records.len(), records[0].offset), (1, 0));
+}
+
+/// A purge deletes this server's objects only: another server's pair in the same folder and a
+/// server whose id this one's is a prefix of keep theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_leave_other_servers_objects() {
+    let bucket = fresh_bucket("purge");
+    let ours = registering(&bucket, &[]);
+    let theirs = Registering {
+        tier: ObjectTier::new(options(&format!("{SERVER_ID}0"))),
+        remote: ours.remote.clone(),
+    };
+    let app = AppId::parse("app_shared").unwrap();
+    let p = part(&app, 0, 0);
+    let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 10))]);
+    ours.append(&p, &batch).await.unwrap();
+    theirs.append(&p, &batch).await.unwrap();
+    let freed = ours.purge(&PurgeScope::App(app.clone())).await.unwrap();
+    assert!(freed > 0);
+    let left = keys(&admin(&bucket), "rss/root/app_shared").await;
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(
+        left.iter().all(|k| k.contains(&format!("{SERVER_ID}0_"))),
+        "{left:?}"
+    );
+    assert_blocks_eq(&read_back(&theirs, &p).await, batch.blocks());
+}
+
+/// A store that refuses (a bucket that does not exist) fails the flush with a retryable
+/// tier error, reports itself unhealthy, and says no to the router for the cooldown; the
+/// next success clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_store_fails_the_flush_and_recovers() {
+    let bucket = fresh_bucket("refuse");
+    let server = s3server::shared();
+    let tier = ObjectTier::new(options(SERVER_ID));
+    let app = AppId::parse("app_refused").unwrap();
+    let missing = format!("{bucket}-missing");
+    tier.register_app(
+        &app,
+        &RemoteStorage {
+            path: format!("s3a://{missing}/rss"),
+            conf: conf(&server.endpoint),
+        },
+    )
+    .unwrap();
+    let p = part(&app, 0, 0);
+    let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 10))]);
+    let e = tier.append(&p, &batch).await.unwrap_err();
+    assert!(matches!(e, Error::TierFailed { .. }), "{e}");
+    assert!(!tier.health().writable);
+    assert!(!tier.may_try(), "cooling down");
+    server.create_bucket(&missing);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(tier.may_try());
+    tier.append(&p, &batch).await.unwrap();
+    assert!(tier.health().writable);
+}
+
+#[test]
+fn unknown_apps_and_bad_paths_are_refused() {
+    let tier = ObjectTier::new(options(SERVER_ID));
+    let app = AppId::parse("app_bad").unwrap();
+    for path in ["s3a://Bad_Bucket/x", "hdfs://nn/x"] {
+        let e = tier
+            .register_app(
+                &app,
+                &RemoteStorage {
+                    path: path.into(),
+                    conf: Vec::new(),
+                },
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains(path), "{e}");
+    }
+    assert!(!tier.serves(&app));
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the S3 server the object-storage tests start: moto's server (moto[server], PyPI) in a
+# virtualenv at tests/s3/target/venv. Idempotent and quick when installed (a version check);
+# concurrent callers (parallel test binaries) take turns on a lock.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+VENV=$HERE/target/venv
+MOTO=5.2.5
+mkdir -p "$HERE/target"
+exec 9>"$HERE/target/.install.lock"
+flock 9
+if "$VENV/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO')" 2>/dev/null \
+  && [[ -x $VENV/bin/moto_server ]]; then
+  exit 0
+fi
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  echo "tests/s3/install.sh: installing python3-venv" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+fi
+rm -rf "$VENV"
+python3 -m venv "$VENV"
+"$VENV/bin/pip" install -q --disable-pip-version-check "moto[server]==$MOTO"
+echo "tests/s3/install.sh: moto $MOTO installed in $VENV" >&2
