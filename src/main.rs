@@ -122,7 +122,8 @@ fn main() -> anyhow::Result<()> {
         for warning in spillway::config::java::take_warnings() {
             eprintln!("warning: {warning}");
         }
-        let toml = toml::to_string(&config)?;
+        // Secrets among the Hadoop conf items are masked (`config::sensitive`).
+        let toml = toml::to_string(&config.redacted())?;
         print!("{}", spillway::config::java::keys::with_java_names(&toml));
         return Ok(());
     }

@@ -33,6 +33,7 @@ use crate::status::ServerStatus;
 use crate::store::hdfs::{HdfsOptions, HdfsTier, Identity};
 use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 use crate::store::memory::MemoryTier;
+use crate::store::object::{ObjectOptions, ObjectTier};
 use crate::store::router::TierRouter;
 use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
@@ -298,13 +299,29 @@ pub async fn start(config: Config) -> Result<Running> {
     // Server-side file reads (getLocalShuffleIndex/Data) come from local disks only; clients
     // read HDFS directly.
     let warm: Option<Arc<dyn FileTier>> = local.clone().map(|l| l as Arc<dyn FileTier>);
+    // Object storage goes with HDFS: the remote tier of an app is whichever its path names.
+    let object = hdfs.as_ref().map(|_| {
+        let h = &config.hdfs_store;
+        ObjectTier::new(ObjectOptions {
+            file_prefix: server_id.clone(),
+            max_concurrency: h.max_concurrency,
+            write_timeout: h.write_timeout,
+            failure_cooldown: h.failure_cooldown,
+            hadoop_conf: h
+                .hadoop_conf
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        })
+    });
     let store = Arc::new(if hdfs.is_some() {
         let router = Arc::new(TierRouter::new(
             local.clone(),
             hdfs.clone(),
+            object,
             config.hdfs_store.cold_storage_threshold_size.as_u64(),
         )?);
-        tracing::info!(store_type = ?config.store_type, "spills go through the HDFS router");
+        tracing::info!(store_type = ?config.store_type, "spills go through the remote-tier router (HDFS or object storage, by the app's path)");
         TieredStore::with_router(
             hot,
             warm,

@@ -11,6 +11,7 @@ mod error;
 pub mod java;
 pub mod operator;
 pub mod reload;
+pub mod sensitive;
 #[cfg(test)]
 mod tests;
 mod validate;

@@ -290,9 +290,12 @@ async fn conf(State(s): State<Arc<HttpState>>) -> Response {
 /// A process started from a Java `server.conf` or `coordinator.conf` lists that file's keys as
 /// written, which is what Java's `getAll()` holds, so a dashboard or script that looks up an
 /// `rss.*` key finds it. A TOML config has no `rss.*` keys: it lists its own dotted keys. The
-/// Basic credentials are masked (Java shows them to anyone; the endpoint is open). Both show
+/// Basic credentials are masked (Java shows them to anyone; the endpoint is open), and so are
+/// Hadoop's sensitive keys (`config::sensitive`). Both show
 /// the running values, as runtime reconfiguration left them.
 fn conf_json(config: &Config) -> Response {
+    // Hadoop secrets (s3a keys and the like) never leave the process.
+    let config = &config.redacted();
     let pairs = if config.java_properties.is_empty() {
         crate::config::reload::flatten(config)
     } else {

@@ -124,14 +124,30 @@ impl BlockBatch {
     }
 }
 
-/// The HDFS location an app registered (`registerShuffle.remoteStorage`), where the HDFS tier
-/// writes that app's files.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The remote location an app registered (`registerShuffle.remoteStorage`), where the HDFS or
+/// object-store tier writes that app's files.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct RemoteStorage {
-    /// Root path, e.g. `hdfs://ns/rss`.
+    /// Root path, e.g. `hdfs://ns/rss` or `s3a://bucket/rss`.
     pub path: String,
-    /// Hadoop conf items applied on top of the server's.
+    /// Hadoop conf items applied on top of the server's (s3a keys among them).
     pub conf: Vec<(String, String)>,
+}
+
+/// Secrets among the conf items (`fs.s3a.secret.key`, …) are masked, so logging a
+/// `RemoteStorage` never leaks them.
+impl std::fmt::Debug for RemoteStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let conf: Vec<(&str, String)> = self
+            .conf
+            .iter()
+            .map(|(k, v)| (k.as_str(), crate::config::sensitive::shown(k, v)))
+            .collect();
+        f.debug_struct("RemoteStorage")
+            .field("path", &self.path)
+            .field("conf", &conf)
+            .finish()
+    }
 }
 
 /// Which tier a value belongs to; also the label used in logs and metrics.

@@ -9,6 +9,10 @@
 //!                             either way the other one when the first is unhealthy or fails
 //! ```
 //!
+//! "HDFS" is the remote tier of the app: `HdfsTier` for an `hdfs://`/`viewfs://` path, or
+//! `ObjectTier` for an `s3a://`/`s3://`/`s3n://` path (the scheme of the path the app registered
+//! picks it, as Java's remote storage is any Hadoop file system).
+//!
 //! A batch lands whole in one tier (local files keep a partition on one disk; HDFS gives each
 //! concurrent writer its own file pair), and a client reads all of them: memory, the server's
 //! local files, then HDFS directly, skipping block ids it already has. So a partition's
@@ -25,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::hdfs::HdfsTier;
 use crate::store::localfile::LocalFileTier;
+use crate::store::object::{is_object_path, ObjectTier};
 use crate::store::{
     BlockBatch, Health, Placement, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -33,6 +38,8 @@ use crate::store::{
 pub struct TierRouter {
     local: Option<Arc<LocalFileTier>>,
     hdfs: Option<Arc<HdfsTier>>,
+    /// Object storage, beside HDFS whenever the store type has a remote tier.
+    object: Option<Arc<ObjectTier>>,
     /// Batches at least this large prefer HDFS (when both tiers exist).
     cold_threshold: u64,
     /// Partitions found huge; all their spills prefer HDFS.
@@ -44,14 +51,16 @@ impl TierRouter {
     pub fn new(
         local: Option<Arc<LocalFileTier>>,
         hdfs: Option<Arc<HdfsTier>>,
+        object: Option<Arc<ObjectTier>>,
         cold_threshold: u64,
     ) -> Result<Self> {
-        if local.is_none() && hdfs.is_none() {
+        if local.is_none() && hdfs.is_none() && object.is_none() {
             return Err(Error::Startup("no file tier to spill to".to_owned()));
         }
         Ok(TierRouter {
             local,
             hdfs,
+            object,
             cold_threshold,
             huge: parking_lot::Mutex::new(HashSet::new()),
         })
@@ -67,18 +76,47 @@ impl TierRouter {
         self.hdfs.as_ref()
     }
 
-    /// Passes an app's registration on to the HDFS tier.
+    /// The object-store tier, if the store type has a remote tier.
+    pub fn object(&self) -> Option<&Arc<ObjectTier>> {
+        self.object.as_ref()
+    }
+
+    /// Passes an app's registration on to the remote tier its path's scheme names.
     pub fn register_app(&self, app: &AppId, user: &str, remote: Option<&RemoteStorage>) {
-        if let (Some(hdfs), Some(remote)) = (&self.hdfs, remote) {
-            if let Err(e) = hdfs.register_app(app, user, remote) {
-                tracing::warn!(app_id = %app, error = %e, "remote storage unusable; spills of this app stay off HDFS");
-            }
+        let Some(remote) = remote.filter(|r| !r.path.is_empty()) else {
+            return;
+        };
+        let registered = if is_object_path(&remote.path) {
+            self.object.as_ref().map(|o| o.register_app(app, remote))
+        } else {
+            self.hdfs
+                .as_ref()
+                .map(|h| h.register_app(app, user, remote))
+        };
+        if let Some(Err(e)) = registered {
+            // The error names the path or the s3a key, never a secret's value.
+            tracing::warn!(app_id = %app, error = %e, "remote storage unusable; spills of this app stay off the remote tier");
         }
+    }
+
+    /// The app's remote tier and whether to try it now (outside its failure cooldown).
+    fn remote(&self, app: &AppId) -> Option<(Arc<dyn Tier>, bool)> {
+        if let Some(h) = self.hdfs.as_ref().filter(|h| h.serves(app)) {
+            return Some((Arc::clone(h) as Arc<dyn Tier>, h.may_try()));
+        }
+        self.object
+            .as_ref()
+            .filter(|o| o.serves(app))
+            .map(|o| (Arc::clone(o) as Arc<dyn Tier>, o.may_try()))
+    }
+
+    fn has_remote(&self) -> bool {
+        self.hdfs.is_some() || self.object.is_some()
     }
 
     /// Marks a partition huge: its spills go to HDFS from now on (when there is one).
     pub fn mark_huge(&self, part: &PartitionKey) {
-        if self.hdfs.is_some() && self.local.is_some() {
+        if self.has_remote() && self.local.is_some() {
             let mut huge = self.huge.lock();
             if !huge.contains(part) {
                 huge.insert(part.clone());
@@ -86,16 +124,16 @@ impl TierRouter {
         }
     }
 
-    /// The tiers to try for one batch, preferred first.
-    fn order(&self, part: &PartitionKey, batch: &BlockBatch) -> Vec<Arc<dyn Tier>> {
-        let hdfs = self
-            .hdfs
-            .as_ref()
-            .filter(|h| h.serves(&part.app))
-            .map(|h| Arc::clone(h) as Arc<dyn Tier>);
-        let local = self.local.as_ref().map(|l| Arc::clone(l) as Arc<dyn Tier>);
+    /// The tiers to try for one batch, preferred first, each with whether to try it now
+    /// (local files: writable; the remote tier: outside its failure cooldown).
+    fn order(&self, part: &PartitionKey, batch: &BlockBatch) -> Vec<(Arc<dyn Tier>, bool)> {
+        let remote = self.remote(&part.app);
+        let local = self.local.as_ref().map(|l| {
+            let usable = l.health().writable;
+            (Arc::clone(l) as Arc<dyn Tier>, usable)
+        });
         let cold = batch.data_bytes() >= self.cold_threshold || self.huge.lock().contains(part);
-        let (first, second) = match (local, hdfs) {
+        let (first, second) = match (local, remote) {
             (Some(l), Some(h)) if cold => (Some(h), Some(l)),
             (Some(l), Some(h)) => (Some(l), Some(h)),
             (Some(l), None) => (Some(l), None),
@@ -103,22 +141,15 @@ impl TierRouter {
         };
         first.into_iter().chain(second).collect()
     }
-
-    /// Whether a tier should be tried now (HDFS: outside its failure cooldown).
-    fn usable(&self, tier: &Arc<dyn Tier>) -> bool {
-        match tier.kind() {
-            TierKind::Hdfs => self.hdfs.as_ref().is_some_and(|h| h.may_try()),
-            _ => tier.health().writable,
-        }
-    }
 }
 
 #[async_trait]
 impl Tier for TierRouter {
     fn kind(&self) -> TierKind {
-        match (&self.local, &self.hdfs) {
-            (None, Some(_)) => TierKind::Hdfs,
-            _ => TierKind::LocalFile,
+        if self.local.is_none() {
+            TierKind::Hdfs
+        } else {
+            TierKind::LocalFile
         }
     }
 
@@ -126,7 +157,7 @@ impl Tier for TierRouter {
     fn route(&self, part: &PartitionKey, batch: &BlockBatch) -> TierKind {
         self.order(part, batch)
             .first()
-            .map_or_else(|| self.kind(), |t| t.kind())
+            .map_or_else(|| self.kind(), |(t, _)| t.kind())
     }
 
     /// Tries the usable tiers in preference order and returns at the first success. When no
@@ -141,7 +172,7 @@ impl Tier for TierRouter {
     /// [`Tier::append`]'s routing, reporting the tier that took the batch.
     async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
         let order = self.order(part, batch);
-        let Some(preferred) = order.first().cloned() else {
+        let Some(preferred) = order.first().map(|(t, _)| Arc::clone(t)) else {
             return Err(Error::TierFailed {
                 tier: "hdfs",
                 reason: format!(
@@ -152,7 +183,7 @@ impl Tier for TierRouter {
         };
         let mut tried = 0;
         let mut last_err = None;
-        for tier in order.iter().filter(|t| self.usable(t)) {
+        for (tier, _) in order.iter().filter(|(_, usable)| *usable) {
             tried += 1;
             match tier.append_placed(part, batch).await {
                 Ok(placed) => {
@@ -185,8 +216,13 @@ impl Tier for TierRouter {
                 Err(e) => first_err = Some(e),
             }
         }
-        if let Some(h) = &self.hdfs {
-            match h.purge(scope).await {
+        let remotes = self
+            .hdfs
+            .iter()
+            .map(|h| Arc::clone(h) as Arc<dyn Tier>)
+            .chain(self.object.iter().map(|o| Arc::clone(o) as Arc<dyn Tier>));
+        for remote in remotes {
+            match remote.purge(scope).await {
                 Ok(n) => freed += n,
                 Err(e) => {
                     first_err.get_or_insert(e);
@@ -208,6 +244,9 @@ impl Tier for TierRouter {
         if let Some(h) = &self.hdfs {
             sites.extend(h.sites(app));
         }
+        if let Some(o) = &self.object {
+            sites.extend(o.sites(app));
+        }
         sites
     }
 
@@ -218,6 +257,7 @@ impl Tier for TierRouter {
             .iter()
             .map(|l| l.health())
             .chain(self.hdfs.iter().map(|h| h.health()))
+            .chain(self.object.iter().map(|o| o.health()))
             .collect();
         let detail: Vec<&str> = parts
             .iter()
