@@ -1,0 +1,320 @@
+//! Object storage as the remote tier, through the real gRPC interface, against a real S3 server
+//! (moto's, started by this test binary on 127.0.0.1; the tests fail when it cannot start).
+//! Reads of remote data go straight to the bucket the way the Uniffle client does through s3a
+//! (list the range folder, keep `<serverId>*.index`, whole records inside the data object's
+//! length), never through the server.
+
+mod common;
+#[path = "../src/store/object/s3server.rs"]
+#[allow(dead_code)]
+mod s3server;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::*;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::ObjectStore;
+use spillway::config::{ByteSize, StoreType};
+use spillway::proto;
+use spillway::proto::StatusCode;
+use spillway::store::index::IndexEntry;
+use spillway::store::object::S3Settings;
+
+const SECRET: &str = "s3cr3t-value-never-logged";
+
+fn s3a_conf() -> Vec<(String, String)> {
+    let server = s3server::shared();
+    [
+        ("fs.s3a.endpoint", server.endpoint.as_str()),
+        ("fs.s3a.path.style.access", "true"),
+        ("fs.s3a.access.key", "spillway"),
+        ("fs.s3a.secret.key", SECRET),
+        ("fs.s3a.endpoint.region", "us-east-1"),
+        ("fs.s3a.retry.limit", "1"),
+        ("fs.s3a.retry.interval", "50ms"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn bucket(name: &str) -> String {
+    let b = format!("{name}-{}", std::process::id());
+    s3server::shared().create_bucket(&b);
+    b
+}
+
+/// The bucket as the client's s3a sees it.
+fn reader(bucket: &str) -> Arc<dyn ObjectStore> {
+    let s = S3Settings::from_conf(bucket, &s3a_conf()).unwrap();
+    Arc::new(s.builder(bucket).unwrap().build().unwrap())
+}
+
+/// `registerShuffle` with an s3a path and the s3a keys in the request's `RemoteStorageInfo`
+/// conf, as a client does with the coordinator's cluster conf.
+async fn register_s3(client: &mut Client, app: &str, partitions: std::ops::Range<i32>, path: &str) {
+    let resp = client
+        .register_shuffle(proto::ShuffleRegisterRequest {
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition_ranges: partitions
+                .map(|p| proto::ShufflePartitionRange { start: p, end: p })
+                .collect(),
+            remote_storage: Some(proto::RemoteStorage {
+                path: path.into(),
+                remote_storage_conf: s3a_conf()
+                    .into_iter()
+                    .map(|(key, value)| proto::RemoteStorageConfItem { key, value })
+                    .collect(),
+            }),
+            user: "alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        status_of(resp.status),
+        StatusCode::Success,
+        "{}",
+        resp.ret_msg
+    );
+}
+
+/// One partition read as `HadoopClientReadHandler` reads it: every own `*.index` of the range
+/// folder, each with its data object; whole records within the data length; CRC-checked.
+async fn read_s3(
+    store: &Arc<dyn ObjectStore>,
+    root: &str,
+    app: &str,
+    partition: i32,
+    server_id: &str,
+) -> BTreeMap<i64, Bytes> {
+    let folder = format!("{root}/{app}/0/{partition}-{partition}");
+    let listing: Vec<_> = store
+        .list(Some(&Path::from(folder.as_str())))
+        .try_collect()
+        .await
+        .unwrap();
+    let mut out = BTreeMap::new();
+    for meta in listing {
+        let name = meta.location.filename().unwrap().to_owned();
+        if !(name.starts_with(server_id) && name.ends_with(".index")) {
+            continue;
+        }
+        let index = store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let data_key = format!("{}.data", meta.location.as_ref().trim_end_matches(".index"));
+        let data = store
+            .get(&Path::from(data_key.as_str()))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let mut sum = 0u64;
+        for e in IndexEntry::decode_all(&index) {
+            sum += e.length as u64;
+            if sum > data.len() as u64 {
+                break;
+            }
+            let block = data.slice(e.offset as usize..e.offset as usize + e.length as usize);
+            assert_eq!(
+                crc32fast::hash(&block) as i64,
+                e.crc,
+                "crc of {}",
+                e.block_id
+            );
+            out.entry(e.block_id).or_insert(block);
+        }
+    }
+    out
+}
+
+async fn keys_under(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
+    store
+        .list(Some(&Path::from(prefix)))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap()
+}
+
+async fn unregister(client: &mut Client, app: &str) {
+    let r = client
+        .unregister_shuffle_by_app_id(proto::ShuffleUnregisterByAppIdRequest { app_id: app.into() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+}
+
+/// `MEMORY_HDFS` with an `s3a://` path: finishShuffle spills everything to the bucket as
+/// immutable object pairs in the client's layout, the client reads them back byte-identical,
+/// and unregistering deletes the app's objects. The secret key never reaches the server's
+/// conf view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_hdfs_on_s3_round_trip() {
+    let b = bucket("roundtrip");
+    let mut s = start(0, |c| {
+        c.store_type = StoreType::MemoryHdfs;
+    })
+    .await;
+    let app = "application_1_0001_31";
+    register_s3(&mut s.client, app, 0..4, &format!("s3a://{b}/rss")).await;
+    let expected = write_shuffle(&mut s.client, app, 0, 3, 4, 5, 10_000).await;
+    finish(&mut s.client, app, 0).await;
+    assert_eq!(
+        s.running
+            .registry()
+            .store()
+            .memory()
+            .budget()
+            .snapshot()
+            .used,
+        0,
+        "all spilled"
+    );
+    let store = reader(&b);
+    let id = s.running.server_id.clone();
+    for (p, want) in &expected {
+        let served = read_partition(&mut s.client, app, 0, *p).await;
+        assert!(served.blocks.is_empty(), "nothing left on the server");
+        let got = read_s3(&store, "rss", app, *p, &id).await;
+        assert_eq!(&got, want, "partition {p} from S3");
+    }
+    let keys = keys_under(&store, &format!("rss/{app}")).await;
+    assert!(!keys.is_empty());
+    for k in &keys {
+        let name = k.rsplit('/').next().unwrap();
+        assert!(name.starts_with(&format!("{id}_")), "{name}");
+    }
+    unregister(&mut s.client, app).await;
+    let registry = s.running.registry().clone();
+    eventually("app purge", || registry.purges_running() == 0).await;
+    assert!(
+        keys_under(&store, &format!("rss/{app}")).await.is_empty(),
+        "the app's objects are deleted"
+    );
+    s.running.shutdown().await;
+}
+
+/// `MEMORY_LOCALFILE_HDFS` with every spill preferring the remote tier: while the bucket is
+/// missing (the store refuses every request) spills fall back to local files; once it exists
+/// and the cooldown is over, spills go to S3 again. No block is lost on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_falls_back_to_local_disk() {
+    let b = format!("fallback-{}", std::process::id());
+    let mut s = start(1, |c| {
+        c.store_type = StoreType::MemoryLocalfileHdfs;
+        c.hdfs_store.cold_storage_threshold_size = ByteSize(1);
+        c.hdfs_store.failure_cooldown = Duration::from_millis(500);
+        // The server's own s3a keys (Java: rss.server.hadoop.fs.s3a.*), not the app's.
+        for (k, v) in s3a_conf() {
+            c.hdfs_store.hadoop_conf.insert(k, v);
+        }
+    })
+    .await;
+    let id = s.running.server_id.clone();
+    let app = "application_1_0002_31";
+    register_remote(
+        &mut s.client,
+        app,
+        0,
+        0..2,
+        &format!("s3a://{b}/rss"),
+        "alice",
+    )
+    .await;
+    let expected = write_shuffle(&mut s.client, app, 0, 2, 2, 4, 8_000).await;
+    finish(&mut s.client, app, 0).await;
+    let store = reader(&b);
+    for (p, want) in &expected {
+        let served = read_partition(&mut s.client, app, 0, *p).await;
+        assert_eq!(&served.blocks, want, "partition {p} on local disk");
+        assert_eq!(served.from_files, want.len());
+    }
+    s3server::shared().create_bucket(&b);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    // A second shuffle now reaches S3.
+    register_remote(
+        &mut s.client,
+        app,
+        1,
+        0..2,
+        &format!("s3a://{b}/rss"),
+        "alice",
+    )
+    .await;
+    let later = write_shuffle(&mut s.client, app, 1, 2, 2, 4, 8_000).await;
+    finish(&mut s.client, app, 1).await;
+    for (p, want) in &later {
+        let folder = format!("rss/{app}/1/{p}-{p}");
+        let keys = keys_under(&store, &folder).await;
+        assert!(
+            !keys.is_empty(),
+            "partition {p} of the second shuffle is on S3"
+        );
+        let served = read_partition(&mut s.client, app, 1, *p).await;
+        let mut all = served.blocks.clone();
+        let listing: Vec<_> = store
+            .list(Some(&Path::from(folder.as_str())))
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(listing.iter().all(|m| m
+            .location
+            .filename()
+            .unwrap()
+            .starts_with(&format!("{id}_"))));
+        for m in listing
+            .iter()
+            .filter(|m| m.location.as_ref().ends_with(".index"))
+        {
+            let index = store.get(&m.location).await.unwrap().bytes().await.unwrap();
+            let data_key = format!("{}.data", m.location.as_ref().trim_end_matches(".index"));
+            let data = store
+                .get(&Path::from(data_key.as_str()))
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            for e in IndexEntry::decode_all(&index) {
+                all.insert(
+                    e.block_id,
+                    data.slice(e.offset as usize..(e.offset + e.length as i64) as usize),
+                );
+            }
+        }
+        assert_eq!(
+            &all, want,
+            "partition {p}: every block, from S3 or local disk"
+        );
+    }
+    let conf_view = reqwest::get(format!(
+        "http://{}/api/shuffleServer/conf",
+        s.running.http_addr
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    assert!(conf_view.contains("fs.s3a.endpoint"), "{conf_view}");
+    assert!(
+        !conf_view.contains(SECRET),
+        "the secret key is masked: {conf_view}"
+    );
+    unregister(&mut s.client, app).await;
+    s.running.shutdown().await;
+}
