@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the S3 server the object-storage tests start: moto's server (moto[server], PyPI) in a
-# virtualenv at tests/s3/target/venv. Idempotent and quick when installed (a version check);
-# concurrent callers (parallel test binaries) take turns on a lock.
+# virtualenv at tests/s3/target/venv. With --maven also Hadoop's s3a jars (pom.xml) into
+# target/s3a-deps for the Spark harness. Idempotent and quick when installed (a version check, a
+# stamp of the pom); concurrent callers (parallel test binaries) take turns on a lock.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 VENV=$HERE/target/venv
@@ -9,6 +10,14 @@ MOTO=5.2.5
 mkdir -p "$HERE/target"
 exec 9>"$HERE/target/.install.lock"
 flock 9
+if [[ ${1:-} == --maven ]]; then
+  stamp=$HERE/target/.s3a-deps
+  want=$(sha256sum "$HERE/pom.xml" | cut -d' ' -f1)
+  if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" || ! -d $HERE/target/s3a-deps ]]; then
+    (cd "$HERE" && { mvn -q -B -o package >/dev/null 2>&1 || mvn -q -B package; })
+    echo "$want" >"$stamp"
+  fi
+fi
 if "$VENV/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO')" 2>/dev/null \
   && [[ -x $VENV/bin/moto_server ]]; then
   exit 0

@@ -22,6 +22,8 @@
 #                         env SPARK_E2E_CLIENT_TYPES); GRPC_NETTY uses Spillway's Netty plane
 #   --keep                keep the work dir (configs, server and Spark logs) even on success
 #   --no-hdfs             skip the HDFS suites (MEMORY_HDFS, MEMORY_LOCALFILE_HDFS)
+#   --no-s3               skip the object-storage suites (MEMORY_HDFS and MEMORY_LOCALFILE_HDFS on
+#                         s3a://, a moto S3 server on loopback, the client reading through s3a)
 #   --hdfs-jobs a,b       jobs of the HDFS suites (default reduce_by_key,sort,large_records,empty_partitions;
 #                         env SPARK_E2E_HDFS_JOBS)
 #
@@ -70,6 +72,7 @@ SMALL_STORE=1
 SMALL_STORE_JOBS=${SPARK_E2E_SMALL_STORE_JOBS:-full_sends,reduce_by_key}
 KEEP=0
 HDFS=1
+S3=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -86,7 +89,8 @@ while [[ $# -gt 0 ]]; do
     --keep) KEEP=1 ;;
     --no-hdfs) HDFS=0 ;;
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
-    -h|--help) sed -n '2,50p' "$HERE/run.sh"; exit 0 ;;
+    --no-s3) S3=0 ;;
+    -h|--help) sed -n '2,52p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -137,6 +141,7 @@ cleanup() {
     stop_pid "${PIDS[$i]}"
   done
   stop_hdfs
+  stop_s3
   if [[ $KEEP == 1 || $FAILED -gt 0 || $rc -ne 0 ]]; then
     echo "logs and configs kept in $WORK"
   else
@@ -287,7 +292,8 @@ JAVA_OPTS=(
 
 # SPARK_E2E_HADOOP_CONF: a directory put first on the class path, so its core-site.xml is the
 # Hadoop conf of every Hadoop client in the job's JVM (as HADOOP_CONF_DIR is under spark-submit).
-java_cp() { local d; d=$(client_dir "$1"); echo "${SPARK_E2E_HADOOP_CONF:+$SPARK_E2E_HADOOP_CONF:}$d/classes:$d/deps/*"; }
+# SPARK_E2E_EXTRA_CP: more classpath entries after the client's (the object-storage suites' s3a jars).
+java_cp() { local d; d=$(client_dir "$1"); echo "${SPARK_E2E_HADOOP_CONF:+$SPARK_E2E_HADOOP_CONF:}$d/classes:$d/deps/*${SPARK_E2E_EXTRA_CP:+:$SPARK_E2E_EXTRA_CP}"; }
 
 # run_jobs VERSION NAME TIMEOUT ARGS...: SparkJobs in the foreground, its result lines echoed.
 run_jobs() {
@@ -890,6 +896,41 @@ stop_hdfs() {
   fi
 }
 
+# ---- S3 (object-storage suites) -----------------------------------------------------------------
+
+S3_PID=""
+S3_ENDPOINT=""
+# start_s3: moto's S3 server (tests/s3/install.sh: PyPI) on a free loopback port, and the s3a jars
+# for the client (tests/s3/install.sh --maven). Sets S3_ENDPOINT.
+start_s3() {
+  if ! bg_wait "$WORK/s3-install.log" "$WORK/s3-install.log" bash "$ROOT/tests/s3/install.sh" --maven; then
+    tail -n 20 "$WORK/s3-install.log"
+    return 1
+  fi
+  local port
+  port=$(free_port)
+  "$ROOT/tests/s3/target/venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$WORK/s3.log" 2>&1 &
+  # Not in PIDS: stop_cluster stops the servers between suites, the S3 server stays up.
+  S3_PID=$!
+  S3_ENDPOINT="http://127.0.0.1:$port"
+  local deadline=$((SECONDS + 60))
+  until curl -s -o /dev/null "$S3_ENDPOINT/"; do
+    if ! kill -0 "$S3_PID" 2>/dev/null || ((SECONDS > deadline)); then
+      tail -n 20 "$WORK/s3.log"
+      return 1
+    fi
+    sleep 0.2
+  done
+  log "S3 server (moto, pid $S3_PID) on $S3_ENDPOINT"
+}
+
+stop_s3() {
+  if [[ -n $S3_PID ]]; then
+    stop_pid "$S3_PID"
+    S3_PID=""
+  fi
+}
+
 # ---- phases ------------------------------------------------------------------------------------
 
 log "work dir $WORK"
@@ -938,6 +979,9 @@ if [[ $REPLICA == 1 || $RESTART == 1 || $CLUSTER == 1 ]]; then
 fi
 if [[ $SMALL_STORE == 1 ]]; then
   BASE_JOBS="$BASE_JOBS,$SMALL_STORE_JOBS"
+fi
+if [[ $HDFS == 1 || $S3 == 1 ]]; then
+  BASE_JOBS="$BASE_JOBS,$HDFS_JOBS"
 fi
 run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" \
   --baseline-out "$BASELINE"
@@ -1173,6 +1217,74 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
     phase_done
   fi
   stop_hdfs
+fi
+
+# Object storage: the remote tier on s3a:// (moto on loopback). The server writes one immutable
+# object pair per flush with the s3a keys of its own [hdfs_store] hadoop_conf (Java:
+# rss.server.hadoop.fs.s3a.*); the released client reads the objects itself through Hadoop's s3a
+# (hadoop-aws + the AWS SDK bundle), with the same keys as spark.hadoop.fs.s3a.*.
+if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
+  phase "S3 server start"
+  if start_s3; then
+    phase_done
+    ver=$BASE_VER
+    CLIENT_TYPE=GRPC
+    S3_KEYS=(
+      "fs.s3a.endpoint=$S3_ENDPOINT"
+      "fs.s3a.path.style.access=true"
+      "fs.s3a.connection.ssl.enabled=false"
+      "fs.s3a.endpoint.region=us-east-1"
+      "fs.s3a.access.key=spillway"
+      "fs.s3a.secret.key=spillway-e2e-secret"
+    )
+    hadoop_conf=""
+    for kv in "${S3_KEYS[@]}"; do hadoop_conf+="\"${kv%%=*}\" = \"${kv#*=}\", "; done
+    for STORE_TYPE in MEMORY_HDFS MEMORY_LOCALFILE_HDFS; do
+      phase "s3 suite $STORE_TYPE, client $ver"
+      prefix="o_${STORE_TYPE}_"
+      bucket="rss-${STORE_TYPE,,}"
+      bucket=${bucket//_/-}
+      curl -s -f -X PUT "$S3_ENDPOINT/$bucket" -o /dev/null || fail "s3 suite $STORE_TYPE: could not create bucket $bucket"
+      SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"\n'"hadoop_conf = { ${hadoop_conf%, } }"
+      export STORE_TYPE SERVER_EXTRA_TOML
+      if start_cluster "$ver" 1 "$prefix"; then
+        name="uniffle-$ver-$STORE_TYPE-s3a"
+        rss_s3=()
+        for kv in "${S3_KEYS[@]}"; do rss_s3+=(--rss-conf "spark.hadoop.$kv"); done
+        SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" \
+          run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+          --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
+          --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
+          --rss-conf "spark.rss.remote.storage.path=s3a://$bucket/rss" "${rss_s3[@]}"
+        pid_var="${prefix}0_PID"
+        if ! kill -0 "${!pid_var}" 2>/dev/null; then
+          fail "$name: the server died during the suite (log $WORK/${prefix}0/server.log)"
+        fi
+        stop_cluster
+        # Unregistering each app deletes its objects; the log line proves they were written.
+        if ! grep -q 'deleted object-store objects' "$WORK/${prefix}0/server.log"; then
+          fail "$name: no shuffle data went to S3 (no 'deleted object-store objects' in $WORK/${prefix}0/server.log)"
+        fi
+        # ... and the client found this server's objects there and read them through s3a.
+        if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$name.log"; then
+          fail "$name: the client read nothing from S3 (no HadoopClientReadHandler index in $WORK/$name.log)"
+        fi
+        # The secret key is in the server's config and the job's: never in either log.
+        if grep -q 'spillway-e2e-secret' "$WORK/${prefix}0/server.log"; then
+          fail "$name: the s3a secret key appears in the server log"
+        fi
+      else
+        fail "uniffle-$ver-$STORE_TYPE-s3a: cluster not ready (see above; coordinator $COORD)"
+        stop_cluster
+      fi
+      unset STORE_TYPE SERVER_EXTRA_TOML
+      phase_done
+    done
+  else
+    fail "S3 server did not start (log $WORK/s3.log)"
+    phase_done
+  fi
+  stop_s3
 fi
 
 echo
