@@ -318,7 +318,7 @@ pub async fn start(config: Config) -> Result<Running> {
         let router = Arc::new(TierRouter::new(
             local.clone(),
             hdfs.clone(),
-            object,
+            object.clone(),
             config.hdfs_store.cold_storage_threshold_size.as_u64(),
         )?);
         tracing::info!(store_type = ?config.store_type, "spills go through the remote-tier router (HDFS or object storage, by the app's path)");
@@ -386,6 +386,21 @@ pub async fn start(config: Config) -> Result<Running> {
                 let (local, registry) = (Arc::clone(&local), Arc::clone(&registry));
                 async move {
                     local.sweep_leaked(|app| registry.is_registered(app)).await;
+                }
+            },
+        );
+    }
+    // The same sweep over object storage: this server's objects of apps it no longer knows.
+    if let Some(object) = &object {
+        let (object, registry) = (Arc::clone(object), Arc::clone(&registry));
+        crate::tasks::periodic(
+            &tracker,
+            lf.leak_check_interval,
+            tasks_stop.clone(),
+            move || {
+                let (object, registry) = (Arc::clone(&object), Arc::clone(&registry));
+                async move {
+                    object.sweep_leaked(|app| registry.is_registered(app)).await;
                 }
             },
         );

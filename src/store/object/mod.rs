@@ -86,6 +86,9 @@ pub struct ObjectTier {
     permits: Arc<Semaphore>,
     stores: parking_lot::Mutex<HashMap<(String, S3Settings), Arc<dyn ObjectStore>>>,
     apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
+    /// Every root an app registered since start (kept after the app is gone), for the
+    /// leaked-data sweep.
+    roots: parking_lot::Mutex<HashMap<ObjectRoot, Arc<dyn ObjectStore>>>,
     failures: parking_lot::Mutex<Failures>,
 }
 
@@ -134,6 +137,7 @@ impl ObjectTier {
             seq: AtomicU64::new(0),
             stores: parking_lot::Mutex::new(HashMap::new()),
             apps: parking_lot::Mutex::new(HashMap::new()),
+            roots: parking_lot::Mutex::new(HashMap::new()),
             failures: parking_lot::Mutex::new(Failures::default()),
         })
     }
@@ -168,6 +172,7 @@ impl ObjectTier {
                 }
             }
         };
+        self.roots.lock().insert(root.clone(), Arc::clone(&store));
         self.apps.lock().insert(
             app.clone(),
             Arc::new(AppEntry {
@@ -198,6 +203,53 @@ impl ObjectTier {
 
     fn entry(&self, app: &AppId) -> Option<Arc<AppEntry>> {
         self.apps.lock().get(app).cloned()
+    }
+
+    /// Deletes this server's objects of apps that `is_live` does not know, under every root an
+    /// app registered since start, as the local tier's sweep (Java's
+    /// `checkAndClearLeakedShuffleData`) does for the disks: an app purge that failed while
+    /// the store was down, or an app that ended while its purge could not run, leaves
+    /// objects nobody deletes otherwise. One LIST (by delimiter) per root and pass; other
+    /// servers' objects are never touched. Returns the apps swept.
+    pub async fn sweep_leaked(&self, is_live: impl Fn(&AppId) -> bool) -> Vec<AppId> {
+        let roots: Vec<(ObjectRoot, Arc<dyn ObjectStore>)> = self
+            .roots
+            .lock()
+            .iter()
+            .map(|(r, s)| (r.clone(), Arc::clone(s)))
+            .collect();
+        let mut swept = Vec::new();
+        for (root, store) in roots {
+            let prefix = (!root.root.is_empty()).then(|| Path::from(root.root.as_str()));
+            let listed = match store.list_with_delimiter(prefix.as_ref()).await {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!(bucket = %root.bucket, root = %root.root, error = %e, "leaked-data sweep could not list an object-store root");
+                    continue;
+                }
+            };
+            for dir in listed.common_prefixes {
+                let Some(app) = dir.filename().and_then(|n| AppId::parse(n).ok()) else {
+                    continue;
+                };
+                // Asked after the listing, so an app registered meanwhile is never taken for
+                // leaked; a live app's objects are its purge's to delete.
+                if is_live(&app) || self.serves(&app) {
+                    continue;
+                }
+                match delete_own(&store, dir.as_ref(), &self.opts.file_prefix).await {
+                    Ok(0) => {}
+                    Ok(bytes) => {
+                        tracing::info!(app_id = %app, bucket = %root.bucket, bytes, "deleted leaked shuffle objects of an unknown app");
+                        swept.push(app);
+                    }
+                    Err(e) => {
+                        tracing::warn!(app_id = %app, error = %e, "leaked shuffle objects not deleted")
+                    }
+                }
+            }
+        }
+        swept
     }
 
     /// The folder of a scope: `<root>/<app>[/<shuffle>[/<start>-<end>]]`.

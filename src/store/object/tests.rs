@@ -285,3 +285,114 @@ fn unknown_apps_and_bad_paths_are_refused() {
     }
     assert!(!tier.serves(&app));
 }
+
+/// The leaked-data sweep deletes this server's objects of apps the registry no longer knows
+/// (a purge that could not run), keeps live apps' and other servers' objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweep_deletes_leaked_apps_only() {
+    let bucket = fresh_bucket("sweep");
+    let ours = registering(&bucket, &[]);
+    let theirs = Registering {
+        tier: ObjectTier::new(options("10.0.0.9-19999")),
+        remote: ours.remote.clone(),
+    };
+    let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 10))]);
+    let (leaked, live) = (
+        AppId::parse("app_leaked").unwrap(),
+        AppId::parse("app_live").unwrap(),
+    );
+    for app in [&leaked, &live] {
+        ours.append(&part(app, 0, 0), &batch).await.unwrap();
+        theirs.append(&part(app, 0, 0), &batch).await.unwrap();
+    }
+    // The leaked app's entry is gone (its app purge "failed"); its objects are not.
+    ours.tier.apps.lock().remove(&leaked);
+    let swept = ours.tier.sweep_leaked(|app| app == &live).await;
+    assert_eq!(swept, vec![leaked.clone()]);
+    let admin = admin(&bucket);
+    let left = keys(&admin, "rss/root/app_leaked").await;
+    assert_eq!(left.len(), 2, "only the other server's pair: {left:?}");
+    assert!(left.iter().all(|k| k.contains("10.0.0.9-19999_")));
+    assert_eq!(keys(&admin, "rss/root/app_live").await.len(), 4);
+    assert!(ours.tier.sweep_leaked(|app| app == &live).await.is_empty());
+}
+
+/// A loopback proxy in front of the S3 server whose first `faults` connections fail: `503
+/// SlowDown` (S3's throttling answer) or, with `hang`, no answer at all (a timeout). Later
+/// connections are forwarded. Returns its endpoint and the count of faults served.
+async fn faulty_proxy(faults: usize, hang: bool) -> (String, Arc<AtomicU64>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = s3server::shared()
+        .endpoint
+        .trim_start_matches("http://")
+        .to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let served = Arc::new(AtomicU64::new(0));
+    let count = Arc::clone(&served);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            let n = count.load(Ordering::SeqCst) as usize;
+            if n < faults {
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    // Read the request head, then answer (or not).
+                    let mut buf = vec![0u8; 64 << 10];
+                    let _ = conn.read(&mut buf).await;
+                    if hang {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        return;
+                    }
+                    let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                    let answer = format!(
+                        "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = conn.write_all(answer.as_bytes()).await;
+                    let _ = conn.shutdown().await;
+                });
+                continue;
+            }
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                if let Ok(mut up) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut conn, &mut up).await;
+                }
+            });
+        }
+    });
+    (endpoint, served)
+}
+
+/// Throttling (503 SlowDown) and timeouts are retried with backoff by the S3 client: the flush
+/// succeeds after them, with nothing lost or doubled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_and_timeouts_are_retried() {
+    for hang in [false, true] {
+        let bucket = fresh_bucket(if hang { "timeout" } else { "slowdown" });
+        let (endpoint, served) = faulty_proxy(2, hang).await;
+        let t = Registering {
+            tier: ObjectTier::new(options(SERVER_ID)),
+            remote: RemoteStorage {
+                path: format!("s3a://{bucket}/rss/root"),
+                conf: conf(&endpoint)
+                    .into_iter()
+                    .chain([
+                        ("fs.s3a.retry.limit".to_owned(), "4".to_owned()),
+                        ("fs.s3a.connection.timeout".to_owned(), "1s".to_owned()),
+                    ])
+                    .collect(),
+            },
+        };
+        let app = AppId::parse("app_retried").unwrap();
+        let p = part(&app, 0, 0);
+        let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 1000))]);
+        t.append(&p, &batch).await.expect("retried to success");
+        assert_eq!(served.load(Ordering::SeqCst), 2, "both faults were met");
+        assert_blocks_eq(&read_back(&t, &p).await, batch.blocks());
+        assert!(t.tier.health().writable);
+    }
+}
