@@ -88,8 +88,8 @@ enum Credentials {
     Keys,
     /// No signing (public buckets).
     Anonymous,
-    /// The AWS default chain: environment, web identity (IRSA), container and instance
-    /// metadata, as `object_store` resolves them.
+    /// The AWS default chain: environment, the shared credentials file's profile
+    /// ([`profile_keys`]), web identity (IRSA), container and instance metadata.
     Chain,
 }
 
@@ -146,6 +146,7 @@ fn provider(class: &str) -> Option<Credentials> {
         | "IAMInstanceCredentialsProvider"
         | "ContainerCredentialsProvider"
         | "EC2ContainerCredentialsProviderWrapper"
+        | "ProfileCredentialsProvider"
         | "DefaultAWSCredentialsProviderChain"
         | "DefaultCredentialsProvider" => Some(Credentials::Chain),
         _ => None,
@@ -311,7 +312,21 @@ impl S3Settings {
         let mut b = if self.access_key.is_some() || self.anonymous {
             AmazonS3Builder::new()
         } else {
-            AmazonS3Builder::from_env()
+            let b = AmazonS3Builder::from_env();
+            // The chain's second link, after the environment: `object_store` resolves the
+            // environment, web identity, container and instance metadata, not profiles.
+            match profile_keys(&|k| std::env::var(k).ok()) {
+                Some(keys) => {
+                    let b = b
+                        .with_access_key_id(keys.access_key)
+                        .with_secret_access_key(keys.secret_key);
+                    match keys.session_token {
+                        Some(t) => b.with_token(t),
+                        None => b,
+                    }
+                }
+                None => b,
+            }
         };
         b = b.with_bucket_name(bucket);
         let mut http = false;
@@ -377,6 +392,59 @@ impl S3Settings {
     }
 }
 
+/// Static keys of a profile in the AWS shared credentials file.
+struct ProfileKeys {
+    access_key: String,
+    secret_key: String,
+    session_token: Option<String>,
+}
+
+/// The profile link of the AWS default chain: the keys of profile `AWS_PROFILE` (else
+/// `default`) in `AWS_SHARED_CREDENTIALS_FILE` (else `~/.aws/credentials`), when the
+/// environment has no keys of its own (the environment comes first in the chain). Profiles
+/// that assume a role or run a process are not read; the chain goes on without them.
+fn profile_keys(env: &dyn Fn(&str) -> Option<String>) -> Option<ProfileKeys> {
+    if env("AWS_ACCESS_KEY_ID").is_some_and(|k| !k.is_empty()) {
+        return None;
+    }
+    let file = env("AWS_SHARED_CREDENTIALS_FILE")
+        .filter(|f| !f.is_empty())
+        .or_else(|| env("HOME").map(|h| format!("{h}/.aws/credentials")))?;
+    let profile = env("AWS_PROFILE")
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "default".to_owned());
+    let text = std::fs::read_to_string(&file).ok()?;
+    let mut in_profile = false;
+    let (mut access_key, mut secret_key, mut session_token) = (None, None, None);
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            in_profile = name.trim() == profile;
+            continue;
+        }
+        if !in_profile {
+            continue;
+        }
+        if let Some((k, v)) = line.split_once('=') {
+            let v = v.trim().to_owned();
+            match k.trim() {
+                "aws_access_key_id" => access_key = Some(v),
+                "aws_secret_access_key" => secret_key = Some(v),
+                "aws_session_token" => session_token = Some(v),
+                _ => {}
+            }
+        }
+    }
+    Some(ProfileKeys {
+        access_key: access_key?,
+        secret_key: secret_key?,
+        session_token,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,6 +504,46 @@ mod tests {
         assert_eq!(s.retry_interval_ms, 2000);
         assert!(!format!("{s:?}").contains("very-secret"));
         assert!(s.builder("b1").is_ok());
+    }
+
+    #[test]
+    fn the_chain_reads_a_profile_unless_the_environment_has_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("credentials");
+        std::fs::write(
+            &file,
+            "[default]\naws_access_key_id = AKD\naws_secret_access_key = SKD\n\n# ops\n[ops]\naws_access_key_id=AKO\naws_secret_access_key=SKO\naws_session_token=TO\n",
+        )
+        .unwrap();
+        let path = file.display().to_string();
+        let env = |vars: Vec<(&'static str, String)>| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+        };
+        let keys = profile_keys(&env(vec![("AWS_SHARED_CREDENTIALS_FILE", path.clone())])).unwrap();
+        assert_eq!(
+            (keys.access_key.as_str(), keys.session_token),
+            ("AKD", None)
+        );
+        let keys = profile_keys(&env(vec![
+            ("AWS_SHARED_CREDENTIALS_FILE", path.clone()),
+            ("AWS_PROFILE", "ops".into()),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (keys.access_key.as_str(), keys.secret_key.as_str()),
+            ("AKO", "SKO")
+        );
+        assert_eq!(keys.session_token.as_deref(), Some("TO"));
+        assert!(profile_keys(&env(vec![
+            ("AWS_SHARED_CREDENTIALS_FILE", path.clone()),
+            ("AWS_ACCESS_KEY_ID", "FROMENV".into()),
+        ]))
+        .is_none());
+        assert!(profile_keys(&env(vec![
+            ("AWS_SHARED_CREDENTIALS_FILE", path),
+            ("AWS_PROFILE", "missing".into()),
+        ]))
+        .is_none());
     }
 
     #[test]
