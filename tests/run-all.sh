@@ -47,6 +47,8 @@ echo "== lint"
 cargo clippy --locked --all-targets -- -D warnings
 echo "== HDFS test cluster (tests/hdfs: MiniHdfs launcher, built once, cached by a stamp)"
 bash tests/hdfs/install.sh
+echo "== S3 test server (tests/s3: moto's S3 server from PyPI; Hadoop's s3a jars for the Spark suites)"
+bash tests/s3/install.sh --maven
 echo "== tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --all-targets
 echo "== chaos soak (3 servers, seeded faults; the debug binaries cargo test built; README: Chaos soak)"
