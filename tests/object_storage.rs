@@ -21,7 +21,6 @@ use object_store::ObjectStore;
 use spillway::config::{ByteSize, StoreType};
 use spillway::proto;
 use spillway::proto::StatusCode;
-use spillway::store::index::IndexEntry;
 use spillway::store::object::S3Settings;
 
 const SECRET: &str = "s3cr3t-value-never-logged";
@@ -86,15 +85,16 @@ async fn register_s3(client: &mut Client, app: &str, partitions: std::ops::Range
 }
 
 /// One partition read as `HadoopClientReadHandler` reads it: every own `*.index` of the range
-/// folder, each with its data object; whole records within the data length; CRC-checked.
+/// folder, each with its data object (see `blocks_of_pair`).
 async fn read_s3(
     store: &Arc<dyn ObjectStore>,
     root: &str,
     app: &str,
+    shuffle: i32,
     partition: i32,
     server_id: &str,
 ) -> BTreeMap<i64, Bytes> {
-    let folder = format!("{root}/{app}/0/{partition}-{partition}");
+    let folder = format!("{root}/{app}/{shuffle}/{partition}-{partition}");
     let listing: Vec<_> = store
         .list(Some(&Path::from(folder.as_str())))
         .try_collect()
@@ -106,38 +106,22 @@ async fn read_s3(
         if !(name.starts_with(server_id) && name.ends_with(".index")) {
             continue;
         }
-        let index = store
-            .get(&meta.location)
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
         let data_key = format!("{}.data", meta.location.as_ref().trim_end_matches(".index"));
-        let data = store
-            .get(&Path::from(data_key.as_str()))
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let mut sum = 0u64;
-        for e in IndexEntry::decode_all(&index) {
-            sum += e.length as u64;
-            if sum > data.len() as u64 {
-                break;
-            }
-            let block = data.slice(e.offset as usize..e.offset as usize + e.length as usize);
-            assert_eq!(
-                crc32fast::hash(&block) as i64,
-                e.crc,
-                "crc of {}",
-                e.block_id
-            );
-            out.entry(e.block_id).or_insert(block);
-        }
+        let index = get_all(store, meta.location.as_ref()).await;
+        let data = get_all(store, &data_key).await;
+        blocks_of_pair(&index, &data, &mut out);
     }
     out
+}
+
+async fn get_all(store: &Arc<dyn ObjectStore>, key: &str) -> Bytes {
+    store
+        .get(&Path::from(key))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
 }
 
 async fn keys_under(store: &Arc<dyn ObjectStore>, prefix: &str) -> Vec<String> {
@@ -189,7 +173,7 @@ async fn memory_hdfs_on_s3_round_trip() {
     for (p, want) in &expected {
         let served = read_partition(&mut s.client, app, 0, *p).await;
         assert!(served.blocks.is_empty(), "nothing left on the server");
-        let got = read_s3(&store, "rss", app, *p, &id).await;
+        let got = read_s3(&store, "rss", app, 0, *p, &id).await;
         assert_eq!(&got, want, "partition {p} from S3");
     }
     let keys = keys_under(&store, &format!("rss/{app}")).await;
@@ -264,38 +248,13 @@ async fn a_failing_store_falls_back_to_local_disk() {
             !keys.is_empty(),
             "partition {p} of the second shuffle is on S3"
         );
-        let served = read_partition(&mut s.client, app, 1, *p).await;
-        let mut all = served.blocks.clone();
-        let listing: Vec<_> = store
-            .list(Some(&Path::from(folder.as_str())))
-            .try_collect()
-            .await
-            .unwrap();
-        assert!(listing.iter().all(|m| m
-            .location
-            .filename()
-            .unwrap()
-            .starts_with(&format!("{id}_"))));
-        for m in listing
-            .iter()
-            .filter(|m| m.location.as_ref().ends_with(".index"))
-        {
-            let index = store.get(&m.location).await.unwrap().bytes().await.unwrap();
-            let data_key = format!("{}.data", m.location.as_ref().trim_end_matches(".index"));
-            let data = store
-                .get(&Path::from(data_key.as_str()))
-                .await
-                .unwrap()
-                .bytes()
-                .await
-                .unwrap();
-            for e in IndexEntry::decode_all(&index) {
-                all.insert(
-                    e.block_id,
-                    data.slice(e.offset as usize..(e.offset + e.length as i64) as usize),
-                );
-            }
-        }
+        assert!(
+            keys.iter()
+                .all(|k| k.rsplit('/').next().unwrap().starts_with(&format!("{id}_"))),
+            "{keys:?}"
+        );
+        let mut all = read_partition(&mut s.client, app, 1, *p).await.blocks;
+        all.extend(read_s3(&store, "rss", app, 1, *p, &id).await);
         assert_eq!(
             &all, want,
             "partition {p}: every block, from S3 or local disk"

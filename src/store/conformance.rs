@@ -457,3 +457,68 @@ pub fn materialize(read: DataRead) -> Bytes {
         }
     }
 }
+
+/// A remote tier (HDFS, object storage) whose apps must be registered before their first
+/// write: registers each app a suite picks on first use, as `registerShuffle` would, then
+/// hands every call to the tier.
+pub struct Registering<T> {
+    /// The tier under test.
+    pub tier: std::sync::Arc<T>,
+    register: Box<dyn Fn(&T, &AppId) + Send + Sync>,
+}
+
+impl<T> Registering<T> {
+    /// `register(tier, app)` runs before every call naming `app` (it decides whether the app
+    /// is registered already).
+    pub fn new(
+        tier: std::sync::Arc<T>,
+        register: impl Fn(&T, &AppId) + Send + Sync + 'static,
+    ) -> Self {
+        Registering {
+            tier,
+            register: Box::new(register),
+        }
+    }
+
+    fn ensure(&self, app: &AppId) {
+        (self.register)(&self.tier, app)
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: FileTier> crate::store::Tier for Registering<T> {
+    fn kind(&self) -> crate::store::TierKind {
+        self.tier.kind()
+    }
+    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> crate::error::Result<()> {
+        self.ensure(&part.app);
+        self.tier.append(part, batch).await
+    }
+    async fn purge(&self, scope: &PurgeScope) -> crate::error::Result<u64> {
+        self.ensure(scope.app());
+        self.tier.purge(scope).await
+    }
+    fn health(&self) -> crate::store::Health {
+        self.tier.health()
+    }
+}
+
+#[async_trait::async_trait]
+impl<T: FileTier> FileTier for Registering<T> {
+    async fn read_index(
+        &self,
+        part: &PartitionKey,
+    ) -> crate::error::Result<crate::store::IndexRead> {
+        self.ensure(&part.app);
+        self.tier.read_index(part).await
+    }
+    async fn read_data(
+        &self,
+        part: &PartitionKey,
+        offset: u64,
+        len: u64,
+    ) -> crate::error::Result<Bytes> {
+        self.ensure(&part.app);
+        self.tier.read_data(part, offset, len).await
+    }
+}

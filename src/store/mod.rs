@@ -21,6 +21,7 @@ pub mod index;
 pub mod localfile;
 pub mod memory;
 pub mod object;
+pub mod pairs;
 pub mod router;
 pub mod spill;
 pub mod spill_pools;

@@ -257,7 +257,12 @@ impl Tier for TierRouter {
             .iter()
             .map(|l| l.health())
             .chain(self.hdfs.iter().map(|h| h.health()))
-            .chain(self.object.iter().map(|o| o.health()))
+            .chain(
+                self.object
+                    .iter()
+                    .filter(|o| o.in_use())
+                    .map(|o| o.health()),
+            )
             .collect();
         let detail: Vec<&str> = parts
             .iter()

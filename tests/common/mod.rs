@@ -597,23 +597,30 @@ pub async fn read_hdfs(
         let index = read_all(hdfs, &s.path).await;
         let data_path = format!("{}.data", s.path.trim_end_matches(".index"));
         let data = read_all(hdfs, &data_path).await;
-        let mut sum = 0u64;
-        for e in IndexEntry::decode_all(&index) {
-            sum += e.length as u64;
-            if sum > data.len() as u64 {
-                break;
-            }
-            let block = data.slice(e.offset as usize..e.offset as usize + e.length as usize);
-            assert_eq!(
-                crc32fast::hash(&block) as i64,
-                e.crc,
-                "crc of {}",
-                e.block_id
-            );
-            out.entry(e.block_id).or_insert(block);
-        }
+        blocks_of_pair(&index, &data, &mut out);
     }
     out
+}
+
+/// The blocks of one remote data/index pair as the Uniffle client takes them: records up to
+/// the first whose running length passes the data's, CRC-checked, each block id once (the
+/// first pair read wins).
+pub fn blocks_of_pair(index: &Bytes, data: &Bytes, out: &mut BTreeMap<i64, Bytes>) {
+    let mut sum = 0u64;
+    for e in IndexEntry::decode_all(index) {
+        sum += e.length as u64;
+        if sum > data.len() as u64 {
+            break;
+        }
+        let block = data.slice(e.offset as usize..e.offset as usize + e.length as usize);
+        assert_eq!(
+            crc32fast::hash(&block) as i64,
+            e.crc,
+            "crc of {}",
+            e.block_id
+        );
+        out.entry(e.block_id).or_insert(block);
+    }
 }
 
 /// A whole HDFS file.

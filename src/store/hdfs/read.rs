@@ -1,28 +1,19 @@
 //! Reading and deleting this server's file pairs in a range directory, with the rules the
 //! Uniffle client applies when it reads them directly.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use hdfs_native::{Client, HdfsError};
 
 use super::client::TIER;
 use crate::error::{Error, Result};
-use crate::store::index::IndexEntry;
+use crate::store::pairs::{is_own, Pair, Pairs};
 use crate::store::IndexRead;
-
-/// One pair as a reader sees it.
-struct Pair {
-    data_path: String,
-    /// Usable records, offsets as written (from 0 in this pair).
-    records: Vec<IndexEntry>,
-    /// Bytes of the data file covered by `records`.
-    extent: u64,
-}
 
 /// The pairs of one partition written by this server, as one logical file.
 #[derive(Default)]
 pub(super) struct Layout {
     client: Option<Client>,
-    pairs: Vec<Pair>,
+    pairs: Pairs<String>,
 }
 
 fn err(what: &str, path: &str, e: HdfsError) -> Error {
@@ -32,21 +23,13 @@ fn err(what: &str, path: &str, e: HdfsError) -> Error {
     }
 }
 
-/// True for a file of this server: the client's filter is "starts with the server id"; the
-/// `_` keeps `…-1999` from matching `…-19990`'s files.
-fn is_own(name: &str, prefix: &str) -> bool {
-    name.strip_prefix(prefix)
-        .is_some_and(|rest| rest.starts_with('_'))
-}
-
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
 impl Layout {
-    /// Lists the range directory and reads every own index with the client's rules: whole
-    /// records only, and records up to the first one that is not contiguous or ends past the
-    /// data file's length.
+    /// Lists the range directory and reads every own index with the client's rules
+    /// ([`Pair::read`]).
     pub async fn load(client: Client, dir: &str, prefix: &str) -> Result<Layout> {
         let listing = match client.list_status(dir, false).await {
             Ok(l) => l,
@@ -72,108 +55,46 @@ impl Layout {
                 Err(HdfsError::FileNotFound(_)) => 0,
                 Err(e) => return Err(err("stat", &data_path, e)),
             };
-            let mut extent = 0u64;
-            let mut records = Vec::new();
-            for e in IndexEntry::decode_all(&raw) {
-                let Ok(len) = u64::try_from(e.length) else {
-                    break;
-                };
-                if e.offset != extent as i64 || extent + len > data_len {
-                    break;
-                }
-                extent += len;
-                records.push(e);
-            }
-            pairs.push(Pair {
-                data_path,
-                records,
-                extent,
-            });
+            pairs.push(Pair::read(data_path, &raw, data_len));
         }
         Ok(Layout {
             client: Some(client),
-            pairs,
+            pairs: Pairs { pairs },
         })
-    }
-
-    /// Total bytes of the logical file.
-    fn len(&self) -> u64 {
-        self.pairs.iter().map(|p| p.extent).sum()
     }
 
     /// The records of all pairs, rebased onto the logical file.
     pub fn index(&self) -> IndexRead {
-        let mut buf = BytesMut::new();
-        let mut base = 0u64;
-        for p in &self.pairs {
-            for r in &p.records {
-                IndexEntry {
-                    offset: r.offset + base as i64,
-                    ..*r
-                }
-                .encode(&mut buf);
-            }
-            base += p.extent;
-        }
-        if buf.is_empty() {
-            return IndexRead::default();
-        }
-        IndexRead {
-            index: buf.freeze(),
-            data_len: base,
-            storage_ids: vec![0],
-        }
+        self.pairs.index()
     }
 
     /// Exactly `[offset, offset + len)` of the logical file; past its end is an error.
     pub async fn read(&self, offset: u64, len: u64) -> Result<Bytes> {
-        let total = self.len();
-        match offset.checked_add(len) {
-            Some(end) if end <= total => {}
-            _ => {
-                return Err(Error::bad_request(format!(
-                "read of {len} bytes at {offset} is past the end of the HDFS data ({total} bytes)"
-            )))
-            }
-        }
-        if len == 0 {
-            return Ok(Bytes::new());
-        }
-        let Some(client) = &self.client else {
-            return Err(Error::Internal {
-                reason: "HDFS layout without a client".to_owned(),
-            });
-        };
-        let mut out = BytesMut::with_capacity(len as usize);
-        let (mut pos, end) = (offset, offset + len);
-        let mut base = 0u64;
-        for p in &self.pairs {
-            let (lo, hi) = (base, base + p.extent);
-            base = hi;
-            if pos >= hi || pos >= end {
-                continue;
-            }
-            let take = hi.min(end) - pos;
-            let reader = client
-                .read(&p.data_path)
-                .await
-                .map_err(|e| err("open", &p.data_path, e))?;
-            // `extent` is within the file's length, so the range is too (read_range panics
-            // past the end).
-            let start = (pos - lo) as usize;
-            if start + take as usize > reader.file_length() {
-                return Err(Error::Internal {
-                    reason: format!("{} shrank while being read", p.data_path),
-                });
-            }
-            let bytes = reader
-                .read_range(start, take as usize)
-                .await
-                .map_err(|e| err("read", &p.data_path, e))?;
-            out.extend_from_slice(&bytes);
-            pos += take;
-        }
-        Ok(out.freeze())
+        let client = self.client.as_ref();
+        self.pairs
+            .read(offset, len, "HDFS", |path, start, take| async move {
+                let Some(client) = client else {
+                    return Err(Error::Internal {
+                        reason: "HDFS layout without a client".to_owned(),
+                    });
+                };
+                let reader = client
+                    .read(&path)
+                    .await
+                    .map_err(|e| err("open", &path, e))?;
+                // The extent is within the file's length, so the range is too (read_range
+                // panics past the end).
+                if (start + take) as usize > reader.file_length() {
+                    return Err(Error::Internal {
+                        reason: format!("{path} shrank while being read"),
+                    });
+                }
+                reader
+                    .read_range(start as usize, take as usize)
+                    .await
+                    .map_err(|e| err("read", &path, e))
+            })
+            .await
     }
 }
 

@@ -4,15 +4,15 @@
 //! that leave other servers' files alone. They fail (never skip) when HDFS cannot start.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::{BufMut, Bytes, BytesMut};
 use hdfs_native::{Client, ClientBuilder, WriteOptions};
 
 use super::*;
-use crate::store::conformance::{self, assert_blocks_eq, part, payload, read_back, test_block};
+use crate::store::conformance::{
+    self, assert_blocks_eq, part, payload, read_back, test_block, Registering,
+};
 use crate::store::index::IndexEntry;
 use crate::store::Block;
 
@@ -55,64 +55,17 @@ fn admin(url: &str) -> Client {
         .expect("admin client")
 }
 
-/// The conformance suites pick their own app ids; this wrapper registers each app with the
-/// test's remote storage on first use, as `registerShuffle` would.
-struct Registering {
-    tier: Arc<HdfsTier>,
-    remote: RemoteStorage,
-    user: String,
-}
-
-impl Registering {
-    fn ensure(&self, app: &AppId) {
-        if !self.tier.serves(app) {
-            self.tier
-                .register_app(app, &self.user, &self.remote)
-                .expect("register");
-        }
-    }
-}
-
-#[async_trait]
-impl Tier for Registering {
-    fn kind(&self) -> TierKind {
-        self.tier.kind()
-    }
-    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
-        self.ensure(&part.app);
-        self.tier.append(part, batch).await
-    }
-    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
-        self.ensure(scope.app());
-        self.tier.purge(scope).await
-    }
-    fn health(&self) -> Health {
-        self.tier.health()
-    }
-}
-
-#[async_trait]
-impl FileTier for Registering {
-    async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
-        self.ensure(&part.app);
-        self.tier.read_index(part).await
-    }
-    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
-        self.ensure(&part.app);
-        self.tier.read_data(part, offset, len).await
-    }
-}
-
-async fn registering(slots: usize, name: &str) -> Registering {
+async fn registering(slots: usize, name: &str) -> Registering<HdfsTier> {
     let url = cluster_url().await;
-    Registering {
-        tier: HdfsTier::new(options(slots)),
-        remote: RemoteStorage {
-            path: format!("{url}{}", fresh_root(name)),
-            conf: vec![("dfs.client.socket-timeout".into(), "30000".into())],
-        },
-        user: "alice".into(),
-    }
+    let remote = RemoteStorage {
+        path: format!("{url}{}", fresh_root(name)),
+        conf: vec![("dfs.client.socket-timeout".into(), "30000".into())],
+    };
+    Registering::new(HdfsTier::new(options(slots)), move |tier, app| {
+        if !tier.serves(app) {
+            tier.register_app(app, "alice", &remote).expect("register");
+        }
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

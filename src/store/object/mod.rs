@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, PutPayload, WriteMultipart};
@@ -56,7 +56,7 @@ use self::conf::TIER;
 pub use self::conf::{is_object_path, ObjectRoot, S3Settings, SCHEMES};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
-use crate::store::index::IndexEntry;
+use crate::store::pairs::{is_own, Pair, Pairs};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -114,13 +114,6 @@ fn store_err(what: &str, key: &str, e: object_store::Error) -> Error {
         tier: TIER,
         reason: format!("{what} {key}: {e}"),
     }
-}
-
-/// True for an object of this server: the client keeps names that start with the server id;
-/// the `_` keeps `…-1999` from claiming `…-19990`'s objects.
-fn is_own(name: &str, prefix: &str) -> bool {
-    name.strip_prefix(prefix)
-        .is_some_and(|rest| rest.starts_with('_'))
 }
 
 impl ObjectTier {
@@ -184,6 +177,13 @@ impl ObjectTier {
             }),
         );
         Ok(())
+    }
+
+    /// Whether any app writes here (or the last flush failed): only then does this tier's
+    /// health say anything about the server's (a server whose apps all use HDFS must turn
+    /// unhealthy when HDFS fails, whatever an idle object tier would say).
+    pub fn in_use(&self) -> bool {
+        !self.apps.lock().is_empty() || self.failures.lock().consecutive > 0
     }
 
     /// Whether `app` registered an object-store path this tier can write to.
@@ -536,17 +536,11 @@ impl FileTier for ObjectTier {
     }
 }
 
-/// One pair as a reader sees it.
-struct Pair {
-    data: Path,
-    records: Vec<IndexEntry>,
-    extent: u64,
-}
-
+/// This server's pairs of one partition and the store they are in.
 #[derive(Default)]
 struct Layout {
     store: Option<Arc<dyn ObjectStore>>,
-    pairs: Vec<Pair>,
+    pairs: Pairs<Path>,
 }
 
 impl ObjectTier {
@@ -587,91 +581,39 @@ impl ObjectTier {
                 .bytes()
                 .await
                 .map_err(|e| store_err("get", &index_key, e))?;
-            let mut extent = 0u64;
-            let mut records = Vec::new();
-            for e in IndexEntry::decode_all(&raw) {
-                let Ok(len) = u64::try_from(e.length) else {
-                    break;
-                };
-                if e.offset != extent as i64 || extent + len > data_len {
-                    break;
-                }
-                extent += len;
-                records.push(e);
-            }
-            pairs.push(Pair {
-                data: Path::from(data_key.as_str()),
-                records,
-                extent,
-            });
+            pairs.push(Pair::read(Path::from(data_key.as_str()), &raw, data_len));
         }
         Ok(Layout {
             store: Some(Arc::clone(&entry.store)),
-            pairs,
+            pairs: Pairs { pairs },
         })
     }
 }
 
 impl Layout {
     fn index(&self) -> IndexRead {
-        let mut buf = BytesMut::new();
-        let mut base = 0u64;
-        for p in &self.pairs {
-            for r in &p.records {
-                IndexEntry {
-                    offset: r.offset + base as i64,
-                    ..*r
-                }
-                .encode(&mut buf);
-            }
-            base += p.extent;
-        }
-        if buf.is_empty() {
-            return IndexRead::default();
-        }
-        IndexRead {
-            index: buf.freeze(),
-            data_len: base,
-            storage_ids: vec![0],
-        }
+        self.pairs.index()
     }
 
     async fn read(&self, offset: u64, len: u64) -> Result<Bytes> {
-        let total: u64 = self.pairs.iter().map(|p| p.extent).sum();
-        match offset.checked_add(len) {
-            Some(end) if end <= total => {}
-            _ => {
-                return Err(Error::bad_request(format!(
-                    "read of {len} bytes at {offset} is past the end of the object-store data ({total} bytes)"
-                )))
-            }
-        }
-        if len == 0 {
-            return Ok(Bytes::new());
-        }
-        let Some(store) = &self.store else {
-            return Err(Error::Internal {
-                reason: "object-store layout without a store".to_owned(),
-            });
-        };
-        let mut out = BytesMut::with_capacity(len as usize);
-        let (mut pos, end) = (offset, offset + len);
-        let mut base = 0u64;
-        for p in &self.pairs {
-            let (lo, hi) = (base, base + p.extent);
-            base = hi;
-            if pos >= hi || pos >= end {
-                continue;
-            }
-            let take = hi.min(end) - pos;
-            let start = pos - lo;
-            let bytes = store
-                .get_range(&p.data, start..start + take)
-                .await
-                .map_err(|e| store_err("get", p.data.as_ref(), e))?;
-            out.extend_from_slice(&bytes);
-            pos += take;
-        }
-        Ok(out.freeze())
+        let store = self.store.as_ref();
+        self.pairs
+            .read(
+                offset,
+                len,
+                "object-store",
+                |data, start, take| async move {
+                    let Some(store) = store else {
+                        return Err(Error::Internal {
+                            reason: "object-store layout without a store".to_owned(),
+                        });
+                    };
+                    store
+                        .get_range(&data, start..start + take)
+                        .await
+                        .map_err(|e| store_err("get", data.as_ref(), e))
+                },
+            )
+            .await
     }
 }

@@ -7,13 +7,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 
 use super::s3server;
 use super::*;
-use crate::store::conformance::{self, assert_blocks_eq, part, payload, read_back, test_block};
+use crate::store::conformance::{
+    self, assert_blocks_eq, part, payload, read_back, test_block, Registering,
+};
+use crate::store::index::IndexEntry;
 
 const SERVER_ID: &str = "127.0.0.1-19999";
 
@@ -54,62 +56,27 @@ fn options(prefix: &str) -> ObjectOptions {
     }
 }
 
-/// Registers each app the suites pick with the test's remote storage on first use, as
-/// `registerShuffle` would.
-struct Registering {
-    tier: Arc<ObjectTier>,
-    remote: RemoteStorage,
-}
-
-impl Registering {
-    fn ensure(&self, app: &AppId) {
-        if !self.tier.serves(app) {
-            self.tier.register_app(app, &self.remote).expect("register");
-        }
-    }
-}
-
-#[async_trait]
-impl Tier for Registering {
-    fn kind(&self) -> TierKind {
-        self.tier.kind()
-    }
-    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
-        self.ensure(&part.app);
-        self.tier.append(part, batch).await
-    }
-    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
-        self.ensure(scope.app());
-        self.tier.purge(scope).await
-    }
-    fn health(&self) -> Health {
-        self.tier.health()
-    }
-}
-
-#[async_trait]
-impl FileTier for Registering {
-    async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead> {
-        self.ensure(&part.app);
-        self.tier.read_index(part).await
-    }
-    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
-        self.ensure(&part.app);
-        self.tier.read_data(part, offset, len).await
-    }
-}
-
-fn registering(bucket: &str, extra: &[(&str, &str)]) -> Registering {
-    let server = s3server::shared();
-    let mut c = conf(&server.endpoint);
+fn remote(bucket: &str, endpoint: &str, extra: &[(&str, &str)]) -> RemoteStorage {
+    let mut c = conf(endpoint);
     c.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Registering {
-        tier: ObjectTier::new(options(SERVER_ID)),
-        remote: RemoteStorage {
-            path: format!("s3a://{bucket}/rss/root"),
-            conf: c,
-        },
+    RemoteStorage {
+        path: format!("s3a://{bucket}/rss/root"),
+        conf: c,
     }
+}
+
+/// `prefix`'s tier on `remote`, registering each app the suites pick on first use.
+fn registering_as(prefix: &str, remote: RemoteStorage) -> Registering<ObjectTier> {
+    Registering::new(ObjectTier::new(options(prefix)), move |tier, app| {
+        if !tier.serves(app) {
+            tier.register_app(app, &remote).expect("register");
+        }
+    })
+}
+
+fn registering(bucket: &str, extra: &[(&str, &str)]) -> Registering<ObjectTier> {
+    let endpoint = s3server::shared().endpoint.clone();
+    registering_as(SERVER_ID, remote(bucket, &endpoint, extra))
 }
 
 /// A client of the test's own on the bucket, to look at what the tier wrote.
@@ -215,11 +182,9 @@ async fn one_new_pair_per_flush_under_the_clients_folder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purges_leave_other_servers_objects() {
     let bucket = fresh_bucket("purge");
+    let endpoint = s3server::shared().endpoint.clone();
     let ours = registering(&bucket, &[]);
-    let theirs = Registering {
-        tier: ObjectTier::new(options(&format!("{SERVER_ID}0"))),
-        remote: ours.remote.clone(),
-    };
+    let theirs = registering_as(&format!("{SERVER_ID}0"), remote(&bucket, &endpoint, &[]));
     let app = AppId::parse("app_shared").unwrap();
     let p = part(&app, 0, 0);
     let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 10))]);
@@ -291,11 +256,9 @@ fn unknown_apps_and_bad_paths_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sweep_deletes_leaked_apps_only() {
     let bucket = fresh_bucket("sweep");
+    let endpoint = s3server::shared().endpoint.clone();
     let ours = registering(&bucket, &[]);
-    let theirs = Registering {
-        tier: ObjectTier::new(options("10.0.0.9-19999")),
-        remote: ours.remote.clone(),
-    };
+    let theirs = registering_as("10.0.0.9-19999", remote(&bucket, &endpoint, &[]));
     let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 10))]);
     let (leaked, live) = (
         AppId::parse("app_leaked").unwrap(),
@@ -374,19 +337,17 @@ async fn throttling_and_timeouts_are_retried() {
     for hang in [false, true] {
         let bucket = fresh_bucket(if hang { "timeout" } else { "slowdown" });
         let (endpoint, served) = faulty_proxy(2, hang).await;
-        let t = Registering {
-            tier: ObjectTier::new(options(SERVER_ID)),
-            remote: RemoteStorage {
-                path: format!("s3a://{bucket}/rss/root"),
-                conf: conf(&endpoint)
-                    .into_iter()
-                    .chain([
-                        ("fs.s3a.retry.limit".to_owned(), "4".to_owned()),
-                        ("fs.s3a.connection.timeout".to_owned(), "1s".to_owned()),
-                    ])
-                    .collect(),
-            },
-        };
+        let t = registering_as(
+            SERVER_ID,
+            remote(
+                &bucket,
+                &endpoint,
+                &[
+                    ("fs.s3a.retry.limit", "4"),
+                    ("fs.s3a.connection.timeout", "1s"),
+                ],
+            ),
+        );
         let app = AppId::parse("app_retried").unwrap();
         let p = part(&app, 0, 0);
         let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 1000))]);
