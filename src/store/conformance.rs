@@ -464,8 +464,11 @@ pub fn materialize(read: DataRead) -> Bytes {
 pub struct Registering<T> {
     /// The tier under test.
     pub tier: std::sync::Arc<T>,
-    register: Box<dyn Fn(&T, &AppId) + Send + Sync>,
+    register: RegisterFn<T>,
 }
+
+/// How [`Registering`] registers an app with its tier.
+type RegisterFn<T> = Box<dyn Fn(&T, &AppId) + Send + Sync>;
 
 impl<T> Registering<T> {
     /// `register(tier, app)` runs before every call naming `app` (it decides whether the app
