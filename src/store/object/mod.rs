@@ -138,6 +138,11 @@ impl ObjectTier {
     /// Records where `app` writes (`registerShuffle`): parses the path and its s3a keys and
     /// builds (or reuses) the S3 client. A bad path or key fails here, naming it.
     pub fn register_app(&self, app: &AppId, remote: &RemoteStorage) -> Result<()> {
+        // Every registerShuffle of the app names its storage again: keep the entry (and the
+        // gate that orders its flushes before its purge) unless the storage changed.
+        if self.entry(app).is_some_and(|e| &e.remote == remote) {
+            return Ok(());
+        }
         let root = ObjectRoot::parse(&remote.path)?;
         let conf: Vec<(String, String)> = self
             .opts
