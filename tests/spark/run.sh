@@ -1265,10 +1265,17 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
         if ! grep -q 'deleted object-store objects' "$WORK/${prefix}0/server.log"; then
           fail "$name: no shuffle data went to S3 (no 'deleted object-store objects' in $WORK/${prefix}0/server.log)"
         fi
-        # ... and the client found this server's objects there and read them through s3a.
+        # ... and the client found this server's objects there and read them through s3a: the S3
+        # server logged GETs of index and data objects (the server never reads objects back).
         if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$name.log"; then
           fail "$name: the client read nothing from S3 (no HadoopClientReadHandler index in $WORK/$name.log)"
         fi
+        for kind in index data; do
+          # (werkzeug colours 206 lines, so no quote before the method)
+          if ! grep -qE "GET /$bucket/rss/[^ ?]*\.$kind HTTP" "$WORK/s3.log"; then
+            fail "$name: no GET of a .$kind object in the S3 server's request log ($WORK/s3.log)"
+          fi
+        done
         # The secret key is in the server's config and the job's: never in either log.
         if grep -q 'spillway-e2e-secret' "$WORK/${prefix}0/server.log"; then
           fail "$name: the s3a secret key appears in the server log"

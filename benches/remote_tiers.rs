@@ -1,0 +1,280 @@
+//! The two remote tiers side by side in one run: flushes of 16 MiB batches (64 KiB blocks, 8
+//! partitions, 4 in flight) to the HDFS tier (a MiniDFS on loopback) and to the object-store
+//! tier (moto's S3 server on loopback), alternating rounds so both see the same machine state.
+//!
+//! Per tier: throughput, this process's CPU seconds per GB (user + system, `getrusage`: the
+//! tier's own cost; the MiniDFS JVM and moto run in processes of their own and are reported
+//! apart), and for S3 the requests per GB by kind, counted from the S3 server's request log,
+//! with what they would cost at AWS S3 Standard list prices.
+//!
+//! `cargo bench --bench remote_tiers` (1 GiB per tier and round, 2 rounds);
+//! `cargo bench --bench remote_tiers -- --test` (64 MiB, 1 round: does it still run).
+
+#[path = "../src/store/hdfs/minicluster.rs"]
+#[allow(dead_code)]
+mod minicluster;
+#[path = "../src/store/object/s3server.rs"]
+#[allow(dead_code)]
+mod s3server;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use spillway::ids::{AppId, BlockIdLayout, PartitionKey, PartitionRange};
+use spillway::store::hdfs::{HdfsOptions, HdfsTier, Identity};
+use spillway::store::object::{ObjectOptions, ObjectTier};
+use spillway::store::{Block, BlockBatch, PurgeScope, RemoteStorage, Tier};
+
+const BATCH_BYTES: usize = 16 << 20;
+const BLOCK_BYTES: usize = 64 << 10;
+const PARTITIONS: i32 = 8;
+const IN_FLIGHT: usize = 4;
+const SERVER_ID: &str = "127.0.0.1-19999";
+
+fn cpu_seconds() -> f64 {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF)
+        .expect("getrusage");
+    let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+    t(usage.user_time()) + t(usage.system_time())
+}
+
+/// CPU seconds of another process so far (utime + stime from /proc).
+fn process_cpu(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields after the command: state is 0, utime 11, stime 12 (proc(5) numbers 14 and 15).
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Processes whose command line contains `needle` (the MiniDFS JVM, moto).
+fn pids_of(needle: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let me = std::process::id();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmd).contains(needle) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn batch(seed: i64) -> BlockBatch {
+    let layout = BlockIdLayout::DEFAULT;
+    let data = Bytes::from(
+        (0..BLOCK_BYTES)
+            .map(|i| (i as i64 * 31 + seed) as u8)
+            .collect::<Vec<u8>>(),
+    );
+    BlockBatch::new(
+        (0..(BATCH_BYTES / BLOCK_BYTES) as i64)
+            .map(|i| Block {
+                block_id: layout.block_id(seed * 1000 + i, 0, seed),
+                task_attempt_id: seed,
+                uncompress_length: BLOCK_BYTES as i32,
+                crc: 0,
+                data: data.clone(),
+            })
+            .collect(),
+    )
+}
+
+struct Row {
+    tier: &'static str,
+    bytes: u64,
+    secs: f64,
+    cpu: f64,
+    peer_cpu: f64,
+}
+
+async fn flush_all(tier: Arc<dyn Tier>, app: &AppId, batches: usize) -> (f64, f64) {
+    let cpu0 = cpu_seconds();
+    let t0 = Instant::now();
+    let mut n = 0usize;
+    let mut inflight = tokio::task::JoinSet::new();
+    while n < batches || !inflight.is_empty() {
+        while n < batches && inflight.len() < IN_FLIGHT {
+            let (tier, app) = (Arc::clone(&tier), app.clone());
+            let b = batch(n as i64);
+            let p = n as i32 % PARTITIONS;
+            inflight.spawn(async move {
+                let key = PartitionKey::new(app, 0, PartitionRange::new(p, p).unwrap());
+                tier.append(&key, &b).await.expect("append");
+            });
+            n += 1;
+        }
+        inflight.join_next().await.unwrap().unwrap();
+    }
+    (t0.elapsed().as_secs_f64(), cpu_seconds() - cpu0)
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
+    let (per_round, rounds) = if quick {
+        (64u64 << 20, 1)
+    } else {
+        (1u64 << 30, 2)
+    };
+    let batches = (per_round / BATCH_BYTES as u64) as usize;
+    let hdfs_url = minicluster::shared().url.clone();
+    let s3 = s3server::start();
+    let bucket = format!("bench-{}", std::process::id());
+    s3.create_bucket(&bucket);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let hdfs = HdfsTier::new(HdfsOptions {
+        file_prefix: SERVER_ID.to_owned(),
+        max_concurrency: IN_FLIGHT,
+        partition_write_max_concurrency: 1,
+        partition_write_max_concurrency_limit: 1,
+        write_timeout: Duration::from_secs(120),
+        failure_cooldown: Duration::from_secs(1),
+        identity: Identity::default(),
+        hadoop_conf: Vec::new(),
+    });
+    let object = ObjectTier::new(ObjectOptions {
+        file_prefix: SERVER_ID.to_owned(),
+        max_concurrency: IN_FLIGHT,
+        write_timeout: Duration::from_secs(120),
+        failure_cooldown: Duration::from_secs(1),
+        hadoop_conf: Vec::new(),
+    });
+    let s3_conf: Vec<(String, String)> = [
+        ("fs.s3a.endpoint", s3.endpoint.as_str()),
+        ("fs.s3a.path.style.access", "true"),
+        ("fs.s3a.access.key", "bench"),
+        ("fs.s3a.secret.key", "bench"),
+        ("fs.s3a.endpoint.region", "us-east-1"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let java_pids = pids_of("io.spillway.hdfs.MiniHdfs");
+    let moto_pids = pids_of("moto_server");
+    let peer = |pids: &[u32]| pids.iter().map(|p| process_cpu(*p)).sum::<f64>();
+    let log_before = std::fs::read_to_string(&s3.log).unwrap_or_default().len();
+    let mut rows = Vec::new();
+    rt.block_on(async {
+        for round in 0..rounds {
+            let app = AppId::parse(&format!("app_bench_{round}")).unwrap();
+            hdfs.register_app(
+                &app,
+                "bench",
+                &RemoteStorage {
+                    path: format!("{hdfs_url}/bench-{}-{round}", std::process::id()),
+                    conf: Vec::new(),
+                },
+            )
+            .unwrap();
+            object
+                .register_app(
+                    &app,
+                    &RemoteStorage {
+                        path: format!("s3a://{bucket}/rss"),
+                        conf: s3_conf.clone(),
+                    },
+                )
+                .unwrap();
+            let tiers: [(&'static str, Arc<dyn Tier>, &[u32]); 2] = [
+                ("hdfs", Arc::clone(&hdfs) as Arc<dyn Tier>, &java_pids),
+                ("s3", Arc::clone(&object) as Arc<dyn Tier>, &moto_pids),
+            ];
+            for (name, tier, pids) in tiers {
+                let peer0 = peer(pids);
+                let (secs, cpu) = flush_all(Arc::clone(&tier), &app, batches).await;
+                rows.push(Row {
+                    tier: name,
+                    bytes: per_round,
+                    secs,
+                    cpu,
+                    peer_cpu: peer(pids) - peer0,
+                });
+                tier.purge(&PurgeScope::App(app.clone())).await.expect("purge");
+            }
+        }
+    });
+    // moto logs one line per request: `"PUT /bucket/key?… HTTP/1.1" 200 -`.
+    let log = std::fs::read_to_string(&s3.log).unwrap_or_default();
+    let mut requests: BTreeMap<&str, u64> = BTreeMap::new();
+    for line in log[log_before.min(log.len())..].lines() {
+        // werkzeug colours some lines: drop its ANSI escapes.
+        let line = strip_ansi(line);
+        let Some(rest) = line.split_once('"').map(|(_, r)| r) else {
+            continue;
+        };
+        let method = rest.split_whitespace().next().unwrap_or("");
+        let target = rest.split_whitespace().nth(1).unwrap_or("");
+        let kind = match method {
+            "GET" if target.contains("list-type=2") => "LIST",
+            "PUT" | "POST" | "GET" | "HEAD" | "DELETE" => method,
+            _ => continue,
+        };
+        if target.starts_with(&format!("/{bucket}")) {
+            *requests.entry(kind).or_default() += 1;
+        }
+    }
+    println!("remote tiers, {} MiB batches of {} KiB blocks, {PARTITIONS} partitions, {IN_FLIGHT} in flight:", BATCH_BYTES >> 20, BLOCK_BYTES >> 10);
+    println!("| round | tier | MB/s | CPU-s/GB (this process) | CPU-s/GB (storage process) |");
+    println!("|---|---|---|---|---|");
+    for (i, r) in rows.iter().enumerate() {
+        let gb = r.bytes as f64 / 1e9;
+        println!(
+            "| {} | {} | {:.0} | {:.3} | {:.3} |",
+            i / 2 + 1,
+            r.tier,
+            r.bytes as f64 / 1e6 / r.secs,
+            r.cpu / gb,
+            r.peer_cpu / gb
+        );
+    }
+    let s3_gb: f64 = rows
+        .iter()
+        .filter(|r| r.tier == "s3")
+        .map(|r| r.bytes as f64 / 1e9)
+        .sum();
+    // AWS S3 Standard list prices: PUT, COPY, POST, LIST $0.005 per 1,000; GET and the rest
+    // $0.0004 per 1,000; DELETE free.
+    let price = |kind: &str| match kind {
+        "PUT" | "POST" | "LIST" => 0.005 / 1000.0,
+        "DELETE" => 0.0,
+        _ => 0.0004 / 1000.0,
+    };
+    let mut dollars = 0.0;
+    println!("S3 requests per GB written and purged (server side):");
+    for (kind, n) in &requests {
+        let per_gb = *n as f64 / s3_gb;
+        dollars += per_gb * price(kind);
+        println!("  {kind}: {per_gb:.1}");
+    }
+    println!("  cost at AWS list prices: ${dollars:.5} per GB");
+}
