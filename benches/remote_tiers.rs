@@ -45,7 +45,12 @@ fn process_cpu(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let after = stat.rsplit_once(')').map(|(_, a)| a).unwrap_or("");
     let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // Fields after the command: state is 0, utime 11, stime 12 (proc(5) numbers 14 and 15).
     (ticks(11) + ticks(12)) / 100.0
 }
@@ -55,7 +60,11 @@ fn pids_of(needle: &str) -> Vec<u32> {
     let mut out = Vec::new();
     let me = std::process::id();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
             continue;
         };
         if pid == me {
@@ -136,7 +145,8 @@ async fn flush_all(tier: Arc<dyn Tier>, app: &AppId, batches: usize) -> (f64, f6
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
+    let quick =
+        std::env::args().any(|a| a == "--test") || !std::env::args().any(|a| a == "--bench");
     let (per_round, rounds) = if quick {
         (64u64 << 20, 1)
     } else {
@@ -219,7 +229,9 @@ fn main() {
                     cpu,
                     peer_cpu: peer(pids) - peer0,
                 });
-                tier.purge(&PurgeScope::App(app.clone())).await.expect("purge");
+                tier.purge(&PurgeScope::App(app.clone()))
+                    .await
+                    .expect("purge");
             }
         }
     });
@@ -234,9 +246,13 @@ fn main() {
         };
         let method = rest.split_whitespace().next().unwrap_or("");
         let target = rest.split_whitespace().nth(1).unwrap_or("");
-        let kind = match method {
+        let kind: &'static str = match method {
             "GET" if target.contains("list-type=2") => "LIST",
-            "PUT" | "POST" | "GET" | "HEAD" | "DELETE" => method,
+            "GET" => "GET",
+            "PUT" => "PUT",
+            "POST" => "POST",
+            "HEAD" => "HEAD",
+            "DELETE" => "DELETE",
             _ => continue,
         };
         if target.starts_with(&format!("/{bucket}")) {

@@ -729,7 +729,9 @@ start_coordinator() {
     # A stopped server leaves the assignments this long after its last beat.
     echo "rss.coordinator.server.heartbeat.timeout $((CLUSTER_SERVER_TIMEOUT * 1000))"
     # Java's default access checkers (cluster load, quota) want nodes.max servers available.
-    echo 'rss.coordinator.shuffle.nodes.max 3'
+    echo "rss.coordinator.shuffle.nodes.max ${COORDINATOR_NODES_MAX:-3}"
+    # More lines (the object-storage suite's remote storage path and cluster conf).
+    [[ -z ${COORDINATOR_CONF_EXTRA:-} ]] || printf '%s\n' "$COORDINATOR_CONF_EXTRA"
   } >"$dir/coordinator.conf"
   RUST_LOG=${SPILLWAY_LOG:-info} WORKER_IP=127.0.0.1 NO_COLOR=1 \
     "$SPILLWAY_BIN" --config "$dir/coordinator.conf" >"$logf" 2>&1 &
@@ -1287,6 +1289,44 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
       unset STORE_TYPE SERVER_EXTRA_TOML
       phase_done
     done
+    # Behind a coordinator-only process whose Java coordinator.conf gives the s3a path and, as
+    # its cluster conf, the s3a keys: the client fetches both (dynamic client conf), registers
+    # them with the server and reads with them. Neither the server's config nor the job's Spark
+    # conf has any s3a key.
+    phase "s3 suite behind a coordinator-only process, client $ver"
+    STORE_TYPE=MEMORY_LOCALFILE_HDFS
+    bucket=rss-coordinator-conf
+    prefix="oc_"
+    name="uniffle-$ver-$STORE_TYPE-s3a-coordinator"
+    curl -s -f -X PUT "$S3_ENDPOINT/$bucket" -o /dev/null || fail "$name: could not create bucket $bucket"
+    cport=$(free_port)
+    cluster_conf="$bucket,$(IFS=,; echo "${S3_KEYS[*]}")"
+    SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"'
+    export STORE_TYPE SERVER_EXTRA_TOML
+    if COORDINATOR_NODES_MAX=1 COORDINATOR_CONF_EXTRA="rss.coordinator.remote.storage.path s3a://$bucket/rss"$'\n'"rss.coordinator.remote.storage.cluster.conf $cluster_conf" \
+        start_coordinator "${prefix}K" "$cport" \
+      && start_server "${prefix}0" "$(free_port)" 0 "\"127.0.0.1:$cport\"" \
+      && wait_coordinator "$ver" "127.0.0.1:$cport" 1; then
+      COORD="127.0.0.1:$cport"
+      SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" \
+        run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+        --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
+        --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
+        --rss-conf "spark.rss.dynamicClientConf.enabled=true"
+      stop_cluster
+      grep -q 'deleted object-store objects' "$WORK/${prefix}0/server.log" \
+        || fail "$name: no shuffle data went to S3 (log $WORK/${prefix}0/server.log)"
+      grep -qE "GET /$bucket/rss/[^ ?]*\.data HTTP" "$WORK/s3.log" \
+        || fail "$name: the client read no data object (no GET in $WORK/s3.log)"
+      if grep -q 'spillway-e2e-secret' "$WORK/${prefix}0/server.log" "$WORK/${prefix}K/coordinator.log"; then
+        fail "$name: the s3a secret key appears in the server's or the coordinator's log"
+      fi
+    else
+      fail "$name: cluster not ready (see above; coordinator 127.0.0.1:$cport)"
+      stop_cluster
+    fi
+    unset STORE_TYPE SERVER_EXTRA_TOML
+    phase_done
   else
     fail "S3 server did not start (log $WORK/s3.log)"
     phase_done
