@@ -277,3 +277,85 @@ async fn a_failing_store_falls_back_to_local_disk() {
     unregister(&mut s.client, app).await;
     s.running.shutdown().await;
 }
+
+/// The S3 server stops answering mid-job (frozen: every request hangs) and comes back:
+/// `MEMORY_LOCALFILE_HDFS` flushes time out and go to local disk meanwhile, later ones reach
+/// S3 again, and every acknowledged block reads back: from the server, or from the bucket as
+/// the client reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_stops_mid_job_loses_nothing() {
+    // A server of this test's own: freezing the shared one would stall the other tests.
+    let s3 = s3server::start();
+    let b = format!("frozen-{}", std::process::id());
+    s3.create_bucket(&b);
+    let conf: Vec<(String, String)> = s3a_conf()
+        .into_iter()
+        .map(|(k, v)| {
+            if k == "fs.s3a.endpoint" {
+                (k, s3.endpoint.clone())
+            } else {
+                (k, v)
+            }
+        })
+        .chain([("fs.s3a.connection.timeout".to_owned(), "1s".to_owned())])
+        .collect();
+    let mut s = start(1, |c| {
+        c.store_type = StoreType::MemoryLocalfileHdfs;
+        c.hdfs_store.cold_storage_threshold_size = ByteSize(1);
+        c.hdfs_store.write_timeout = Duration::from_secs(3);
+        c.hdfs_store.failure_cooldown = Duration::from_millis(500);
+        for (k, v) in conf.clone() {
+            c.hdfs_store.hadoop_conf.insert(k, v);
+        }
+    })
+    .await;
+    let id = s.running.server_id.clone();
+    let app = "application_1_0003_31";
+    let store = {
+        let settings = S3Settings::from_conf(&b, &conf).unwrap();
+        Arc::new(settings.builder(&b).unwrap().build().unwrap()) as Arc<dyn ObjectStore>
+    };
+    let mut expected = BTreeMap::new();
+    for shuffle in 0..3 {
+        register_remote(
+            &mut s.client,
+            app,
+            shuffle,
+            0..2,
+            &format!("s3a://{b}/rss"),
+            "alice",
+        )
+        .await;
+        if shuffle == 1 {
+            s3.freeze();
+        }
+        let written = write_shuffle(&mut s.client, app, shuffle, 2, 2, 4, 8_000).await;
+        finish(&mut s.client, app, shuffle).await;
+        if shuffle == 1 {
+            s3.thaw();
+            tokio::time::sleep(Duration::from_millis(600)).await;
+        }
+        expected.insert(shuffle, written);
+    }
+    for (shuffle, partitions) in &expected {
+        for (p, want) in partitions {
+            let served = read_partition(&mut s.client, app, *shuffle, *p).await;
+            let remote = read_s3(&store, "rss", app, *shuffle, *p, &id).await;
+            if *shuffle == 1 {
+                // Frozen: every flush of this shuffle went to local disk.
+                assert_eq!(served.from_files, want.len(), "shuffle 1 partition {p}");
+                assert!(remote.is_empty(), "shuffle 1 partition {p}: nothing on S3");
+            } else {
+                assert!(
+                    !remote.is_empty(),
+                    "shuffle {shuffle} partition {p} reached S3"
+                );
+            }
+            let mut all = served.blocks;
+            all.extend(remote);
+            assert_eq!(&all, want, "shuffle {shuffle} partition {p}: every block");
+        }
+    }
+    unregister(&mut s.client, app).await;
+    s.running.shutdown().await;
+}

@@ -115,3 +115,28 @@ impl S3Server {
         );
     }
 }
+
+impl S3Server {
+    /// Freezes the server process (SIGSTOP): connections hang, as behind a dead network or a
+    /// store that stopped answering. [`S3Server::thaw`] resumes it with its data.
+    pub fn freeze(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Resumes a frozen server (SIGCONT).
+    pub fn thaw(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, sig: &str) {
+        let wrapper = self._child.lock().unwrap_or_else(|p| p.into_inner()).id();
+        let status = Command::new("pkill")
+            .args([sig, "-P", &wrapper.to_string()])
+            .status()
+            .expect("run pkill");
+        assert!(
+            status.success(),
+            "pkill {sig} of moto_server failed: {status}"
+        );
+    }
+}
