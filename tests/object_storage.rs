@@ -53,37 +53,6 @@ fn reader(bucket: &str) -> Arc<dyn ObjectStore> {
     Arc::new(s.builder(bucket).unwrap().build().unwrap())
 }
 
-/// `registerShuffle` with an s3a path and the s3a keys in the request's `RemoteStorageInfo`
-/// conf, as a client does with the coordinator's cluster conf.
-async fn register_s3(client: &mut Client, app: &str, partitions: std::ops::Range<i32>, path: &str) {
-    let resp = client
-        .register_shuffle(proto::ShuffleRegisterRequest {
-            app_id: app.into(),
-            shuffle_id: 0,
-            partition_ranges: partitions
-                .map(|p| proto::ShufflePartitionRange { start: p, end: p })
-                .collect(),
-            remote_storage: Some(proto::RemoteStorage {
-                path: path.into(),
-                remote_storage_conf: s3a_conf()
-                    .into_iter()
-                    .map(|(key, value)| proto::RemoteStorageConfItem { key, value })
-                    .collect(),
-            }),
-            user: "alice".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        status_of(resp.status),
-        StatusCode::Success,
-        "{}",
-        resp.ret_msg
-    );
-}
-
 /// One partition read as `HadoopClientReadHandler` reads it: every own `*.index` of the range
 /// folder, each with its data object (see `blocks_of_pair`).
 async fn read_s3(
@@ -154,7 +123,10 @@ async fn memory_hdfs_on_s3_round_trip() {
     })
     .await;
     let app = "application_1_0001_31";
-    register_s3(&mut s.client, app, 0..4, &format!("s3a://{b}/rss")).await;
+    // The s3a keys in the request's RemoteStorageInfo conf, as a client sends what the
+    // coordinator's cluster conf gave it.
+    let path = format!("s3a://{b}/rss");
+    register_remote_with(&mut s.client, app, 0, 0..4, &path, "alice", s3a_conf()).await;
     let expected = write_shuffle(&mut s.client, app, 0, 3, 4, 5, 10_000).await;
     finish(&mut s.client, app, 0).await;
     assert_eq!(

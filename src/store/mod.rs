@@ -15,6 +15,7 @@ pub use crate::audit::storage::StorageSite;
 use crate::error::Result;
 use crate::ids::{AppId, PartitionKey, ShuffleKey};
 
+pub mod failures;
 pub mod flush_stats;
 pub mod hdfs;
 pub mod index;

@@ -537,6 +537,29 @@ pub async fn register_remote(
     path: &str,
     user: &str,
 ) {
+    // `simple` as a client whose own Hadoop conf has no security sends it: on a kerberized
+    // server the server's setting must win.
+    let conf = [
+        ("dfs.client.socket-timeout", "20000"),
+        ("hadoop.security.authentication", "simple"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    register_remote_with(client, app, shuffle, partitions, path, user, conf).await;
+}
+
+/// `registerShuffle` with a remote storage `path` and its conf items, as the client sends what
+/// the coordinator's cluster conf gave it.
+pub async fn register_remote_with(
+    client: &mut Client,
+    app: &str,
+    shuffle: i32,
+    partitions: std::ops::Range<i32>,
+    path: &str,
+    user: &str,
+    conf: Vec<(String, String)>,
+) {
     let resp = client
         .register_shuffle(proto::ShuffleRegisterRequest {
             app_id: app.into(),
@@ -546,18 +569,10 @@ pub async fn register_remote(
                 .collect(),
             remote_storage: Some(proto::RemoteStorage {
                 path: path.into(),
-                // `simple` as a client whose own Hadoop conf has no security sends it: on a
-                // kerberized server the server's setting must win.
-                remote_storage_conf: vec![
-                    proto::RemoteStorageConfItem {
-                        key: "dfs.client.socket-timeout".into(),
-                        value: "20000".into(),
-                    },
-                    proto::RemoteStorageConfItem {
-                        key: "hadoop.security.authentication".into(),
-                        value: "simple".into(),
-                    },
-                ],
+                remote_storage_conf: conf
+                    .into_iter()
+                    .map(|(key, value)| proto::RemoteStorageConfItem { key, value })
+                    .collect(),
             }),
             user: user.into(),
             ..Default::default()

@@ -52,6 +52,7 @@ use self::client::{ClientCache, RemoteRoot, TIER};
 pub use self::identity::{Identity, WriteAs};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
+use crate::store::failures::Failures;
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -87,7 +88,8 @@ pub struct HdfsTier {
     clients: ClientCache,
     permits: Arc<Semaphore>,
     apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
-    health: parking_lot::Mutex<Failures>,
+    /// Recent append failures, for [`Tier::health`] and [`HdfsTier::may_try`].
+    failures: Failures,
 }
 
 /// What the tier knows about one app.
@@ -129,23 +131,15 @@ struct Slot {
     data_len: u64,
 }
 
-/// Recent append failures, for [`Tier::health`] and [`HdfsTier::may_try`].
-#[derive(Debug, Default)]
-struct Failures {
-    consecutive: u64,
-    last: Option<Instant>,
-    last_error: String,
-}
-
 impl HdfsTier {
     /// A tier with no app yet. Connects nothing: clients are built when an app first spills.
     pub fn new(opts: HdfsOptions) -> Arc<Self> {
         Arc::new(HdfsTier {
+            failures: Failures::new("hdfs", "appends", opts.failure_cooldown),
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             clients: ClientCache::new(opts.identity.clone(), opts.hadoop_conf.clone()),
             opts,
             apps: parking_lot::Mutex::new(HashMap::new()),
-            health: parking_lot::Mutex::new(Failures::default()),
         })
     }
 
@@ -207,11 +201,7 @@ impl HdfsTier {
     /// Whether a spill should be tried here now: false during `failure_cooldown` after a
     /// failed append, so the router sends spills elsewhere instead of waiting on a broken HDFS.
     pub fn may_try(&self) -> bool {
-        let f = self.health.lock();
-        match f.last {
-            Some(t) if f.consecutive > 0 => t.elapsed() >= self.opts.failure_cooldown,
-            _ => true,
-        }
+        self.failures.may_try()
     }
 
     /// The file-name prefix of one slot's current pair.
@@ -232,21 +222,6 @@ impl HdfsTier {
 
     fn client(&self, target: &Target) -> Result<Client> {
         self.clients.get(&target.root, &target.user, &target.remote)
-    }
-
-    fn record_failure(&self, e: &Error) {
-        let mut f = self.health.lock();
-        f.consecutive += 1;
-        f.last = Some(Instant::now());
-        f.last_error = e.to_string();
-    }
-
-    fn record_success(&self) {
-        let mut f = self.health.lock();
-        if f.consecutive > 0 {
-            tracing::info!(failures = f.consecutive, "HDFS appends succeed again");
-        }
-        f.consecutive = 0;
     }
 
     /// Takes a free writer slot of the partition (waiting when all are busy).
@@ -552,16 +527,8 @@ impl Tier for HdfsTier {
         }
         .await;
         drop(gate);
-        match outcome {
-            Ok(()) => {
-                self.record_success();
-                Ok(())
-            }
-            Err(e) => {
-                self.record_failure(&e);
-                Err(e)
-            }
-        }
+        self.failures.record(&outcome);
+        outcome
     }
 
     /// Deletes this server's files (names starting with `<serverId>_`) in the scope, then the
@@ -610,18 +577,7 @@ impl Tier for HdfsTier {
     /// Writable unless the last append failed (a success clears it). Used for the server's
     /// status and the heartbeat's storage info; the router uses [`HdfsTier::may_try`].
     fn health(&self) -> Health {
-        let f = self.health.lock();
-        if f.consecutive == 0 {
-            Health::ok()
-        } else {
-            Health {
-                writable: false,
-                detail: format!(
-                    "hdfs: {} failed appends in a row, last: {}",
-                    f.consecutive, f.last_error
-                ),
-            }
-        }
+        self.failures.health()
     }
 }
 

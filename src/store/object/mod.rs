@@ -56,6 +56,7 @@ use self::conf::TIER;
 pub use self::conf::{is_object_path, ObjectRoot, S3Settings, SCHEMES};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
+use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
@@ -89,7 +90,7 @@ pub struct ObjectTier {
     /// Every root an app registered since start (kept after the app is gone), for the
     /// leaked-data sweep.
     roots: parking_lot::Mutex<HashMap<ObjectRoot, Arc<dyn ObjectStore>>>,
-    failures: parking_lot::Mutex<Failures>,
+    failures: Failures,
 }
 
 /// Where one app's objects go.
@@ -100,13 +101,6 @@ struct AppEntry {
     store: Arc<dyn ObjectStore>,
     /// Flushes hold it shared, purges exclusively; `true` once an app purge retired the entry.
     gate: tokio::sync::RwLock<bool>,
-}
-
-#[derive(Debug, Default)]
-struct Failures {
-    consecutive: u64,
-    last: Option<Instant>,
-    last_error: String,
 }
 
 fn store_err(what: &str, key: &str, e: object_store::Error) -> Error {
@@ -124,6 +118,7 @@ impl ObjectTier {
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
         Arc::new(ObjectTier {
+            failures: Failures::new("object store", "flushes", opts.failure_cooldown),
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             opts,
             epoch,
@@ -131,7 +126,6 @@ impl ObjectTier {
             stores: parking_lot::Mutex::new(HashMap::new()),
             apps: parking_lot::Mutex::new(HashMap::new()),
             roots: parking_lot::Mutex::new(HashMap::new()),
-            failures: parking_lot::Mutex::new(Failures::default()),
         })
     }
 
@@ -188,7 +182,7 @@ impl ObjectTier {
     /// health say anything about the server's (a server whose apps all use HDFS must turn
     /// unhealthy when HDFS fails, whatever an idle object tier would say).
     pub fn in_use(&self) -> bool {
-        !self.apps.lock().is_empty() || self.failures.lock().consecutive > 0
+        !self.apps.lock().is_empty() || self.failures.failing()
     }
 
     /// Whether `app` registered an object-store path this tier can write to.
@@ -199,11 +193,7 @@ impl ObjectTier {
     /// False during `failure_cooldown` after a failed flush, so the router sends spills to
     /// local disk instead of waiting on a failing store.
     pub fn may_try(&self) -> bool {
-        let f = self.failures.lock();
-        match f.last {
-            Some(t) if f.consecutive > 0 => t.elapsed() >= self.opts.failure_cooldown,
-            _ => true,
-        }
+        self.failures.may_try()
     }
 
     fn entry(&self, app: &AppId) -> Option<Arc<AppEntry>> {
@@ -280,26 +270,6 @@ impl ObjectTier {
     fn next_name(&self) -> String {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         format!("{}_{:013}_{:010}", self.opts.file_prefix, self.epoch, seq)
-    }
-
-    fn record(&self, outcome: &Result<()>) {
-        let mut f = self.failures.lock();
-        match outcome {
-            Ok(()) => {
-                if f.consecutive > 0 {
-                    tracing::info!(
-                        failures = f.consecutive,
-                        "object-store flushes succeed again"
-                    );
-                }
-                f.consecutive = 0;
-            }
-            Err(e) => {
-                f.consecutive += 1;
-                f.last = Some(Instant::now());
-                f.last_error = e.to_string();
-            }
-        }
     }
 
     /// Writes the data object by `deadline`: one PUT, or a multipart upload that is aborted
@@ -446,7 +416,7 @@ impl Tier for ObjectTier {
         }
         .await;
         drop(gate);
-        self.record(&outcome);
+        self.failures.record(&outcome);
         outcome
     }
 
@@ -483,18 +453,7 @@ impl Tier for ObjectTier {
 
     /// Writable unless the last flush failed (a success clears it).
     fn health(&self) -> Health {
-        let f = self.failures.lock();
-        if f.consecutive == 0 {
-            Health::ok()
-        } else {
-            Health {
-                writable: false,
-                detail: format!(
-                    "object store: {} failed flushes in a row, last: {}",
-                    f.consecutive, f.last_error
-                ),
-            }
-        }
+        self.failures.health()
     }
 }
 
