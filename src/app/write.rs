@@ -180,7 +180,12 @@ impl AppRegistry {
             let for_claimant = budget.freed_for_claimant();
             tokio::pin!(freed, for_claimant);
             freed.as_mut().enable();
-            for_claimant.as_mut().enable();
+            // The claimant's wake-up is armed only once a refusal may have made this request
+            // the claimant: a request granted at once (the common case) pays for one waiter.
+            let armed = claim.may_be_held();
+            if armed {
+                for_claimant.as_mut().enable();
+            }
             // `reserve`, not `require_buffer`: the refusal metrics count answers, not attempts.
             let result = self.reserve(
                 app,
@@ -192,6 +197,11 @@ impl AppRegistry {
             );
             if let Err(Error::NoBuffer { .. }) = result {
                 let held = claim.is_held();
+                if held && !armed {
+                    // This refusal made it the claimant: try once more with its wake-up armed,
+                    // so no release between here and the wait is missed.
+                    continue;
+                }
                 let until = if held && budget.snapshot().spill_under_way() {
                     spill_deadline
                 } else {

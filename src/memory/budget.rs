@@ -174,7 +174,13 @@ impl MemoryBudget {
     /// [`MemoryBudget::try_reserve`] for a request that waits for room under `claim`. Refused,
     /// it takes the claim when none is held, so the room the spill makes is kept for it.
     pub fn try_reserve_claimed(&self, len: u64, claim: &Claim) -> Result<Reservation> {
-        self.reserve(len, Some(claim.id))
+        let result = self.reserve(len, Some(claim.id));
+        if result.is_err() {
+            claim
+                .refused
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        result
     }
 
     fn reserve(&self, len: u64, claim: Option<u64>) -> Result<Reservation> {
@@ -216,6 +222,7 @@ impl MemoryBudget {
     pub fn claim(&self) -> Claim {
         Claim {
             budget: self.clone(),
+            refused: std::sync::atomic::AtomicBool::new(false),
             id: self
                 .inner
                 .next_claim
@@ -312,17 +319,28 @@ impl MemoryBudget {
 pub struct Claim {
     budget: MemoryBudget,
     id: u64,
+    /// Set by a refusal under this claim, the only way it can come to be held: a request
+    /// granted at once (the common case) never takes the budget's lock for its claim.
+    refused: std::sync::atomic::AtomicBool,
 }
 
 impl Claim {
+    /// Whether a refusal under this claim happened, so that it may be held.
+    pub fn may_be_held(&self) -> bool {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether this request is the one memory is held back for.
     pub fn is_held(&self) -> bool {
-        self.budget.inner.counters.lock().claimant == self.id
+        self.may_be_held() && self.budget.inner.counters.lock().claimant == self.id
     }
 }
 
 impl Drop for Claim {
     fn drop(&mut self) {
+        if !self.may_be_held() {
+            return;
+        }
         let held = {
             let mut c = self.budget.inner.counters.lock();
             let held = c.claimant == self.id;
