@@ -182,15 +182,8 @@ async fn a_failing_store_falls_back_to_local_disk() {
     .await;
     let id = s.running.server_id.clone();
     let app = "application_1_0002_31";
-    register_remote(
-        &mut s.client,
-        app,
-        0,
-        0..2,
-        &format!("s3a://{b}/rss"),
-        "alice",
-    )
-    .await;
+    let path = format!("s3a://{b}/rss");
+    register_remote(&mut s.client, app, 0, 0..2, &path, "alice").await;
     let expected = write_shuffle(&mut s.client, app, 0, 2, 2, 4, 8_000).await;
     finish(&mut s.client, app, 0).await;
     let store = reader(&b);
@@ -202,15 +195,7 @@ async fn a_failing_store_falls_back_to_local_disk() {
     s3server::shared().create_bucket(&b);
     tokio::time::sleep(Duration::from_millis(600)).await;
     // A second shuffle now reaches S3.
-    register_remote(
-        &mut s.client,
-        app,
-        1,
-        0..2,
-        &format!("s3a://{b}/rss"),
-        "alice",
-    )
-    .await;
+    register_remote(&mut s.client, app, 1, 0..2, &path, "alice").await;
     let later = write_shuffle(&mut s.client, app, 1, 2, 2, 4, 8_000).await;
     finish(&mut s.client, app, 1).await;
     for (p, want) in &later {
