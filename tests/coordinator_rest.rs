@@ -52,10 +52,17 @@ const SERVER_NODE: [&str; 19] = [
 const STORAGE_INFO: [&str; 3] = ["status", "type", "usedBytes"];
 
 /// `AppInfoVO.java` (coordinator/web/vo).
-const APP_INFO_VO: [&str; 6] = [
+const APP_INFO_VO: [&str; 13] = [
     "appId",
     "gitCommitId",
+    "hadoopFileNum",
+    "hadoopTotalSize",
+    "localFileNum",
+    "localTotalSize",
+    "memorySize",
+    "partitionNum",
     "registrationTime",
+    "totalSize",
     "updateTime",
     "userName",
     "version",
@@ -755,5 +762,71 @@ async fn decommission_needs_basic_credentials_where_java_asks_for_them() {
         )
         .await;
     assert_eq!(v["code"], 0);
+    a.running.shutdown().await;
+}
+
+/// `/api/app/appInfos` sums each app's storage figures over the servers' heartbeats, as the
+/// 0.10 coordinator does: A spilled its shuffle to local files, B keeps its own in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_infos_sum_the_storage_the_servers_report() {
+    let (mut a, mut b) = cluster(|_| {}).await;
+    let http = Http::new(&a);
+    let mut coord = coordinator_client(&a).await;
+    const APP: &str = "app_storage_1";
+    register_app(&mut coord, APP, "alice").await;
+    register_app(&mut coord, "app_idle_1", "bob").await;
+    let mut payload = 0i64;
+    for (server, shuffle, partitions) in [(&mut a, 0, 0..4), (&mut b, 1, 0..3)] {
+        let n = partitions.end;
+        common::register(&mut server.client, APP, shuffle, partitions, false).await;
+        let written =
+            common::write_shuffle(&mut server.client, APP, shuffle, 2, n, 3, 8 << 10).await;
+        payload += written
+            .values()
+            .flat_map(|blocks| blocks.values())
+            .map(|b| b.len() as i64)
+            .sum::<i64>();
+    }
+    common::finish(&mut a.client, APP, 0).await;
+    let coordinator = a.running.coordinator().unwrap().clone();
+    let (ida, idb) = (a.running.server_id.clone(), b.running.server_id.clone());
+    let reported = |id: &str| {
+        coordinator
+            .servers()
+            .get_report(id)
+            .and_then(|(_, r)| r.app_infos.into_iter().find(|i| i.app_id == APP))
+    };
+    common::eventually("A reports its spill, B its memory", || {
+        reported(&ida).is_some_and(|i| i.memory_size == 0 && i.local_total_size > 0)
+            && reported(&idb).is_some_and(|i| i.memory_size > 0)
+    })
+    .await;
+    let (ra, rb) = (reported(&ida).unwrap(), reported(&idb).unwrap());
+
+    let infos = http.get("/api/app/appInfos").await;
+    let infos = infos.as_array().unwrap();
+    let info = infos.iter().find(|i| i["appId"] == APP).unwrap();
+    assert_shape(info, &APP_INFO_VO, "AppInfoVO");
+    assert_eq!(info["userName"], "alice");
+    assert_eq!(info["partitionNum"], 7, "4 on A + 3 on B: {info}");
+    assert_eq!(info["memorySize"], ra.memory_size + rb.memory_size);
+    assert_eq!(info["memorySize"], rb.memory_size, "only B holds memory");
+    assert_eq!(
+        info["localTotalSize"],
+        ra.local_total_size + rb.local_total_size
+    );
+    assert!(info["localTotalSize"].as_i64().unwrap() >= ra.local_total_size);
+    assert_eq!(info["hadoopTotalSize"], 0);
+    assert_eq!(
+        info["totalSize"], payload,
+        "every payload byte received: {info}"
+    );
+    assert_eq!(info["localFileNum"], 0, "unset by the servers, as Java's");
+    assert_eq!(info["hadoopFileNum"], 0, "unset by the servers, as Java's");
+    let idle = infos.iter().find(|i| i["appId"] == "app_idle_1").unwrap();
+    for key in ["partitionNum", "memorySize", "localTotalSize", "totalSize"] {
+        assert_eq!(idle[key], 0, "no server holds the idle app: {idle}");
+    }
+    b.running.shutdown().await;
     a.running.shutdown().await;
 }

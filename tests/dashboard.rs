@@ -99,6 +99,16 @@ fn attr_after(dom: &str, marker: &str, attr: &str) -> Option<String> {
     Some(rest[start..end].to_owned())
 }
 
+/// The text inside the element with the id `id` (no nested markup).
+fn text_of(dom: &str, id: &str) -> String {
+    let at = dom
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no element {id}"));
+    let start = dom[at..].find('>').unwrap() + at + 1;
+    let end = dom[start..].find('<').unwrap() + start;
+    dom[start..end].to_owned()
+}
+
 fn points(dom: &str, series: &str) -> usize {
     attr_after(dom, &format!("data-name=\"{series}\""), "data-points")
         .and_then(|n| n.parse().ok())
@@ -181,6 +191,8 @@ async fn the_dashboard_shows_the_live_cluster_in_chromium() {
         let expected = common::write_shuffle(&mut server.client, APP, 7, 2, 4, 4, 32 << 10).await;
         common::verify_shuffle(&mut server.client, APP, 7, &expected).await;
     }
+    // B spills its part to local files; A keeps its own in memory.
+    common::finish(&mut b.client, APP, 7).await;
     common::eventually("write and read throughput sampled", || {
         let samples = coordinator.history().samples();
         let seen = |f: fn(&spillway::coordinator::dashboard::ServerSample) -> Option<f64>| {
@@ -191,14 +203,15 @@ async fn the_dashboard_shows_the_live_cluster_in_chromium() {
         seen(|x| x.write_rate) && seen(|x| x.read_rate)
     })
     .await;
-    common::eventually("both servers report the app", || {
-        [&ida, &idb].iter().all(|id| {
-            coordinator.servers().get_report(id).is_some_and(|(_, r)| {
-                r.app_infos
-                    .iter()
-                    .any(|i| i.app_id == APP && i.total_size > 0)
-            })
-        })
+    let reported = |id: &str| {
+        coordinator
+            .servers()
+            .get_report(id)
+            .and_then(|(_, r)| r.app_infos.into_iter().find(|i| i.app_id == APP))
+    };
+    common::eventually("B reports its spill, A its memory", || {
+        reported(&idb).is_some_and(|i| i.memory_size == 0 && i.local_total_size > 0)
+            && reported(&ida).is_some_and(|i| i.memory_size > 0 && i.total_size > 0)
     })
     .await;
 
@@ -291,11 +304,48 @@ async fn the_dashboard_shows_the_live_cluster_in_chromium() {
     assert!(app_page.contains(&format!("<span id=\"app-id\">{APP}</span>")));
     assert!(app_page.contains("<td id=\"app-user\">alice</td>"));
     assert!(app_page.contains("data-shuffle=\"7\""), "shuffle 7 listed");
-    let app_size: i64 = attr_after(&app_page, "id=\"app-size\"", "data-bytes")
+    // Storage summed over both servers, as `/api/app/appInfos` gives it.
+    let bytes_of = |id: &str| -> i64 {
+        attr_after(&app_page, &format!("id=\"{id}\""), "data-bytes")
+            .unwrap_or_else(|| panic!("{id} missing"))
+            .parse()
+            .unwrap()
+    };
+    let (ra, rb) = (reported(&ida).unwrap(), reported(&idb).unwrap());
+    assert_eq!(text_of(&app_page, "app-partitions"), "8", "4 per server");
+    assert_eq!(bytes_of("app-memory"), ra.memory_size, "A's memory only");
+    assert_eq!(bytes_of("app-local"), rb.local_total_size, "B's spill only");
+    assert_eq!(bytes_of("app-remote"), 0);
+    assert_eq!(bytes_of("app-size"), ra.total_size + rb.total_size);
+    assert_eq!(
+        text_of(&app_page, "app-local-files"),
+        "not reported",
+        "servers leave the count unset; 0 would be a made-up value"
+    );
+    assert_eq!(text_of(&app_page, "app-remote-files"), "0");
+    let rest: serde_json::Value = serde_json::from_str(
+        &reqwest::get(format!("{base}/api/app/appInfos"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let info = rest["data"]
+        .as_array()
         .unwrap()
-        .parse()
+        .iter()
+        .find(|i| i["appId"] == APP)
         .unwrap();
-    assert!(app_size > 0);
+    for (key, id) in [
+        ("memorySize", "app-memory"),
+        ("localTotalSize", "app-local"),
+        ("hadoopTotalSize", "app-remote"),
+        ("totalSize", "app-size"),
+    ] {
+        assert_eq!(info[key].as_i64().unwrap(), bytes_of(id), "{key} = {id}");
+    }
     for id in [&ida, &idb] {
         assert!(
             app_page.contains(&format!(">{id}</a>")),

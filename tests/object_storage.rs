@@ -120,9 +120,13 @@ async fn memory_hdfs_on_s3_round_trip() {
     let b = bucket("roundtrip");
     let mut s = start(0, |c| {
         c.store_type = StoreType::MemoryHdfs;
+        // The embedded coordinator, so its `/api/app/appInfos` can be checked below.
+        c.coordinator.enabled = true;
+        c.heartbeat_interval = Duration::from_millis(100);
     })
     .await;
     let app = "application_1_0001_31";
+    register_with_coordinator(&s, app).await;
     // The s3a keys in the request's RemoteStorageInfo conf, as a client sends what the
     // coordinator's cluster conf gave it.
     let path = format!("s3a://{b}/rss");
@@ -154,6 +158,22 @@ async fn memory_hdfs_on_s3_round_trip() {
         let name = k.rsplit('/').next().unwrap();
         assert!(name.starts_with(&format!("{id}_")), "{name}");
     }
+    // The coordinator counts the objects as the app's remote ("hadoop") bytes, as Java's
+    // counts any remote file system.
+    let payload: i64 = expected
+        .values()
+        .flat_map(|blocks| blocks.values())
+        .map(|b| b.len() as i64)
+        .sum();
+    let info = app_info_when(&s, app, |i| i["hadoopTotalSize"].as_i64() > Some(0)).await;
+    assert_eq!(info["partitionNum"], 4, "{info}");
+    assert_eq!(info["memorySize"], 0, "{info}");
+    assert_eq!(info["localTotalSize"], 0, "{info}");
+    assert!(
+        info["hadoopTotalSize"].as_i64().unwrap() >= payload,
+        "{info}: payload {payload}"
+    );
+    assert_eq!(info["totalSize"], payload, "{info}");
     unregister(&mut s.client, app).await;
     let registry = s.running.registry().clone();
     eventually("app purge", || registry.purges_running() == 0).await;
@@ -162,6 +182,50 @@ async fn memory_hdfs_on_s3_round_trip() {
         "the app's objects are deleted"
     );
     s.running.shutdown().await;
+}
+
+/// `registerApplicationInfo` to the embedded coordinator of `s`, as the client's driver does.
+async fn register_with_coordinator(s: &TestServer, app: &str) {
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", s.running.grpc_addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let r = proto::coordinator_server_client::CoordinatorServerClient::new(channel)
+        .register_application_info(proto::ApplicationInfoRequest {
+            app_id: app.into(),
+            user: "alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success);
+}
+
+/// The app's entry in the coordinator's `/api/app/appInfos`, once `ready` holds for it.
+async fn app_info_when(
+    s: &TestServer,
+    app: &str,
+    ready: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let url = format!("http://{}/api/app/appInfos", s.running.http_addr);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = reqwest::get(&url).await.unwrap().text().await.unwrap();
+        let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let info = body["data"]
+            .as_array()
+            .and_then(|apps| apps.iter().find(|a| a["appId"] == app).cloned());
+        match info {
+            Some(info) if ready(&info) => return info,
+            other => assert!(
+                tokio::time::Instant::now() < deadline,
+                "appInfos never ready for {app}: {other:?}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// `MEMORY_LOCALFILE_HDFS` with every spill preferring the remote tier: while the bucket is

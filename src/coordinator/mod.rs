@@ -54,7 +54,7 @@ pub use assign::{AssignError, AssignPolicy, AssignRequest, HostStrategy, Partiti
 pub use client_conf::ClientConfFormat;
 /// For the Java `coordinator.conf` mapping of `rss.coordinator.remote.storage.cluster.conf`.
 pub use files::parse_cluster_conf;
-pub use registry::{NodeReport, ServerCounts, ServerNode, ServerRegistry};
+pub use registry::{AppStorage, NodeReport, ServerCounts, ServerNode, ServerRegistry};
 pub use service::CoordinatorService;
 pub use storage::RemoteStorage;
 

@@ -148,6 +148,56 @@ impl NodeReport {
     }
 }
 
+/// One app's storage figures, summed over servers (Java's `AppInfoVO` storage fields).
+///
+/// The file counts are what the servers send: Java's server and Spillway both leave them unset
+/// (COORDINATOR.md §2.1), so they sum to 0 unless a server fills them. `servers` counts the
+/// servers whose heartbeat named the app.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AppStorage {
+    /// Servers whose last heartbeat named the app.
+    pub servers: u64,
+    /// `partitionNum`.
+    pub partition_num: i64,
+    /// `memorySize`.
+    pub memory_size: i64,
+    /// `localFileNum`.
+    pub local_file_num: i64,
+    /// `localTotalSize`.
+    pub local_total_size: i64,
+    /// `hadoopFileNum`: remote files, object storage included.
+    pub hadoop_file_num: i64,
+    /// `hadoopTotalSize`: bytes on the remote tier, object storage included.
+    pub hadoop_total_size: i64,
+    /// `totalSize`.
+    pub total_size: i64,
+}
+
+impl AppStorage {
+    /// Adds one server's `ApplicationInfo`, saturating: a server cannot overflow the sum.
+    pub fn add(&mut self, info: &proto::ApplicationInfo) {
+        self.servers += 1;
+        self.partition_num = self.partition_num.saturating_add(info.partition_num);
+        self.memory_size = self.memory_size.saturating_add(info.memory_size);
+        self.local_file_num = self.local_file_num.saturating_add(info.local_file_num);
+        self.local_total_size = self.local_total_size.saturating_add(info.local_total_size);
+        self.hadoop_file_num = self.hadoop_file_num.saturating_add(info.hadoop_file_num);
+        self.hadoop_total_size = self
+            .hadoop_total_size
+            .saturating_add(info.hadoop_total_size);
+        self.total_size = self.total_size.saturating_add(info.total_size);
+    }
+
+    /// Whether the tiers account for the total. A server that does not split its bytes by
+    /// tier sends only `totalSize`, and proto3 cannot tell its unsent fields from 0.
+    pub fn tiers_account_for_total(&self) -> bool {
+        self.memory_size
+            .saturating_add(self.local_total_size)
+            .saturating_add(self.hadoop_total_size)
+            >= self.total_size
+    }
+}
+
 /// A server as the registry holds it.
 #[derive(Debug, Clone)]
 struct Entry {
@@ -212,6 +262,27 @@ impl ServerRegistry {
         servers.insert(id.clone(), Entry { node, report });
         drop(servers);
         self.lost.lock().remove(&id);
+    }
+
+    /// Each app's storage figures summed over the live servers' last heartbeats, as Java's
+    /// `/api/app/appInfos` sums `appIdToInfos` over `ClusterManager.list()`. One pass over the
+    /// servers under the lock, so the cost is servers × apps-per-server, not apps × servers.
+    pub fn app_storage(&self) -> HashMap<String, AppStorage> {
+        let now = Instant::now();
+        let mut sums: HashMap<String, AppStorage> = HashMap::new();
+        for e in self.servers.lock().values() {
+            if !self.is_live(&e.node, now) {
+                continue;
+            }
+            for info in &e.report.app_infos {
+                let sum = match sums.get_mut(&info.app_id) {
+                    Some(sum) => sum,
+                    None => sums.entry(info.app_id.clone()).or_default(),
+                };
+                sum.add(info);
+            }
+        }
+        sums
     }
 
     /// Live servers with their reports, sorted by id.

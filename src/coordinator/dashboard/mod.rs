@@ -39,7 +39,7 @@ use serde::Serialize;
 pub use history::{History, Sample, ServerSample};
 
 use super::rest::RestContext;
-use super::{NodeReport, ServerNode};
+use super::{AppStorage, NodeReport, ServerNode};
 use crate::proto::{self, ServerStatus};
 use chart::{line_chart, Series, Unit};
 use view::{ago, href, human_bytes, or_na, svg, time, Views, REFRESH_SECS};
@@ -257,14 +257,27 @@ fn disk_media(d: &proto::StorageInfo) -> &'static str {
 /// an unsent field from 0, and a server that does not split its bytes by tier would otherwise
 /// read as holding nothing on disk.
 fn tier_size(info: &proto::ApplicationInfo, bytes: i64) -> String {
-    let parts = info
-        .memory_size
-        .saturating_add(info.local_total_size)
-        .saturating_add(info.hadoop_total_size);
-    if parts >= info.total_size {
+    let mut one = AppStorage::default();
+    one.add(info);
+    summed_tier(&one, bytes)
+}
+
+/// [`tier_size`] for figures summed over servers: `n/a` unless every tier is accounted for.
+fn summed_tier(sum: &AppStorage, bytes: i64) -> String {
+    if sum.tiers_account_for_total() {
         human_bytes(bytes)
     } else {
         "n/a".into()
+    }
+}
+
+/// A file count from heartbeats. Java's servers and ours leave the counts unset, so 0 next to
+/// bytes on that tier means "not reported", not "no files"; showing 0 would be a made-up value.
+fn file_count(files: i64, bytes: i64) -> String {
+    if files == 0 && bytes > 0 {
+        "not reported".into()
+    } else {
+        files.to_string()
     }
 }
 
@@ -565,6 +578,21 @@ struct AppView {
     git_commit: String,
     registered: String,
     updated: String,
+}
+
+/// The app's storage figures on the app page: Java 0.10's `AppInfoVO` storage fields.
+#[derive(Serialize)]
+struct AppStorageView {
+    servers: u64,
+    partitions: String,
+    memory: String,
+    memory_bytes: i64,
+    local: String,
+    local_bytes: i64,
+    local_files: String,
+    remote: String,
+    remote_bytes: i64,
+    remote_files: String,
     size: String,
     size_bytes: String,
 }
@@ -582,10 +610,10 @@ async fn app(State(d): Dash, Path(id): Path<String>) -> Response {
     };
     // Servers that hold data of the app (heartbeats) or were assigned some of it.
     let mut rows: BTreeMap<String, AppServerRow> = BTreeMap::new();
-    let mut total: Option<i64> = None;
+    let mut sum = AppStorage::default();
     for (node, report) in c.servers().live_reports() {
         if let Some(info) = report.app_infos.iter().find(|a| a.app_id == id) {
-            *total.get_or_insert(0) += info.total_size;
+            sum.add(info);
             rows.insert(
                 node.id.clone(),
                 AppServerRow {
@@ -624,8 +652,28 @@ async fn app(State(d): Dash, Path(id): Path<String>) -> Response {
         git_commit: a.git_commit_id.clone(),
         registered: time(a.registration_ms),
         updated: ago(a.update_ms, now_ms),
-        size: total.map_or("n/a".into(), human_bytes),
-        size_bytes: total.map_or(String::new(), |t| t.to_string()),
+    };
+    // The app's figures summed over the servers, as `/api/app/appInfos` gives them; "n/a" when
+    // no live server's heartbeat names the app.
+    let reported = sum.servers > 0;
+    let shown = |text: String| if reported { text } else { "n/a".into() };
+    let storage = AppStorageView {
+        servers: sum.servers,
+        partitions: shown(sum.partition_num.to_string()),
+        memory: shown(human_bytes(sum.memory_size)),
+        memory_bytes: sum.memory_size,
+        local: shown(summed_tier(&sum, sum.local_total_size)),
+        local_bytes: sum.local_total_size,
+        local_files: shown(file_count(sum.local_file_num, sum.local_total_size)),
+        remote: shown(summed_tier(&sum, sum.hadoop_total_size)),
+        remote_bytes: sum.hadoop_total_size,
+        remote_files: shown(file_count(sum.hadoop_file_num, sum.hadoop_total_size)),
+        size: shown(human_bytes(sum.total_size)),
+        size_bytes: if reported {
+            sum.total_size.to_string()
+        } else {
+            String::new()
+        },
     };
     let shuffles = detail
         .shuffles
@@ -639,11 +687,13 @@ async fn app(State(d): Dash, Path(id): Path<String>) -> Response {
     #[derive(Serialize)]
     struct Page {
         a: AppView,
+        storage: AppStorageView,
         shuffles: Vec<ShuffleRow>,
         servers: Vec<AppServerRow>,
     }
     let page = Page {
         a: page_app,
+        storage,
         shuffles,
         servers: rows.into_values().collect(),
     };

@@ -74,7 +74,7 @@ const SERVER: &str = r#"<h1>Server <span id="server-id">{{ s.id }}</span> <span 
 {% for d in disks %}<tr><td>{{ d.mount }}</td><td>{{ d.media }}</td><td>{{ d.status }}</td><td class="num">{{ d.used }} / {{ d.capacity }}</td></tr>{% endfor %}
 </table>{% else %}<p class="na">n/a: the server's heartbeat reports no disk.</p>{% endif %}
 <h2>Applications on this server</h2>
-{% if apps %}<table id="server-apps"><tr><th>Application</th><th>Partitions</th><th>Memory</th><th>Local files</th><th>HDFS</th><th>Total</th></tr>
+{% if apps %}<table id="server-apps"><tr><th>Application</th><th>Partitions</th><th>Memory</th><th>Local files</th><th>Remote</th><th>Total</th></tr>
 {% for a in apps %}<tr><td><a href="{{ a.href }}">{{ a.id }}</a></td><td class="num">{{ a.partitions }}</td><td class="num">{{ a.memory }}</td><td class="num">{{ a.local }}</td><td class="num">{{ a.hadoop }}</td><td class="num">{{ a.total }}</td></tr>{% endfor %}
 </table>{% else %}<p class="na">None reported (servers older than 0.10 do not report their apps).</p>{% endif %}
 {% if s.metrics %}<h2>Display metrics</h2><table>{% for m in s.metrics %}<tr><th>{{ m.0 }}</th><td>{{ m.1 }}</td></tr>{% endfor %}</table>{% endif %}
@@ -84,14 +84,21 @@ const APP: &str = r#"<h1>Application <span id="app-id">{{ a.id }}</span></h1>
 <table id="app"><tr><th>User</th><td id="app-user">{{ a.user }}</td></tr>
 <tr><th>Client version</th><td>{{ a.version }} {{ a.git_commit }}</td></tr>
 <tr><th>Registered</th><td>{{ a.registered }}</td></tr>
-<tr><th>Last heartbeat</th><td>{{ a.updated }}</td></tr>
-<tr><th>Size on servers</th><td id="app-size" data-bytes="{{ a.size_bytes }}">{{ a.size }}</td></tr></table>
+<tr><th>Last heartbeat</th><td>{{ a.updated }}</td></tr></table>
+<h2>Storage, summed over {{ storage.servers }} server{% if storage.servers != 1 %}s{% endif %}</h2>
+<table id="app-storage"><tr><th>Partitions</th><td id="app-partitions" class="num">{{ storage.partitions }}</td></tr>
+<tr><th>Memory</th><td id="app-memory" class="num" data-bytes="{{ storage.memory_bytes }}">{{ storage.memory }}</td></tr>
+<tr><th>Local files</th><td id="app-local" class="num" data-bytes="{{ storage.local_bytes }}">{{ storage.local }}</td></tr>
+<tr><th>Local file count</th><td id="app-local-files" class="num">{{ storage.local_files }}</td></tr>
+<tr><th>Remote (HDFS, object storage)</th><td id="app-remote" class="num" data-bytes="{{ storage.remote_bytes }}">{{ storage.remote }}</td></tr>
+<tr><th>Remote file count</th><td id="app-remote-files" class="num">{{ storage.remote_files }}</td></tr>
+<tr><th>Total received</th><td id="app-size" class="num" data-bytes="{{ storage.size_bytes }}">{{ storage.size }}</td></tr></table>
 <h2>Shuffles assigned by this coordinator</h2>
 {% if shuffles %}<table id="shuffles"><tr><th>Shuffle</th><th>Partitions</th><th>Servers</th></tr>
 {% for sh in shuffles %}<tr data-shuffle="{{ sh.id }}"><td class="num">{{ sh.id }}</td><td class="num">{{ sh.partitions }}</td><td>{% for s in sh.servers %}<a href="{{ s.href }}">{{ s.id }}</a> {% endfor %}</td></tr>{% endfor %}
 </table>{% else %}<p class="na">None.</p>{% endif %}
 <h2>Per server</h2>
-{% if servers %}<table id="app-servers"><tr><th>Server</th><th>Partitions assigned</th><th>Partitions held</th><th>Memory</th><th>Local files</th><th>HDFS</th><th>Total</th></tr>
+{% if servers %}<table id="app-servers"><tr><th>Server</th><th>Partitions assigned</th><th>Partitions held</th><th>Memory</th><th>Local files</th><th>Remote</th><th>Total</th></tr>
 {% for s in servers %}<tr><td><a href="{{ s.href }}">{{ s.id }}</a></td><td class="num">{{ s.assigned }}</td><td class="num">{{ s.partitions }}</td><td class="num">{{ s.memory }}</td><td class="num">{{ s.local }}</td><td class="num">{{ s.hadoop }}</td><td class="num" data-bytes="{{ s.total_bytes }}">{{ s.total }}</td></tr>{% endfor %}
 </table>{% else %}<p class="na">No server reports data of this application.</p>{% endif %}
 "#;

@@ -461,8 +461,14 @@ async fn user_total(State(ctx): Ctx) -> Response {
     ))
 }
 
-/// `GET /api/app/appInfos`: Java's `AppInfoVO` per live app, newest registration first.
+/// `GET /api/app/appInfos`: Java's `AppInfoVO` per live app, newest registration first, with
+/// the 0.10 storage figures summed over the live servers' heartbeats (object storage counts
+/// as "hadoop", as Java counts any remote file system).
+///
+/// Differs on purpose: Java 0.10 fills `userName` with the app id here (it passes the inner
+/// map's key); we give the user, as `/api/app/userTotal` and the 0.9 coordinator do.
 async fn app_infos(State(ctx): Ctx) -> Response {
+    let storage = ctx.coordinator.servers().app_storage();
     let mut apps = ctx.coordinator.apps();
     apps.sort_by(|a, b| {
         b.registration_ms
@@ -472,6 +478,7 @@ async fn app_infos(State(ctx): Ctx) -> Response {
     success(Value::Array(
         apps.into_iter()
             .map(|a| {
+                let s = storage.get(&a.app_id).copied().unwrap_or_default();
                 json!({
                     "userName": a.user,
                     "appId": a.app_id,
@@ -479,6 +486,13 @@ async fn app_infos(State(ctx): Ctx) -> Response {
                     "registrationTime": a.registration_ms,
                     "version": a.version,
                     "gitCommitId": a.git_commit_id,
+                    "partitionNum": s.partition_num,
+                    "memorySize": s.memory_size,
+                    "localFileNum": s.local_file_num,
+                    "localTotalSize": s.local_total_size,
+                    "hadoopFileNum": s.hadoop_file_num,
+                    "hadoopTotalSize": s.hadoop_total_size,
+                    "totalSize": s.total_size,
                 })
             })
             .collect(),
