@@ -174,6 +174,32 @@ async fn memory_hdfs_on_s3_round_trip() {
         "{info}: payload {payload}"
     );
     assert_eq!(info["totalSize"], payload, "{info}");
+    // The flush metrics label the bucket as `storage_host`, as Java labels a NameNode.
+    let metrics = reqwest::get(format!(
+        "http://{}/metrics/server?name[]=total_hadoop_write_data",
+        s.running.http_addr
+    ))
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let metrics: serde_json::Value = serde_json::from_str(&metrics).unwrap();
+    let by_host: BTreeMap<String, f64> = metrics["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let names = m["labelNames"].as_array().unwrap();
+            let at = names.iter().position(|n| n == "storage_host").unwrap();
+            (
+                m["labelValues"][at].as_str().unwrap().to_owned(),
+                m["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(by_host.get(&b).is_some_and(|v| *v > 0.0), "{metrics}");
+    assert_eq!(by_host.get(&b), by_host.get("ALL"), "{metrics}");
     unregister(&mut s.client, app).await;
     let registry = s.running.registry().clone();
     eventually("app purge", || registry.purges_running() == 0).await;

@@ -51,8 +51,8 @@ pub struct Workload {
     pub backoff: Duration,
     /// Which plane carries data.
     pub transport: Transport,
-    /// `registerShuffle.remoteStorage.path` (an HDFS URL), so a `*_HDFS` server may spill the
-    /// app to HDFS; `None`: the app has no remote storage.
+    /// `registerShuffle.remoteStorage.path` (an HDFS URL or an `s3a://` bucket), so a `*_HDFS`
+    /// server may spill the app there; `None`: the app has no remote storage.
     pub remote_storage: Option<String>,
 }
 

@@ -900,8 +900,25 @@ stop_hdfs() {
 
 # ---- S3 (object-storage suites) -----------------------------------------------------------------
 
-S3_PID=""
 S3_ENDPOINT=""
+# launch_s3 PORT: one moto S3 server on 127.0.0.1:PORT, its request log appended to WORK/s3.log
+# and its pid in WORK/s3.pid (a file: the restart fault starts a new process from a subshell).
+# Not in PIDS: stop_cluster stops the servers between suites, the S3 server stays up.
+launch_s3() {
+  local port=$1 pid deadline=$((SECONDS + 60))
+  MOTO_RECORDER_FILEPATH="$WORK/s3-journal.jsonl" \
+    "$ROOT/tests/s3/target/venv/bin/moto_server" -H 127.0.0.1 -p "$port" >>"$WORK/s3.log" 2>&1 &
+  pid=$!
+  echo "$pid" >"$WORK/s3.pid"
+  until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
+    if ! kill -0 "$pid" 2>/dev/null || ((SECONDS > deadline)); then
+      tail -n 20 "$WORK/s3.log"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
 # start_s3: moto's S3 server (tests/s3/install.sh: PyPI) on a free loopback port, and the s3a jars
 # for the client (tests/s3/install.sh --maven). Sets S3_ENDPOINT.
 start_s3() {
@@ -911,25 +928,44 @@ start_s3() {
   fi
   local port
   port=$(free_port)
-  "$ROOT/tests/s3/target/venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$WORK/s3.log" 2>&1 &
-  # Not in PIDS: stop_cluster stops the servers between suites, the S3 server stays up.
-  S3_PID=$!
+  : >"$WORK/s3.log"
+  launch_s3 "$port" || return 1
   S3_ENDPOINT="http://127.0.0.1:$port"
-  local deadline=$((SECONDS + 60))
-  until curl -s -o /dev/null "$S3_ENDPOINT/"; do
-    if ! kill -0 "$S3_PID" 2>/dev/null || ((SECONDS > deadline)); then
-      tail -n 20 "$WORK/s3.log"
+  log "S3 server (moto, pid $(cat "$WORK/s3.pid")) on $S3_ENDPOINT"
+}
+
+# restart_s3_after PATTERN HOLD: the S3 server stopped mid-job and started again. Waits (up to
+# 300 s) for a request matching PATTERN in the S3 server's log, SIGKILLs the server (a crash:
+# no goodbye), leaves it down for HOLD seconds, then starts a new process on the same port and
+# replays the request journal into it (moto's recorder, switched on before the suite), so the
+# objects written before the stop are back, as on a store whose disks survive a restart. Says
+# what it did on stdout (the caller's log).
+restart_s3_after() {
+  local pattern=$1 hold=$2 port=${S3_ENDPOINT##*:} deadline=$((SECONDS + 300)) pid
+  until grep -qE "$pattern" "$WORK/s3.log"; do
+    if ((SECONDS > deadline)); then
+      echo "restart_s3_after: no request matched $pattern in 300 s"
       return 1
     fi
-    sleep 0.2
+    sleep 0.1
   done
-  log "S3 server (moto, pid $S3_PID) on $S3_ENDPOINT"
+  pid=$(cat "$WORK/s3.pid")
+  kill -KILL "$pid"
+  echo "$(date +%T.%N) S3 server stopped (SIGKILL, pid $pid)"
+  sleep "$hold"
+  # A kill between the journal's record and its newline leaves a torn last line.
+  sed -i '$ { /}$/!d }' "$WORK/s3-journal.jsonl"
+  launch_s3 "$port" || return 1
+  echo "$(date +%T.%N) S3 server started again (pid $(cat "$WORK/s3.pid")); replaying $(wc -l <"$WORK/s3-journal.jsonl") journalled requests"
+  curl -s -f -X POST "$S3_ENDPOINT/moto-api/recorder/replay-recording" -o /dev/null || return 1
+  curl -s -f -X POST "$S3_ENDPOINT/moto-api/recorder/start-recording" -o /dev/null || return 1
+  echo "$(date +%T.%N) S3 server restarted: journal replayed"
 }
 
 stop_s3() {
-  if [[ -n $S3_PID ]]; then
-    stop_pid "$S3_PID"
-    S3_PID=""
+  if [[ -f $WORK/s3.pid ]]; then
+    stop_pid "$(cat "$WORK/s3.pid")"
+    rm -f "$WORK/s3.pid"
   fi
 }
 
@@ -1289,6 +1325,54 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
       unset STORE_TYPE SERVER_EXTRA_TOML
       phase_done
     done
+    # The S3 server stopped mid-job and started again (restart_s3_after): a SIGKILL at the first
+    # data object the job writes, 6 s down, then a new process that replays the request journal.
+    # Flushes while it is down fail and go to local disk; later ones reach S3 again; the client
+    # reads the objects written before the stop from the restarted server. Results equal vanilla
+    # Spark's, so no block was lost (the client fails a reduce task whose blocks are missing, and
+    # a block lost for good fails the job).
+    phase "s3 restart suite MEMORY_LOCALFILE_HDFS, client $ver"
+    STORE_TYPE=MEMORY_LOCALFILE_HDFS
+    bucket=rss-restart
+    prefix="or_"
+    name="uniffle-$ver-$STORE_TYPE-s3a-restart"
+    { curl -s -f -X POST "$S3_ENDPOINT/moto-api/recorder/reset-recording" -o /dev/null \
+      && curl -s -f -X POST "$S3_ENDPOINT/moto-api/recorder/start-recording" -o /dev/null \
+      && curl -s -f -X PUT "$S3_ENDPOINT/$bucket" -o /dev/null; } \
+      || fail "$name: could not create bucket $bucket with the journal on"
+    # Requests give up after 2 s and a flush after 5 s, so flushes during the 6 s outage go to
+    # local disk within it; after a failure the tier rests 2 s.
+    SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"\nwrite_timeout = "5s"\nfailure_cooldown = "2s"\n'"hadoop_conf = { ${hadoop_conf%, }, \"fs.s3a.connection.timeout\" = \"2s\", \"fs.s3a.retry.limit\" = \"1\" }"
+    export STORE_TYPE SERVER_EXTRA_TOML
+    if start_cluster "$ver" 1 "$prefix"; then
+      restart_s3_after "PUT /$bucket/rss/[^ ?]*\.data HTTP" 6 >"$WORK/s3-restart.log" 2>&1 &
+      restarter=$!
+      rss_s3=()
+      for kv in "${S3_KEYS[@]}"; do rss_s3+=(--rss-conf "spark.hadoop.$kv"); done
+      SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" \
+        run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+        --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
+        --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
+        --rss-conf "spark.rss.remote.storage.path=s3a://$bucket/rss" "${rss_s3[@]}"
+      if ! wait "$restarter"; then
+        fail "$name: the S3 server was not restarted ($WORK/s3-restart.log: $(tail -n 1 "$WORK/s3-restart.log"))"
+      fi
+      cat "$WORK/s3-restart.log"
+      stop_cluster
+      # The outage hit flushes: they failed on S3 and went on to local disk ...
+      if ! grep -q 'spill to tier failed.*tier="hdfs"' "$WORK/${prefix}0/server.log"; then
+        fail "$name: no flush met the stopped S3 server (no failed remote spill in $WORK/${prefix}0/server.log)"
+      fi
+      # ... and after the restart the client read objects from the new process.
+      if ! awk '/Running on http/ { n++ } n >= 2' "$WORK/s3.log" | grep -qE "GET /$bucket/rss/[^ ?]*\.data HTTP"; then
+        fail "$name: no GET of a data object from the restarted S3 server ($WORK/s3.log)"
+      fi
+    else
+      fail "$name: cluster not ready (see above; coordinator $COORD)"
+      stop_cluster
+    fi
+    unset STORE_TYPE SERVER_EXTRA_TOML
+    phase_done
     # Behind a coordinator-only process whose Java coordinator.conf gives the s3a path and, as
     # its cluster conf, the s3a keys: the client fetches both (dynamic client conf), registers
     # them with the server and reads with them. Neither the server's config nor the job's Spark

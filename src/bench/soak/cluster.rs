@@ -158,17 +158,33 @@ pub struct Layout {
     /// The soak runs in its own network namespace: the servers listen on all of its
     /// addresses and the apps use [`CLIENT_IP`](super::netns::CLIENT_IP).
     pub netns: bool,
-    /// `MEMORY_LOCALFILE_HDFS` with a small cold threshold, for apps that register an HDFS
-    /// remote storage; `false`: `MEMORY_LOCALFILE`.
-    pub hdfs: bool,
+    /// `MEMORY_LOCALFILE_HDFS` with a small cold threshold, for apps that register a remote
+    /// storage (HDFS or S3); `false`: `MEMORY_LOCALFILE`.
+    pub remote: bool,
+    /// s3a conf items every server gets in `[hdfs_store.hadoop_conf]` (the Java server's
+    /// `rss.server.hadoop.fs.s3a.*`); empty without S3.
+    pub s3_conf: Vec<(String, String)>,
 }
 
-/// `[hdfs_store]` of a soak with HDFS. A generator app's partition is 8–320 KiB, so a 64 KiB
-/// cold threshold sends about half of the HDFS apps' spill batches to HDFS (64 MiB, the
-/// default, would send none). The 10 s write timeout bounds an append that hangs while the
-/// NameNode restarts, well inside the apps' `--app-timeout`; after a failure HDFS rests 5 s.
+/// `[hdfs_store]` of a soak with a remote tier. A generator app's partition is 8–320 KiB, so a
+/// 64 KiB cold threshold sends about half of the remote apps' spill batches to HDFS or S3 (64
+/// MiB, the default, would send none). The 10 s write timeout bounds an append that hangs
+/// while the NameNode restarts or the S3 store is frozen, well inside the apps'
+/// `--app-timeout`; after a failure the tier rests 5 s.
 const HDFS_STORE: &str = "[hdfs_store]\ncold_storage_threshold_size = \"64K\"\n\
      write_timeout = \"10s\"\nfailure_cooldown = \"5s\"\n";
+
+/// [`HDFS_STORE`] with the s3a conf items as `[hdfs_store.hadoop_conf]`.
+fn remote_store(s3_conf: &[(String, String)]) -> String {
+    let mut toml = HDFS_STORE.to_owned();
+    if !s3_conf.is_empty() {
+        toml.push_str("[hdfs_store.hadoop_conf]\n");
+        for (k, v) in s3_conf {
+            toml.push_str(&format!("{k:?} = {v:?}\n"));
+        }
+    }
+    toml
+}
 
 fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -230,12 +246,16 @@ impl Cluster {
                  write_timeout = \"5s\"\ndisk_health_check_interval = \"2s\"\n\
                  [metrics]\nhttp_port = {http}\n\
                  [coordinator]\nenabled = {coordinator}\nregister_self = false\n{hdfs}",
-                store_type = if layout.hdfs {
+                store_type = if layout.remote {
                     "MEMORY_LOCALFILE_HDFS"
                 } else {
                     "MEMORY_LOCALFILE"
                 },
-                hdfs = if layout.hdfs { HDFS_STORE } else { "" },
+                hdfs = if layout.remote {
+                    remote_store(&layout.s3_conf)
+                } else {
+                    String::new()
+                },
                 quorum = quorum.join(", "),
                 cap = layout.capacity,
                 paths = data_paths,

@@ -8,6 +8,7 @@
 //! second waits for the first to end.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -15,6 +16,7 @@ use nix::sys::signal::Signal;
 use super::cluster::{Cluster, COORDINATORS, LOOP_PATH, PATHS, SERVERS};
 use super::disks::LoopDisk;
 use super::minidfs::MiniDfs;
+use super::s3::S3Server;
 
 /// The server no process fault restarts: every other fault (stalls, disk fills, freezes and
 /// removals, NameNode restarts) still hits it. A resource slope is only measurable over a long
@@ -78,6 +80,9 @@ pub enum Kind {
     /// Pull the loop disk out (its path turns empty and read-only), put a new empty file
     /// system in `hold` later; the apps that had files on it are recorded as gone.
     DiskRemove,
+    /// Freeze the S3 server (SIGSTOP) for `hold`, then resume it with its objects: every
+    /// server's object-storage requests hang meanwhile.
+    S3Freeze,
 }
 
 impl Kind {
@@ -95,6 +100,7 @@ impl Kind {
                 | Kind::NameNodeRestart
                 | Kind::DiskFreeze
                 | Kind::DiskRemove
+                | Kind::S3Freeze
         )
     }
 
@@ -109,6 +115,33 @@ impl Kind {
             Kind::NameNodeRestart => "NameNode stopped",
             Kind::DiskFreeze => "disk freeze",
             Kind::DiskRemove => "disk removal",
+            Kind::S3Freeze => "S3 store frozen",
+        }
+    }
+}
+
+/// What the soak runs, which decides the faults it can plan.
+#[derive(Clone, Copy, Debug)]
+pub struct Parts {
+    /// tmpfs data paths and loop disks of its own (disk fills, freezes, removals).
+    pub disks: bool,
+    /// Its own network namespace (client network stalls).
+    pub net: bool,
+    /// A MiniDFS (NameNode restarts).
+    pub hdfs: bool,
+    /// An S3 server (store freezes).
+    pub s3: bool,
+}
+
+#[cfg(test)]
+impl Parts {
+    /// Everything.
+    pub fn all() -> Parts {
+        Parts {
+            disks: true,
+            net: true,
+            hdfs: true,
+            s3: true,
         }
     }
 }
@@ -131,17 +164,14 @@ pub struct Fault {
 /// checks). After a fault that lasts its `hold` in the background ([`Kind::overlaps`]), half
 /// the time the next one comes within that hold instead, uniform in `[hold/5, 4*hold/5)`, so
 /// faults overlap. Kinds come in rounds holding each kind once, in a seeded order, so even a
-/// 5-minute run meets every kind. Disk fills need tmpfs data paths (`disks`), network stalls
-/// the soak's own network namespace (`net`), NameNode restarts a MiniDFS (`hdfs`).
-pub fn schedule(
-    seed: u64,
-    duration: f64,
-    interval: f64,
-    hold: f64,
-    disks: bool,
-    net: bool,
-    hdfs: bool,
-) -> Vec<Fault> {
+/// 5-minute run meets every kind. Which kinds can be planned depends on the soak's [`Parts`].
+pub fn schedule(seed: u64, duration: f64, interval: f64, hold: f64, parts: Parts) -> Vec<Fault> {
+    let Parts {
+        disks,
+        net,
+        hdfs,
+        s3,
+    } = parts;
     let tail = hold + 10.0;
     let mut rng = Rng::new(seed);
     let kinds: Vec<Kind> = [
@@ -154,11 +184,13 @@ pub fn schedule(
         Kind::NameNodeRestart,
         Kind::DiskFreeze,
         Kind::DiskRemove,
+        Kind::S3Freeze,
     ]
     .into_iter()
     .filter(|k| disks || !k.needs_disks())
     .filter(|k| net || *k != Kind::NetStall)
     .filter(|k| hdfs || *k != Kind::NameNodeRestart)
+    .filter(|k| s3 || *k != Kind::S3Freeze)
     .collect();
     let mut round: Vec<Kind> = Vec::new();
     let mut out = Vec::new();
@@ -262,6 +294,8 @@ enum Held {
     NameNode,
     /// The client network (one stall at a time: rules of two holds would interleave).
     Net,
+    /// The S3 server.
+    S3,
 }
 
 /// The faults running in tasks of their own, and what they took with them.
@@ -347,11 +381,12 @@ fn logged(start: f64, now: f64, node: usize, what: String, result: anyhow::Resul
 pub async fn run(
     cluster: &mut Cluster,
     hdfs: Option<MiniDfs>,
+    s3: Option<Arc<S3Server>>,
     plan: &[Fault],
     hold: Duration,
     stop: tokio_util::sync::CancellationToken,
 ) -> (Vec<Logged>, Vec<Restart>, Option<MiniDfs>) {
-    let shared = std::sync::Arc::clone(&cluster.shared);
+    let shared = Arc::clone(&cluster.shared);
     let mut bg = Background {
         running: Vec::new(),
         disks: std::mem::take(&mut cluster.loop_disks)
@@ -399,6 +434,7 @@ pub async fn run(
             Kind::DiskFill if f.path == LOOP_PATH => Some(Held::Disk(f.node)),
             Kind::NameNodeRestart => Some(Held::NameNode),
             Kind::NetStall => Some(Held::Net),
+            Kind::S3Freeze => Some(Held::S3),
             _ => None,
         };
         if let Some(held) = held {
@@ -488,6 +524,31 @@ pub async fn run(
                             }
                         });
                         bg.running.push((Held::NameNode, node, task));
+                        continue;
+                    }
+                }
+            }
+            Kind::S3Freeze => {
+                // One S3 server serves every server: the node drawn for it means nothing.
+                let what = format!(
+                    "{} for {} s (every server's object storage)",
+                    f.kind.name(),
+                    hold.as_secs()
+                );
+                match &s3 {
+                    None => (what, Err(anyhow::anyhow!("the soak runs no S3 server"))),
+                    Some(server) => {
+                        let (sh, stop, node) = (shared.clone(), stop.clone(), f.node);
+                        let server = Arc::clone(server);
+                        let task = tokio::spawn(async move {
+                            let r = super::s3::freeze(&server, hold, &stop).await;
+                            Back {
+                                logged: logged(start, sh.now(), node, what, r),
+                                disk: None,
+                                dfs: None,
+                            }
+                        });
+                        bg.running.push((Held::S3, node, task));
                         continue;
                     }
                 }
@@ -602,9 +663,9 @@ mod tests {
 
     #[test]
     fn same_seed_same_schedule() {
-        let a = schedule(7, 600.0, 20.0, 20.0, true, true, true);
-        let b = schedule(7, 600.0, 20.0, 20.0, true, true, true);
-        let c = schedule(8, 600.0, 20.0, 20.0, true, true, true);
+        let a = schedule(7, 600.0, 20.0, 20.0, Parts::all());
+        let b = schedule(7, 600.0, 20.0, 20.0, Parts::all());
+        let c = schedule(8, 600.0, 20.0, 20.0, Parts::all());
         let key = |s: &[Fault]| {
             s.iter()
                 .map(|f| (f.at.to_bits(), f.kind, f.node, f.path))
@@ -621,7 +682,7 @@ mod tests {
             .iter()
             .filter(|f| matches!(f.kind, Kind::DiskFreeze | Kind::DiskRemove))
             .all(|f| f.path == LOOP_PATH));
-        rounds_of(&a, 9);
+        rounds_of(&a, 10);
         assert!(a
             .iter()
             .filter(|f| matches!(f.kind, Kind::Kill | Kind::Term | Kind::Takeover))
@@ -632,7 +693,7 @@ mod tests {
         );
         // Faults come within the hold (20 s) of a background fault, and only after one
         // (other gaps are 20-60 s here).
-        let o = schedule(7, 1200.0, 40.0, 20.0, true, true, true);
+        let o = schedule(7, 1200.0, 40.0, 20.0, Parts::all());
         let close: Vec<(&Fault, &Fault)> = o
             .windows(2)
             .map(|w| (&w[0], &w[1]))
@@ -644,17 +705,57 @@ mod tests {
             .all(|(x, y)| x.kind.overlaps() && y.at - x.at >= 4.0));
         // Without the soak's mounts, no disk is filled, frozen or removed (it would be the
         // host's disk).
-        let no_disks = schedule(7, 600.0, 20.0, 20.0, false, true, true);
+        let no_disks = schedule(
+            7,
+            600.0,
+            20.0,
+            20.0,
+            Parts {
+                disks: false,
+                ..Parts::all()
+            },
+        );
         assert!(no_disks.iter().all(|f| !f.kind.needs_disks()));
-        rounds_of(&no_disks, 6);
+        rounds_of(&no_disks, 7);
         // Outside the soak's own network namespace, no stall (it would be the host's
         // firewall).
-        let no_net = schedule(7, 600.0, 20.0, 20.0, true, false, true);
+        let no_net = schedule(
+            7,
+            600.0,
+            20.0,
+            20.0,
+            Parts {
+                net: false,
+                ..Parts::all()
+            },
+        );
         assert!(no_net.iter().all(|f| f.kind != Kind::NetStall));
-        rounds_of(&no_net, 8);
+        rounds_of(&no_net, 9);
         // NameNode restarts only with a MiniDFS.
-        let no_hdfs = schedule(7, 600.0, 20.0, 20.0, true, true, false);
+        let no_hdfs = schedule(
+            7,
+            600.0,
+            20.0,
+            20.0,
+            Parts {
+                hdfs: false,
+                ..Parts::all()
+            },
+        );
         assert!(no_hdfs.iter().all(|f| f.kind != Kind::NameNodeRestart));
-        rounds_of(&no_hdfs, 8);
+        rounds_of(&no_hdfs, 9);
+        // Store freezes only with an S3 server.
+        let no_s3 = schedule(
+            7,
+            600.0,
+            20.0,
+            20.0,
+            Parts {
+                s3: false,
+                ..Parts::all()
+            },
+        );
+        assert!(no_s3.iter().all(|f| f.kind != Kind::S3Freeze));
+        rounds_of(&no_s3, 9);
     }
 }

@@ -1,6 +1,7 @@
-//! The soak's HDFS side: the NameNode restart fault, and what every server wrote to HDFS, so
-//! the report shows that HDFS really took data (a soak whose HDFS apps all fell back to local
-//! files would prove nothing about the HDFS tier) and how many appends failed during outages.
+//! The soak's HDFS side: the NameNode restart fault, and what every server wrote to its remote
+//! tiers (HDFS, and the S3 bucket apart), so the report shows that each really took data (a
+//! soak whose remote apps all fell back to local files would prove nothing about the remote
+//! tiers) and how many appends failed during outages.
 //!
 //! The servers' counters start from zero in each new process, so [`Stats`] polls them and
 //! adds up each process's last value: the sum is a lower bound (what a process wrote after
@@ -31,11 +32,15 @@ pub async fn restart(
     dfs.command("start-namenode").await
 }
 
-/// The HDFS counters of one server, summed over its processes.
+/// The remote-tier counters of one server, summed over its processes.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Written {
-    /// Bytes appended to HDFS (`total_hadoop_write_data`).
+    /// Bytes appended to HDFS (`total_hadoop_write_data`, all hosts but the S3 bucket).
     pub bytes: f64,
+    /// Bytes written to the soak's S3 bucket (`total_hadoop_write_data{storage_host=<bucket>}`:
+    /// the object tier labels its writes with the bucket, as Java labels a remote storage by
+    /// its host).
+    pub s3_bytes: f64,
     /// Appends that succeeded (`storage_success_write_remote`).
     pub appends: f64,
     /// Appends that failed (`storage_failed_write_remote`): the batch stayed in memory or
@@ -66,9 +71,14 @@ impl Stats {
             self.current.resize(i + 1, Written::default());
         }
         let last = self.current[i];
-        if now.bytes < last.bytes || now.appends < last.appends || now.failed < last.failed {
+        if now.bytes < last.bytes
+            || now.s3_bytes < last.s3_bytes
+            || now.appends < last.appends
+            || now.failed < last.failed
+        {
             let d = &mut self.done[i];
             d.bytes += last.bytes;
+            d.s3_bytes += last.s3_bytes;
             d.appends += last.appends;
             d.failed += last.failed;
         }
@@ -82,6 +92,7 @@ impl Stats {
             .zip(&self.current)
             .map(|(d, c)| Written {
                 bytes: d.bytes + c.bytes,
+                s3_bytes: d.s3_bytes + c.s3_bytes,
                 appends: d.appends + c.appends,
                 failed: d.failed + c.failed,
             })
@@ -90,10 +101,12 @@ impl Stats {
 }
 
 /// One server's counters from a `/metrics/server` body. `total_hadoop_write_data` has one
-/// sample per NameNode host plus `storage_host="ALL"`, their sum: the largest is the total.
-pub fn written_of(body: &serde_json::Value) -> Option<Written> {
+/// sample per remote host (a NameNode, a bucket) plus `storage_host="ALL"`, their sum: the
+/// largest is the total, and the HDFS share is the total minus the sample of `bucket`.
+pub fn written_of(body: &serde_json::Value, bucket: Option<&str>) -> Option<Written> {
     let samples = body.get("metrics")?.as_array()?;
     let mut v = [None::<f64>; 3];
+    let mut s3 = 0.0;
     for m in samples {
         let Some(name) = m.get("name").and_then(|n| n.as_str()) else {
             continue;
@@ -104,18 +117,29 @@ pub fn written_of(body: &serde_json::Value) -> Option<Written> {
         let Some(x) = m.get("value").and_then(|x| x.as_f64()) else {
             continue;
         };
+        let host = m
+            .get("labelNames")
+            .and_then(|n| n.as_array())
+            .and_then(|n| n.iter().position(|n| n == "storage_host"))
+            .and_then(|at| m.get("labelValues")?.get(at))
+            .and_then(|h| h.as_str());
+        if k == 0 && bucket.is_some() && host == bucket {
+            s3 = x;
+        }
         v[k] = Some(v[k].map_or(x, |y: f64| y.max(x)));
     }
     Some(Written {
-        // No HDFS write yet: the labelled family has no sample.
-        bytes: v[0].unwrap_or(0.0),
+        // No remote write yet: the labelled family has no sample.
+        bytes: v[0].unwrap_or(0.0) - s3,
+        s3_bytes: s3,
         appends: v[1]?,
         failed: v[2]?,
     })
 }
 
-/// Polls every server's HDFS counters every 2 s until `stop`, then once more.
-pub async fn poll(shared: Arc<Shared>, stop: CancellationToken) -> Stats {
+/// Polls every server's remote-tier counters every 2 s until `stop`, then once more; writes
+/// labelled `bucket` are the S3 bucket's.
+pub async fn poll(shared: Arc<Shared>, bucket: Option<&str>, stop: CancellationToken) -> Stats {
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()
@@ -133,7 +157,7 @@ pub async fn poll(shared: Arc<Shared>, stop: CancellationToken) -> Stats {
                 continue;
             }
             let body = super::sampler::server_metrics(&http, node.http, &query).await;
-            if let Some(w) = body.as_ref().and_then(written_of) {
+            if let Some(w) = body.as_ref().and_then(|b| written_of(b, bucket)) {
                 stats.observe(i, w);
             }
         }
@@ -149,13 +173,14 @@ pub async fn poll(shared: Arc<Shared>, stop: CancellationToken) -> Stats {
 
 #[cfg(test)]
 mod tests {
-    use super::super::faults::{schedule, Kind};
+    use super::super::faults::{schedule, Kind, Parts};
     use super::*;
 
     #[test]
     fn restarted_processes_add_up() {
         let w = |bytes, appends, failed| Written {
             bytes,
+            s3_bytes: 0.0,
             appends,
             failed,
         };
@@ -177,20 +202,33 @@ mod tests {
             {"name": "storage_success_write_remote", "value": 3.0},
             {"name": "storage_failed_write_remote", "value": 1.0},
         ]});
-        let got = written_of(&body).unwrap();
+        let got = written_of(&body, None).unwrap();
         assert_eq!((got.bytes, got.appends, got.failed), (40.0, 3.0, 1.0));
+        // With the S3 bucket as a second host.
+        let body = serde_json::json!({"metrics": [
+            {"name": "total_hadoop_write_data", "labelNames": ["tags", "storage_host"],
+             "labelValues": ["ss_v5", "127.0.0.1:9000"], "value": 40.0},
+            {"name": "total_hadoop_write_data", "labelNames": ["tags", "storage_host"],
+             "labelValues": ["ss_v5", "soak-bucket"], "value": 25.0},
+            {"name": "total_hadoop_write_data", "labelNames": ["tags", "storage_host"],
+             "labelValues": ["ss_v5", "ALL"], "value": 65.0},
+            {"name": "storage_success_write_remote", "value": 5.0},
+            {"name": "storage_failed_write_remote", "value": 0.0},
+        ]});
+        let got = written_of(&body, Some("soak-bucket")).unwrap();
+        assert_eq!((got.bytes, got.s3_bytes), (40.0, 25.0));
         // Before the first HDFS write the labelled family is empty.
         let body = serde_json::json!({"metrics": [
             {"name": "storage_success_write_remote", "value": 0.0},
             {"name": "storage_failed_write_remote", "value": 0.0},
         ]});
-        assert_eq!(written_of(&body), Some(Written::default()));
-        assert_eq!(written_of(&serde_json::json!({"metrics": []})), None);
+        assert_eq!(written_of(&body, Some("b")), Some(Written::default()));
+        assert_eq!(written_of(&serde_json::json!({"metrics": []}), None), None);
     }
 
     #[test]
     fn namenode_restarts_are_planned_only_with_hdfs() {
-        let with = schedule(7, 600.0, 20.0, 20.0, true, true, true);
+        let with = schedule(7, 600.0, 20.0, 20.0, Parts::all());
         // Every kind once per round, the NameNode restart among them.
         let mut kinds: Vec<String> = with.iter().map(|f| format!("{:?}", f.kind)).collect();
         kinds.sort();
@@ -206,8 +244,17 @@ mod tests {
             );
         }
         assert!(with.len() >= kinds.len());
-        assert!(schedule(7, 600.0, 20.0, 20.0, true, true, false)
-            .iter()
-            .all(|f| f.kind != Kind::NameNodeRestart));
+        assert!(schedule(
+            7,
+            600.0,
+            20.0,
+            20.0,
+            Parts {
+                hdfs: false,
+                ..Parts::all()
+            }
+        )
+        .iter()
+        .all(|f| f.kind != Kind::NameNodeRestart));
     }
 }

@@ -8,10 +8,11 @@
 //!    │       report+commit, finishShuffle, read + verify, unregister or keep
 //!    │       (half over the Netty data plane, half over gRPC)
 //!    ▲ apps with HDFS remote storage (MiniDFS, MEMORY_LOCALFILE_HDFS), read back from HDFS
+//!    ▲ apps with S3 remote storage (an `s3a://` bucket on moto's S3 server), read back from it
 //!    ▲ Spark jobs (tests/spark, replica 3/2/2), one at a time, checked against vanilla Spark
 //!    ▲ faults: SIGKILL / SIGTERM restart, --takeover, disk fill, coordinator stop,
-//!    │         disk freeze, disk removal, NameNode restart, client network stall (own
-//!    │         network namespace only, see `netns`, `netstall`)
+//!    │         disk freeze, disk removal, NameNode restart, S3 store frozen, client
+//!    │         network stall (own network namespace only, see `netns`, `netstall`)
 //!    ▲ sampler: RSS, fds, threads, used/allocated buffer, tickets, journal bytes (1/s)
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
@@ -39,7 +40,9 @@
 //! completed read of an HDFS app that misses blocks (none corrupt) is read again within the
 //! same 120 s before they count as lost: a file pair whose append failed reads shorter until
 //! its lease is recovered, and the Java client's block-id check fails that reduce task, which
-//! Spark retries. Spark jobs count the same way (`spark.rs`): a job that threw is failed and
+//! Spark retries. S3 apps follow the same rules: a flush the frozen store does not take goes
+//! to local files, and the apps read their objects back as the client's s3a does. Spark jobs
+//! count the same way (`spark.rs`): a job that threw is failed and
 //! retried, a result other than vanilla Spark's is a failure.
 //!
 //! Reads of durable apps that fail (the server restarting) are retried for up to 120 s; a
@@ -58,12 +61,13 @@ mod disk_faults;
 mod disks;
 mod faults;
 mod hdfs;
-mod hdfs_read;
 mod minidfs;
 pub mod netns;
 mod netstall;
+mod remote_read;
 mod report;
 mod report_hdfs;
+mod s3;
 mod sampler;
 mod spark;
 mod workload;
@@ -77,6 +81,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
+use self::remote_read::RemoteReader;
 use self::report::Bound;
 use self::sampler::Resource;
 use crate::config::ByteSize;
@@ -218,6 +223,14 @@ pub struct SoakOptions {
     /// Share of the generator apps (seeded) that register the MiniDFS as remote storage.
     #[arg(long, default_value_t = 0.5)]
     pub hdfs_share: f64,
+    /// No S3 server: no apps on object storage, no store freezes. Without it a S3 server that
+    /// cannot start (`tests/s3/install.sh` needs Python 3 and PyPI) fails the soak.
+    #[arg(long)]
+    pub no_s3: bool,
+    /// Share of the generator apps (seeded) that register an `s3a://` bucket as remote
+    /// storage; with `--hdfs-share` at most 1 (the rest use local disks only).
+    #[arg(long, default_value_t = 0.25)]
+    pub s3_share: f64,
     /// Run Spark jobs and fail when the harness's jars are missing (by default they run
     /// when `tests/spark/target/uniffle-0.9.2` is built: `tests/spark/run.sh --build-only`).
     #[arg(long, conflicts_with = "no_spark")]
@@ -278,6 +291,10 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         (0.0..=1.0).contains(&opts.hdfs_share),
         "--hdfs-share must be in [0, 1]"
     );
+    anyhow::ensure!(
+        (0.0..=1.0).contains(&opts.s3_share) && opts.hdfs_share + opts.s3_share <= 1.0,
+        "--s3-share must be in [0, 1], and --hdfs-share + --s3-share at most 1"
+    );
     let spark_cp = if opts.no_spark {
         None
     } else {
@@ -317,9 +334,12 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.duration,
         opts.fault_interval,
         opts.fault_hold,
-        tmpfs,
-        opts.own_netns,
-        !opts.no_hdfs,
+        faults::Parts {
+            disks: tmpfs,
+            net: opts.own_netns,
+            hdfs: !opts.no_hdfs,
+            s3: !opts.no_s3,
+        },
     );
     if opts.own_netns {
         netstall::probe().await?;
@@ -353,6 +373,13 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         eprintln!("spillway-bench soak: MiniDFS at {}", dfs.url);
         Some(dfs)
     };
+    let s3 = if opts.no_s3 {
+        None
+    } else {
+        let s3 = s3::SoakS3::start().await?;
+        eprintln!("spillway-bench soak: S3 server at {}", s3.endpoint());
+        Some(s3)
+    };
     let mut cluster = cluster::Cluster::start(&cluster::Layout {
         bin,
         root: out.join("cluster"),
@@ -360,7 +387,8 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         tmpfs: tmpfs.then_some(opts.disk_size.0),
         capacity: opts.capacity.0,
         netns: opts.own_netns,
-        hdfs: dfs.is_some(),
+        remote: dfs.is_some() || s3.is_some(),
+        s3_conf: s3.as_ref().map(|s| s.conf()).unwrap_or_default(),
     })
     .await?;
     let shared = Arc::clone(&cluster.shared);
@@ -380,16 +408,30 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         opts.keep_max,
         Duration::from_secs_f64(opts.app_timeout),
     );
+    let mut remotes = Vec::new();
     if let Some(dfs) = &dfs {
-        gen.use_hdfs(workload::HdfsApps {
-            reader: hdfs_read::HdfsReader::new(&dfs.url, "/soak")?,
+        remotes.push(workload::RemoteApps {
+            reader: RemoteReader::Hdfs(remote_read::HdfsReader::new(&dfs.url, "/soak")?),
             share: opts.hdfs_share,
         });
     }
+    if let Some(s3) = &s3 {
+        remotes.push(workload::RemoteApps {
+            reader: RemoteReader::S3(s3.reader()?),
+            // After HDFS's share of the one draw, also when the soak runs without HDFS.
+            share: opts.s3_share + if dfs.is_none() { opts.hdfs_share } else { 0.0 },
+        });
+    }
+    gen.use_remotes(remotes);
     let stop_hdfs_stats = CancellationToken::new();
-    let hdfs_stats = dfs
-        .is_some()
-        .then(|| tokio::spawn(hdfs::poll(Arc::clone(&shared), stop_hdfs_stats.clone())));
+    let bucket = s3.as_ref().map(|s| s.bucket());
+    let hdfs_stats = (dfs.is_some() || s3.is_some()).then(|| {
+        tokio::spawn(hdfs::poll(
+            Arc::clone(&shared),
+            bucket,
+            stop_hdfs_stats.clone(),
+        ))
+    });
     let spark_counts = Arc::new(spark::Counts::default());
     let spark_problems = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let spark_task = spark_cp.map(|classpath| {
@@ -458,6 +500,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     let (fault_log, restarts, dfs_back) = faults::run(
         &mut cluster,
         dfs.take(),
+        s3.as_ref().map(|s| s.server()),
         &plan,
         Duration::from_secs_f64(opts.fault_hold),
         ctrl_c.clone(),
@@ -517,7 +560,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     }
     failures.extend(slope_failures);
     failures.extend(settle);
-    let hdfs_section = hdfs_written.as_ref().map(|w| {
+    let hdfs_section = hdfs_written.as_ref().filter(|_| !opts.no_hdfs).map(|w| {
         report_hdfs::section(
             w,
             &logs,
@@ -528,12 +571,23 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             &mut failures,
         )
     });
+    let s3_section = hdfs_written.as_ref().filter(|_| s3.is_some()).map(|w| {
+        report_hdfs::s3_section(
+            w,
+            get(&c.s3_apps),
+            get(&c.blocks_from_s3),
+            get(&c.s3_rereads),
+            &fault_log,
+            &mut failures,
+        )
+    });
+    drop(s3);
     let spark_section = spark_result.map(|r| {
         report_hdfs::spark_section(
             &spark_counts,
             r,
             &opts.spark_job,
-            hdfs_written.is_some(),
+            !opts.no_hdfs,
             &mut failures,
         )
     });
@@ -589,7 +643,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
             "the host's loopback (no client network stalls)"
         }
     );
-    for s in hdfs_section.iter().chain(&spark_section) {
+    for s in hdfs_section.iter().chain(&s3_section).chain(&spark_section) {
         md.push('\n');
         md.push_str(s);
     }

@@ -1,5 +1,5 @@
-//! The report's HDFS and Spark sections, and the failures they add: HDFS that never received
-//! a byte although HDFS apps ran (the tier was not exercised at all), a Spark job with a wrong
+//! The report's HDFS, S3 and Spark sections, and the failures they add: HDFS or S3 that never
+//! received a byte although apps registered it (the tier was not exercised at all), a Spark job with a wrong
 //! result, no Spark job succeeding in a run that started one, or no vanilla baseline.
 
 use std::fmt::Write as _;
@@ -65,6 +65,44 @@ pub fn section(
     md
 }
 
+/// The S3 section: per server what it wrote to the soak's bucket, and what the apps read back
+/// from it. A soak whose S3 apps all went to local disk fails: it proved nothing about the tier.
+pub fn s3_section(
+    written: &[Written],
+    apps: u64,
+    blocks: u64,
+    rereads: u64,
+    faults: &[Logged],
+    failures: &mut Vec<String>,
+) -> String {
+    let mut md = String::new();
+    let freezes = faults
+        .iter()
+        .filter(|f| f.what.starts_with("S3 store frozen"))
+        .count();
+    let total: f64 = written.iter().map(|w| w.s3_bytes).sum();
+    let _ = writeln!(
+        md,
+        "### S3 (moto's S3 server, `s3a://` bucket, `MEMORY_LOCALFILE_HDFS`)\n\n{apps} apps registered it as remote storage; {blocks} of their blocks were read back from the bucket directly (as the client's s3a does) and verified; {rereads} reads missed blocks and were read again; {freezes} store freezes. Bytes each server wrote to the bucket (at least: counters are summed over its processes, polled every 2 s):\n"
+    );
+    let _ = writeln!(md, "| server | S3 bytes |");
+    let _ = writeln!(md, "|---|---|");
+    for (i, w) in written.iter().enumerate() {
+        let _ = writeln!(
+            md,
+            "| server{i} | {:.1} MiB |",
+            w.s3_bytes / (1u64 << 20) as f64
+        );
+    }
+    md.push('\n');
+    if apps > 0 && total == 0.0 && blocks == 0 {
+        failures.push(format!(
+            "S3 received no data although {apps} apps registered it (the object tier was not exercised)"
+        ));
+    }
+    md
+}
+
 /// The Spark section; `result` is the Spark task's end (an error: no baseline, no JVM).
 pub fn spark_section(
     counts: &spark::Counts,
@@ -117,6 +155,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn s3_without_data_fails() {
+        let mut f = Vec::new();
+        s3_section(&[Written::default(); 3], 10, 0, 0, &[], &mut f);
+        assert_eq!(f.len(), 1, "{f:?}");
+        let mut f = Vec::new();
+        let some = [Written {
+            s3_bytes: 2.0 * (1u64 << 20) as f64,
+            ..Written::default()
+        }];
+        let md = s3_section(&some, 10, 5, 0, &[], &mut f);
+        assert!(f.is_empty(), "{f:?}");
+        assert!(md.contains("| server0 | 2.0 MiB |"), "{md}");
+    }
+
+    #[test]
     fn hdfs_without_data_and_spark_without_success_fail() {
         let mut f = Vec::new();
         let none = [Written::default(); 3];
@@ -124,6 +177,7 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         let some = [Written {
             bytes: 1.0,
+            s3_bytes: 0.0,
             appends: 1.0,
             failed: 0.0,
         }];

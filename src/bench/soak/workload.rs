@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 
 use super::cluster::{Shared, COORDINATORS, SERVERS};
 use super::faults::Rng;
+use super::remote_read::RemoteReader;
 use crate::bench::client::Transport;
 use crate::bench::driver::{self, Target, Verification, Workload};
 use crate::bench::payload::{Payloads, Shape};
@@ -85,13 +86,20 @@ pub struct Counts {
     /// Reads of HDFS apps that missed blocks and were read again (as a Spark reduce task whose
     /// block-id check fails is retried), before any block counted as lost.
     pub hdfs_rereads: AtomicU64,
+    /// Apps (first attempts) registered with the soak's S3 bucket as remote storage.
+    pub s3_apps: AtomicU64,
+    /// Blocks verified that were read from the bucket (not served by the server).
+    pub blocks_from_s3: AtomicU64,
+    /// Reads of S3 apps that missed blocks and were read again, as for HDFS. Object pairs are
+    /// immutable and their index is written last, so this should stay 0.
+    pub s3_rereads: AtomicU64,
 }
 
-/// The share of apps that register the soak's HDFS as remote storage, and how to read them.
-pub struct HdfsApps {
-    /// Reads the apps' HDFS files back as the client does.
-    pub reader: super::hdfs_read::HdfsReader,
-    /// Share of apps (seeded) that register it.
+/// A share of apps that registers one remote storage, and how to read them.
+pub struct RemoteApps {
+    /// Reads the apps' remote files back as the client does.
+    pub reader: RemoteReader,
+    /// Share of all apps (seeded) that register it.
     pub share: f64,
 }
 
@@ -119,8 +127,9 @@ pub struct Generator {
     keep_max: usize,
     app_timeout: Duration,
     run_id: String,
-    /// Set once before the first app when the soak runs HDFS.
-    hdfs: std::sync::OnceLock<HdfsApps>,
+    /// Set once before the first app: the soak's remote storages (HDFS, S3), each with its
+    /// share of the apps.
+    remotes: std::sync::OnceLock<Vec<RemoteApps>>,
 }
 
 impl Generator {
@@ -151,13 +160,23 @@ impl Generator {
             keep_max,
             app_timeout,
             run_id,
-            hdfs: std::sync::OnceLock::new(),
+            remotes: std::sync::OnceLock::new(),
         })
     }
 
-    /// Makes a seeded `share` of the apps started from now on register HDFS as remote storage.
-    pub fn use_hdfs(&self, apps: HdfsApps) {
-        let _ = self.hdfs.set(apps);
+    /// Makes each remote's seeded share of the apps started from now on register it as remote
+    /// storage (the shares add up to at most 1; the rest use local disks only).
+    pub fn use_remotes(&self, remotes: Vec<RemoteApps>) {
+        let _ = self.remotes.set(remotes);
+    }
+
+    /// The counters of the remote storage at `path` (apps, blocks read from it, rereads).
+    fn remote_counts(&self, path: Option<&str>) -> Option<[&AtomicU64; 3]> {
+        let c = &self.counts;
+        match path? {
+            p if p.starts_with("s3a://") => Some([&c.s3_apps, &c.blocks_from_s3, &c.s3_rereads]),
+            _ => Some([&c.hdfs_apps, &c.blocks_from_hdfs, &c.hdfs_rereads]),
+        }
     }
 
     fn problem(&self, p: String) {
@@ -237,14 +256,19 @@ impl Generator {
             self.counts.grpc_apps.fetch_add(1, Ordering::Relaxed);
             Transport::Grpc
         };
-        // Drawn after the plane, so the shapes above are the same with and without HDFS.
-        let remote_storage = self
-            .hdfs
-            .get()
-            .filter(|h| rng.unit() < h.share)
-            .map(|h| h.reader.remote_path());
-        if remote_storage.is_some() {
-            self.counts.hdfs_apps.fetch_add(1, Ordering::Relaxed);
+        // Drawn after the plane, so the shapes above are the same with and without remote
+        // storage. One draw over the remotes' shares in order: HDFS apps are the same apps
+        // with and without S3.
+        let remote_storage = self.remotes.get().and_then(|remotes| {
+            let draw = rng.unit();
+            let mut upto = 0.0;
+            remotes.iter().find_map(|r| {
+                upto += r.share;
+                (draw < upto).then(|| r.reader.remote_path())
+            })
+        });
+        if let Some([apps, ..]) = self.remote_counts(remote_storage.as_deref()) {
+            apps.fetch_add(1, Ordering::Relaxed);
         }
         for attempt in 0..=RETRIES {
             if attempt > 0 {
@@ -353,7 +377,7 @@ impl Generator {
     async fn verify(&self, node: usize, w: &Workload) -> bool {
         let target = self.target(node);
         let deadline = tokio::time::Instant::now() + READ_PATIENCE;
-        let extra = self.hdfs_read(node, w);
+        let extra = self.remote_read(node, w);
         loop {
             match tokio::time::timeout(
                 Duration::from_secs(60),
@@ -371,7 +395,9 @@ impl Generator {
                         && !self.gone(node, w)
                         && tokio::time::Instant::now() < deadline =>
                 {
-                    self.counts.hdfs_rereads.fetch_add(1, Ordering::Relaxed);
+                    if let Some([_, _, rereads]) = self.remote_counts(w.remote_storage.as_deref()) {
+                        rereads.fetch_add(1, Ordering::Relaxed);
+                    }
                     tokio::time::sleep(Duration::from_secs(2)).await;
                 }
                 Ok(Ok((_, v))) => {
@@ -411,10 +437,16 @@ impl Generator {
         }
     }
 
-    /// The HDFS read of an app registered with remote storage: its server's files.
-    fn hdfs_read(&self, node: usize, w: &Workload) -> Option<driver::ExtraRead> {
-        w.remote_storage.as_ref()?;
-        let reader = self.hdfs.get()?.reader.clone();
+    /// The remote read of an app registered with remote storage: its server's files there.
+    fn remote_read(&self, node: usize, w: &Workload) -> Option<driver::ExtraRead> {
+        let path = w.remote_storage.as_ref()?;
+        let reader = self
+            .remotes
+            .get()?
+            .iter()
+            .find(|r| r.reader.remote_path() == *path)?
+            .reader
+            .clone();
         let (app, shuffle, server) = (w.app.clone(), w.shuffle, self.shared.nodes[node].grpc);
         Some(Arc::new(move |p| {
             let (reader, app) = (reader.clone(), app.clone());
@@ -426,9 +458,9 @@ impl Generator {
         self.counts
             .blocks_verified
             .fetch_add(v.blocks, Ordering::Relaxed);
-        self.counts
-            .blocks_from_hdfs
-            .fetch_add(v.from_extra, Ordering::Relaxed);
+        if let Some([_, from_remote, _]) = self.remote_counts(w.remote_storage.as_deref()) {
+            from_remote.fetch_add(v.from_extra, Ordering::Relaxed);
+        }
         // A result bitmap missing ids is a loss of the report, counted once per partition.
         let lost = v.lost + v.bad_results;
         let gone = self.gone(node, w);

@@ -37,25 +37,31 @@ pub fn project_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/s3")
 }
 
-/// Starts a server of its own (most tests share [`shared`]).
+/// Starts a server of its own (most tests share [`shared`]); panics when it cannot.
 pub fn start() -> S3Server {
+    try_start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Starts a server of its own, or says why it could not (for callers that report instead of
+/// panicking, such as the soak).
+pub fn try_start() -> Result<S3Server, String> {
     let project = project_dir();
     let status = Command::new("bash")
         .arg(project.join("install.sh"))
         .status()
-        .expect("run tests/s3/install.sh");
-    assert!(status.success(), "tests/s3/install.sh failed: {status}");
+        .map_err(|e| format!("run tests/s3/install.sh: {e}"))?;
+    if !status.success() {
+        return Err(format!("tests/s3/install.sh failed: {status}"));
+    }
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .expect("free port")
+        .map_err(|e| format!("free port: {e}"))?
         .port();
     let log = std::env::temp_dir().join(format!("spillway-s3-{}-{port}.log", std::process::id()));
     let bin = project.join("target/venv/bin/moto_server");
-    assert!(
-        bin.exists(),
-        "{} is missing after install.sh",
-        bin.display()
-    );
+    if !bin.exists() {
+        return Err(format!("{} is missing after install.sh", bin.display()));
+    }
     // `read` returns when our stdin end closes (this process exited), then the server dies.
     let script = format!(
         "{} -H 127.0.0.1 -p {port} >{} 2>&1 & pid=$!; read -r _; kill $pid; wait $pid",
@@ -66,7 +72,7 @@ pub fn start() -> S3Server {
         .args(["-c", &script])
         .stdin(Stdio::piped())
         .spawn()
-        .expect("start moto_server");
+        .map_err(|e| format!("start moto_server: {e}"))?;
     let started = Instant::now();
     loop {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
@@ -78,18 +84,19 @@ pub fn start() -> S3Server {
                 break;
             }
         }
-        assert!(
-            started.elapsed() < START_TIMEOUT,
-            "moto_server did not answer on port {port} within {START_TIMEOUT:?}; log {}",
-            log.display()
-        );
+        if started.elapsed() >= START_TIMEOUT {
+            return Err(format!(
+                "moto_server did not answer on port {port} within {START_TIMEOUT:?}; log {}",
+                log.display()
+            ));
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
-    S3Server {
+    Ok(S3Server {
         endpoint: format!("http://127.0.0.1:{port}"),
         log,
         _child: Mutex::new(child),
-    }
+    })
 }
 
 impl S3Server {
@@ -120,23 +127,26 @@ impl S3Server {
     /// Freezes the server process (SIGSTOP): connections hang, as behind a dead network or a
     /// store that stopped answering. [`S3Server::thaw`] resumes it with its data.
     pub fn freeze(&self) {
-        self.signal("-STOP");
+        self.set_frozen(true).unwrap_or_else(|e| panic!("{e}"));
     }
 
     /// Resumes a frozen server (SIGCONT).
     pub fn thaw(&self) {
-        self.signal("-CONT");
+        self.set_frozen(false).unwrap_or_else(|e| panic!("{e}"));
     }
 
-    fn signal(&self, sig: &str) {
+    /// Freezes (SIGSTOP) or resumes (SIGCONT) the server process.
+    pub fn set_frozen(&self, frozen: bool) -> Result<(), String> {
+        let sig = if frozen { "-STOP" } else { "-CONT" };
         let wrapper = self._child.lock().unwrap_or_else(|p| p.into_inner()).id();
         let status = Command::new("pkill")
             .args([sig, "-P", &wrapper.to_string()])
             .status()
-            .expect("run pkill");
-        assert!(
-            status.success(),
-            "pkill {sig} of moto_server failed: {status}"
-        );
+            .map_err(|e| format!("run pkill: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("pkill {sig} of moto_server failed: {status}"))
+        }
     }
 }

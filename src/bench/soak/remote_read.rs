@@ -1,22 +1,85 @@
-//! Reads a generator app's partition from HDFS the way the Uniffle client does, since no
-//! server serves its HDFS files: list the range directory, take every `*.index` of the app's
-//! server, and per file pair only whole records that start where the previous one ended and
-//! end inside the data file (a torn tail after a failed append is never read).
+//! Reads a generator app's partition from its remote storage (HDFS or an S3 bucket) the way
+//! the Uniffle client does, since no server serves its remote files: list the range folder,
+//! take every `*.index` of the app's server, and per file pair only whole records that start
+//! where the previous one ended and end inside the data file (a torn tail after a failed HDFS
+//! append is never read; an object pair is immutable, so it has none).
 //!
-//! A listing or read that fails (the NameNode down) is an error, so the caller retries the
-//! whole read as it does while a server restarts; a directory that does not exist is a
-//! partition with nothing on HDFS.
+//! A listing or read that fails (the NameNode down, the store frozen) is an error, so the
+//! caller retries the whole read as it does while a server restarts; a folder that does not
+//! exist is a partition with nothing on the remote tier.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::Context;
 use bytes::Bytes;
+use futures::TryStreamExt;
 use hdfs_native::{Client, ClientBuilder, HdfsError};
+use object_store::path::Path as ObjectPath;
+use object_store::ObjectStore;
 
 use crate::bench::client::ReadBlock;
-use crate::store::index::IndexEntry;
+use crate::store::object::S3Settings;
+use crate::store::pairs::Pair;
 
-/// The soak's remote storage: where HDFS apps register, and a client to read them back.
+/// The remote storage a share of the soak's apps registers, and how to read it back.
+#[derive(Clone)]
+pub enum RemoteReader {
+    /// The MiniDFS.
+    Hdfs(HdfsReader),
+    /// A bucket of the soak's S3 server.
+    S3(S3Reader),
+}
+
+impl RemoteReader {
+    /// The `remoteStorage.path` the apps register with.
+    pub fn remote_path(&self) -> String {
+        match self {
+            RemoteReader::Hdfs(r) => r.remote_path(),
+            RemoteReader::S3(r) => r.remote_path(),
+        }
+    }
+
+    /// The blocks of `partition` that the server at `server` wrote there.
+    pub async fn partition(
+        &self,
+        app: &str,
+        shuffle: i32,
+        partition: usize,
+        server: SocketAddr,
+    ) -> anyhow::Result<Vec<ReadBlock>> {
+        match self {
+            RemoteReader::Hdfs(r) => r.partition(app, shuffle, partition, server).await,
+            RemoteReader::S3(r) => r.partition(app, shuffle, partition, server).await,
+        }
+    }
+}
+
+/// True for an index file of the server at `server`: its id is `<ip>-<grpc port>`, followed
+/// by `_` (or by `-<netty port>_` when it serves Netty too), so `…-1999` never claims
+/// `…-19990`'s files.
+fn own_index(name: &str, server: SocketAddr) -> bool {
+    let prefix = format!("{}-{}", server.ip(), server.port());
+    name.ends_with(".index")
+        && name
+            .strip_prefix(&prefix)
+            .is_some_and(|rest| rest.starts_with('_') || rest.starts_with('-'))
+}
+
+/// Appends the blocks of one pair, with the client's rules (see [`Pair::read`]).
+fn blocks_of_pair(index: &[u8], data: &Bytes, out: &mut Vec<ReadBlock>) {
+    let pair = Pair::read((), index, data.len() as u64);
+    for e in pair.records {
+        let start = e.offset as usize;
+        out.push(ReadBlock {
+            block_id: e.block_id,
+            crc: e.crc,
+            data: data.slice(start..start + e.length as usize),
+        });
+    }
+}
+
+/// The soak's HDFS: where HDFS apps register, and a client to read them back.
 #[derive(Clone)]
 pub struct HdfsReader {
     client: Client,
@@ -43,9 +106,7 @@ impl HdfsReader {
         format!("{}{}", self.url, self.root)
     }
 
-    /// The blocks of `partition` that the server at `server` wrote to HDFS. Its files start
-    /// with its server id, `<ip>-<grpc port>` followed by `_` (or `-<netty port>_` when it
-    /// serves Netty too).
+    /// The blocks of `partition` that the server at `server` wrote to HDFS.
     pub async fn partition(
         &self,
         app: &str,
@@ -54,7 +115,6 @@ impl HdfsReader {
         server: SocketAddr,
     ) -> anyhow::Result<Vec<ReadBlock>> {
         let dir = format!("{}/{app}/{shuffle}/{partition}-{partition}", self.root);
-        let prefix = format!("{}-{}", server.ip(), server.port());
         let listing = match self.client.list_status(&dir, false).await {
             Ok(l) => l,
             Err(HdfsError::FileNotFound(_)) => return Ok(Vec::new()),
@@ -64,13 +124,7 @@ impl HdfsReader {
             .into_iter()
             .filter(|s| !s.isdir)
             .map(|s| s.path)
-            .filter(|p| {
-                let name = p.rsplit('/').next().unwrap_or(p);
-                name.ends_with(".index")
-                    && name
-                        .strip_prefix(&prefix)
-                        .is_some_and(|rest| rest.starts_with('_') || rest.starts_with('-'))
-            })
+            .filter(|p| own_index(p.rsplit('/').next().unwrap_or(p), server))
             .collect();
         index_paths.sort();
         let mut out = Vec::new();
@@ -78,21 +132,7 @@ impl HdfsReader {
             let data_path = format!("{}.data", index_path.trim_end_matches(".index"));
             let index = self.whole(&index_path).await?;
             let data = self.whole(&data_path).await?;
-            let mut extent = 0usize;
-            for e in IndexEntry::decode_all(&index) {
-                let Ok(len) = usize::try_from(e.length) else {
-                    break;
-                };
-                if e.offset != extent as i64 || extent + len > data.len() {
-                    break;
-                }
-                out.push(ReadBlock {
-                    block_id: e.block_id,
-                    crc: e.crc,
-                    data: data.slice(extent..extent + len),
-                });
-                extent += len;
-            }
+            blocks_of_pair(&index, &data, &mut out);
         }
         Ok(out)
     }
@@ -111,12 +151,88 @@ impl HdfsReader {
     }
 }
 
+/// The soak's bucket: where S3 apps register (`s3a://<bucket><root>`), and a client that
+/// reads it as the client's s3a does.
+#[derive(Clone)]
+pub struct S3Reader {
+    store: Arc<dyn ObjectStore>,
+    bucket: String,
+    root: String,
+}
+
+impl S3Reader {
+    /// A reader of `bucket` with the s3a conf items `conf` (endpoint, keys), under `root`
+    /// (no leading slash).
+    pub fn new(bucket: &str, root: &str, conf: &[(String, String)]) -> anyhow::Result<S3Reader> {
+        let settings = S3Settings::from_conf(bucket, conf)
+            .map_err(|e| anyhow::anyhow!("s3a conf of bucket {bucket}: {e}"))?;
+        let store = settings
+            .builder(bucket)
+            .map_err(|e| anyhow::anyhow!("S3 client for bucket {bucket}: {e}"))?
+            .build()
+            .with_context(|| format!("S3 client for bucket {bucket}"))?;
+        Ok(S3Reader {
+            store: Arc::new(store),
+            bucket: bucket.to_owned(),
+            root: root.to_owned(),
+        })
+    }
+
+    /// The `remoteStorage.path` S3 apps register with.
+    pub fn remote_path(&self) -> String {
+        format!("s3a://{}/{}", self.bucket, self.root)
+    }
+
+    /// The blocks of `partition` that the server at `server` wrote to the bucket.
+    pub async fn partition(
+        &self,
+        app: &str,
+        shuffle: i32,
+        partition: usize,
+        server: SocketAddr,
+    ) -> anyhow::Result<Vec<ReadBlock>> {
+        let folder = format!("{}/{app}/{shuffle}/{partition}-{partition}", self.root);
+        let listing: Vec<_> = self
+            .store
+            .list(Some(&ObjectPath::from(folder.as_str())))
+            .try_collect()
+            .await
+            .with_context(|| format!("list {folder}"))?;
+        let mut index_keys: Vec<String> = listing
+            .into_iter()
+            .map(|m| m.location.to_string())
+            .filter(|k| own_index(k.rsplit('/').next().unwrap_or(k), server))
+            .collect();
+        index_keys.sort();
+        let mut out = Vec::new();
+        for index_key in index_keys {
+            let data_key = format!("{}.data", index_key.trim_end_matches(".index"));
+            let index = self.whole(&index_key).await?;
+            let data = self.whole(&data_key).await?;
+            blocks_of_pair(&index, &data, &mut out);
+        }
+        Ok(out)
+    }
+
+    /// A whole object; one deleted between the listing and the read (the app purged) is
+    /// empty, as with HDFS.
+    async fn whole(&self, key: &str) -> anyhow::Result<Bytes> {
+        let got = match self.store.get(&ObjectPath::from(key)).await {
+            Ok(g) => g,
+            Err(object_store::Error::NotFound { .. }) => return Ok(Bytes::new()),
+            Err(e) => return Err(e).with_context(|| format!("get {key}")),
+        };
+        got.bytes().await.with_context(|| format!("read {key}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
     use hdfs_native::WriteOptions;
 
     use super::*;
+    use crate::store::index::IndexEntry;
 
     async fn put(client: &Client, path: &str, data: Bytes) {
         let mut w = client
