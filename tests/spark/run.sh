@@ -422,13 +422,13 @@ start_cluster() {
 
 # start_paused_job NAME PAUSE_DIR REPLICA [SparkJobs args...]: starts the replica job against
 # COORD in the background (sets jpid) and waits until its reduce stage paused mid-read
-# (PAUSE_DIR/paused), it ended, or PAUSE_TIMEOUT passed. The job resumes when PAUSE_DIR/resume
+# (PAUSE_DIR/paused, or PAUSE_DIR/$PAUSED_AT), it ended, or PAUSE_TIMEOUT passed. The job resumes when PAUSE_DIR/resume
 # appears. Extra arguments go to SparkJobs (e.g. --rss-conf spark.rss.data.replica.write=2).
 start_paused_job() {
-  local name=$1 pause=$2 replica=$3 deadline
+  local name=$1 pause=$2 replica=$3 deadline paused_at=${PAUSED_AT:-paused}
   shift 3
   rm -rf "$pause"
-  mkdir -p "$pause" "$WORK/spark-local"
+  mkdir -p "$pause/map" "$pause/reduce" "$WORK/spark-local"
   timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
     -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
     io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
@@ -439,7 +439,7 @@ start_paused_job() {
   jpid=$!
   PIDS+=("$jpid")
   deadline=$((SECONDS + PAUSE_TIMEOUT))
-  while [[ ! -e $pause/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
+  while [[ ! -e $pause/$paused_at ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
     sleep 0.2
   done
 }
@@ -906,8 +906,8 @@ S3_ENDPOINT=""
 # Not in PIDS: stop_cluster stops the servers between suites, the S3 server stays up.
 launch_s3() {
   local port=$1 pid deadline=$((SECONDS + 60))
-  MOTO_RECORDER_FILEPATH="$WORK/s3-journal.jsonl" \
-    "$ROOT/tests/s3/target/venv/bin/moto_server" -H 127.0.0.1 -p "$port" >>"$WORK/s3.log" 2>&1 &
+  MOTO_RECORDER_FILEPATH="$WORK/s3-journal.jsonl" "$ROOT/tests/s3/target/venv/bin/python" \
+    "$ROOT/tests/s3/moto_journal.py" -H 127.0.0.1 -p "$port" >>"$WORK/s3.log" 2>&1 &
   pid=$!
   echo "$pid" >"$WORK/s3.pid"
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
@@ -934,32 +934,29 @@ start_s3() {
   log "S3 server (moto, pid $(cat "$WORK/s3.pid")) on $S3_ENDPOINT"
 }
 
-# restart_s3_after PATTERN HOLD: the S3 server stopped mid-job and started again. Waits (up to
-# 300 s) for a request matching PATTERN in the S3 server's log, SIGKILLs the server (a crash:
-# no goodbye), leaves it down for HOLD seconds, then starts a new process on the same port and
-# replays the request journal into it (moto's recorder, switched on before the suite), so the
-# objects written before the stop are back, as on a store whose disks survive a restart. Says
-# what it did on stdout (the caller's log).
-restart_s3_after() {
-  local pattern=$1 hold=$2 port=${S3_ENDPOINT##*:} deadline=$((SECONDS + 300)) pid
-  until grep -qE "$pattern" "$WORK/s3.log"; do
-    if ((SECONDS > deadline)); then
-      echo "restart_s3_after: no request matched $pattern in 300 s"
-      return 1
-    fi
-    sleep 0.1
-  done
+# crash_s3: SIGKILLs the S3 server (a crash: no goodbye). Its request journal (moto's recorder,
+# switched on by the suite) keeps every request it took.
+crash_s3() {
+  local pid
   pid=$(cat "$WORK/s3.pid")
-  kill -KILL "$pid"
-  echo "$(date +%T.%N) S3 server stopped (SIGKILL, pid $pid)"
-  sleep "$hold"
-  # A kill between the journal's record and its newline leaves a torn last line.
+  { kill -KILL "$pid" && wait "$pid"; } 2>/dev/null || true
+  log "S3 server crashed (SIGKILL, pid $pid)"
+}
+
+# revive_s3: a new S3 server process on the crashed one's port, with the journal replayed into
+# it, so the objects written before the crash are back, as on a store whose disks survive a
+# restart (moto keeps objects in memory). The journal is written by a wrapper that serialises
+# moto's recorder (tests/s3/moto_journal.py): moto's own appends interleave under concurrent
+# PUTs.
+revive_s3() {
+  local port=${S3_ENDPOINT##*:}
+  # A kill between a record and its newline leaves a torn last line.
   sed -i '$ { /}$/!d }' "$WORK/s3-journal.jsonl"
   launch_s3 "$port" || return 1
-  echo "$(date +%T.%N) S3 server started again (pid $(cat "$WORK/s3.pid")); replaying $(wc -l <"$WORK/s3-journal.jsonl") journalled requests"
+  log "S3 server started again (pid $(cat "$WORK/s3.pid")); replaying $(wc -l <"$WORK/s3-journal.jsonl") journalled requests"
   curl -s -f -X POST "$S3_ENDPOINT/moto-api/recorder/replay-recording" -o /dev/null || return 1
   curl -s -f -X POST "$S3_ENDPOINT/moto-api/recorder/start-recording" -o /dev/null || return 1
-  echo "$(date +%T.%N) S3 server restarted: journal replayed"
+  log "S3 server restarted: journal replayed"
 }
 
 stop_s3() {
@@ -1012,7 +1009,7 @@ fi
 BASELINE="$WORK/baseline.tsv"
 phase "vanilla baseline"
 BASE_JOBS=$JOBS
-if [[ $REPLICA == 1 || $RESTART == 1 || $CLUSTER == 1 ]]; then
+if [[ $REPLICA == 1 || $RESTART == 1 || $CLUSTER == 1 || $S3 == 1 ]]; then
   BASE_JOBS="$BASE_JOBS,replica"
 fi
 if [[ $SMALL_STORE == 1 ]]; then
@@ -1325,12 +1322,15 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
       unset STORE_TYPE SERVER_EXTRA_TOML
       phase_done
     done
-    # The S3 server stopped mid-job and started again (restart_s3_after): a SIGKILL at the first
-    # data object the job writes, 6 s down, then a new process that replays the request journal.
-    # Flushes while it is down fail and go to local disk; later ones reach S3 again; the client
-    # reads the objects written before the stop from the restarted server. Results equal vanilla
-    # Spark's, so no block was lost (the client fails a reduce task whose blocks are missing, and
-    # a block lost for good fails the job).
+    # The S3 server stopped mid-job and started again: the replica job (one server here) pauses
+    # its map tasks halfway; the S3 server crashes (crash_s3); the maps write their second half
+    # while it is down, so flushes fail on S3 and go to local disk; the reduce tasks pause before
+    # their first read; a new S3 process starts with the journal replayed (revive_s3); then the
+    # reduce tasks read memory, local files and the objects written before the crash. The result
+    # equals vanilla Spark's, so no block was lost (a missing block fails the job: one attempt
+    # per task). A 6 MiB store (sends of at most 1 MiB) that spills every partition buffer past
+    # 256 KiB spills throughout the 2,000,000 records, and every batch prefers S3 (cold
+    # threshold 1 byte); requests give up after 2 s, flushes after 5 s.
     phase "s3 restart suite MEMORY_LOCALFILE_HDFS, client $ver"
     STORE_TYPE=MEMORY_LOCALFILE_HDFS
     bucket=rss-restart
@@ -1340,32 +1340,50 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
       && curl -s -f -X POST "$S3_ENDPOINT/moto-api/recorder/start-recording" -o /dev/null \
       && curl -s -f -X PUT "$S3_ENDPOINT/$bucket" -o /dev/null; } \
       || fail "$name: could not create bucket $bucket with the journal on"
-    # Requests give up after 2 s and a flush after 5 s, so flushes during the 6 s outage go to
-    # local disk within it; after a failure the tier rests 2 s.
-    SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"\nwrite_timeout = "5s"\nfailure_cooldown = "2s"\n'"hadoop_conf = { ${hadoop_conf%, }, \"fs.s3a.connection.timeout\" = \"2s\", \"fs.s3a.retry.limit\" = \"1\" }"
+    SERVER_EXTRA_TOML=$'[hybrid_store]\nmemory_single_buffer_max_spill_size = "256K"\n[hdfs_store]\ncold_storage_threshold_size = "1"\nwrite_timeout = "5s"\nfailure_cooldown = "2s"\n'"hadoop_conf = { ${hadoop_conf%, }, \"fs.s3a.connection.timeout\" = \"2s\", \"fs.s3a.retry.limit\" = \"1\" }"
     export STORE_TYPE SERVER_EXTRA_TOML
-    if start_cluster "$ver" 1 "$prefix"; then
-      restart_s3_after "PUT /$bucket/rss/[^ ?]*\.data HTTP" 6 >"$WORK/s3-restart.log" 2>&1 &
-      restarter=$!
+    if SERVER_MEMORY=6M start_cluster "$ver" 1 "$prefix"; then
+      pause="$WORK/pause-s3"
       rss_s3=()
       for kv in "${S3_KEYS[@]}"; do rss_s3+=(--rss-conf "spark.hadoop.$kv"); done
-      SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" \
-        run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
-        --job "$HDFS_JOBS" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" \
+      SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" PAUSED_AT=map/paused \
+        start_paused_job "$name" "$pause" 1 --pause-stage map-and-reduce-start \
+        --rss-conf spark.rss.writer.buffer.size=128k \
+        --rss-conf spark.rss.client.send.size.limit=1m \
         --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
         --rss-conf "spark.rss.remote.storage.path=s3a://$bucket/rss" "${rss_s3[@]}"
-      if ! wait "$restarter"; then
-        fail "$name: the S3 server was not restarted ($WORK/s3-restart.log: $(tail -n 1 "$WORK/s3-restart.log"))"
+      if [[ -e $pause/map/paused ]]; then
+        # The pairs complete on S3 before the crash (index PUT answered 200), by data object.
+        grep -oE "PUT /$bucket/rss/[^ ?]*\.index HTTP/1\.[01]\" 200" "$WORK/s3.log" \
+          | sed -E 's/^PUT ([^ ]*)\.index .*/\1.data/' >"$WORK/s3-before-crash.txt" || true
+        puts_before=$(wc -l <"$WORK/s3-before-crash.txt")
+        log "map stage paused with $puts_before object pairs on S3"
+        crash_s3
+        touch "$pause/map/resume"
+        deadline=$((SECONDS + PAUSE_TIMEOUT))
+        while [[ ! -e $pause/reduce/paused ]] && kill -0 "$jpid" 2>/dev/null && ((SECONDS < deadline)); do
+          sleep 0.2
+        done
+        revive_s3 || fail "$name: the S3 server did not start again"
+        touch "$pause/reduce/resume"
+        ((puts_before > 0)) || fail "$name: no object reached S3 before the crash"
+      else
+        fail "$name: the map stage did not pause (job ended or ${PAUSE_TIMEOUT}s passed)"
       fi
-      cat "$WORK/s3-restart.log"
+      SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" finish_paused_job "$name" "$pause"
       stop_cluster
       # The outage hit flushes: they failed on S3 and went on to local disk ...
       if ! grep -q 'spill to tier failed.*tier="hdfs"' "$WORK/${prefix}0/server.log"; then
-        fail "$name: no flush met the stopped S3 server (no failed remote spill in $WORK/${prefix}0/server.log)"
+        fail "$name: no flush met the crashed S3 server (no failed remote spill in $WORK/${prefix}0/server.log)"
       fi
-      # ... and after the restart the client read objects from the new process.
-      if ! awk '/Running on http/ { n++ } n >= 2' "$WORK/s3.log" | grep -qE "GET /$bucket/rss/[^ ?]*\.data HTTP"; then
-        fail "$name: no GET of a data object from the restarted S3 server ($WORK/s3.log)"
+      # ... and the reduce tasks read every pair written before the crash from the new process.
+      awk '/Running on http/ { n++ } n >= 2' "$WORK/s3.log" >"$WORK/s3-after-restart.log"
+      unread=0
+      while read -r key; do
+        grep -qF "GET $key HTTP" "$WORK/s3-after-restart.log" || unread=$((unread + 1))
+      done <"$WORK/s3-before-crash.txt"
+      if ((unread > 0)); then
+        fail "$name: $unread of the $puts_before data objects written before the crash were not read from the restarted S3 server ($WORK/s3.log)"
       fi
     else
       fail "$name: cluster not ready (see above; coordinator $COORD)"

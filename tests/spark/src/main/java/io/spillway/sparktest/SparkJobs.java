@@ -48,8 +48,11 @@ import scala.Tuple2;
  *   --replica N                 spark.rss.data.replica(.write); .read stays 1. Default 1
  *   --pause-dir DIR             replica job, rss run only: the reduce tasks write DIR/paused and
  *                               wait (at most --pause-timeout-s) for DIR/resume before reading
- *   --pause-stage reduce|map    with --pause-dir: pause the reduce tasks mid-read (default) or
- *                               the map tasks halfway through their records (mid-write)
+ *   --pause-stage reduce|map|map-and-reduce-start
+ *                               with --pause-dir: pause the reduce tasks mid-read (default), the
+ *                               map tasks halfway through their records (mid-write), or both the
+ *                               map tasks halfway (DIR/map) and the reduce tasks before their first
+ *                               read (DIR/reduce), so run.sh can stop a store between the two
  *   --local-dir DIR             spark.local.dir (default: java.io.tmpdir)
  *   --label TEXT                prefix of the result lines (e.g. the client version)
  *   --baseline-out FILE         after the vanilla run, write "job TAB digest" of its passing jobs
@@ -213,8 +216,8 @@ public final class SparkJobs {
     if (!List.of("both", "vanilla", "rss").contains(mode)) {
       usage("--mode must be both, vanilla or rss");
     }
-    if (!List.of("reduce", "map").contains(opt("pause-stage", "reduce"))) {
-      usage("--pause-stage must be reduce or map");
+    if (!List.of("reduce", "map", "map-and-reduce-start").contains(opt("pause-stage", "reduce"))) {
+      usage("--pause-stage must be reduce, map or map-and-reduce-start");
     }
     if (!mode.equals("vanilla") && !opts.containsKey("coordinator")) {
       usage("--coordinator host:port is required unless --mode vanilla");
@@ -522,7 +525,7 @@ public final class SparkJobs {
         return fullSends(sc);
       case "replica":
         return replica(sc, useRss ? opts.get("pause-dir") : null,
-            Long.parseLong(opt("pause-timeout-s", "180")), opt("pause-stage", "reduce").equals("map"));
+            Long.parseLong(opt("pause-timeout-s", "180")), opt("pause-stage", "reduce"));
       default:
         throw new IllegalArgumentException(job);
     }
@@ -1062,16 +1065,22 @@ public final class SparkJobs {
    * partition) and waits for DIR/resume, so run.sh can kill one server mid-read. With
    * {@code pauseMap}, the map tasks pause instead, halfway through their records (with a small
    * spark.rss.writer.buffer.size the first half has been sent by then), so run.sh can kill a
-   * server mid-write. Checks count, key sum, value integrity and placement of every record: a
-   * lost or duplicated block after the fail-over shows up here.
+   * server mid-write. With {@code map-and-reduce-start}, the map tasks pause halfway on DIR/map
+   * and the reduce tasks before their first read on DIR/reduce, so run.sh can stop the remote
+   * store while the second half is written and start it again before anything is read. Checks
+   * count, key sum, value integrity and placement of every record: a lost or duplicated block
+   * after the fail-over shows up here.
    */
   static Outcome replica(
-      JavaSparkContext sc, String pauseDir, long pauseTimeoutS, boolean pauseMap) {
+      JavaSparkContext sc, String pauseDir, long pauseTimeoutS, String stage) {
     final long n = REPLICA_RECORDS;
     final int maps = REPLICA_MAPS;
     final int reduces = REPLICA_REDUCES;
-    final String mapPause = pauseMap ? pauseDir : null;
-    final String reducePause = pauseMap ? null : pauseDir;
+    final boolean both = stage.equals("map-and-reduce-start");
+    final String mapPause =
+        pauseDir == null ? null : both ? pauseDir + "/map" : stage.equals("map") ? pauseDir : null;
+    final String reducePause = both || stage.equals("map") ? null : pauseDir;
+    final String reduceStartPause = both && pauseDir != null ? pauseDir + "/reduce" : null;
     JavaPairRDD<Long, Long> pairs =
         seeds(sc, maps)
             .flatMapToPair(
@@ -1095,6 +1104,8 @@ public final class SparkJobs {
             .partitionBy(new HashPartitioner(reduces))
             .mapPartitionsWithIndex(
                 (idx, it) -> {
+                  // Before the first hasNext(): the reader has not fetched anything yet.
+                  pause(reduceStartPause, pauseTimeoutS);
                   HashPartitioner hp = new HashPartitioner(reduces);
                   long count = 0;
                   long keySum = 0;
@@ -1121,10 +1132,11 @@ public final class SparkJobs {
     ck.eq("records", n, r[0]);
     ck.eq("sum of keys", n * (n - 1) / 2, r[1]);
     ck.eq("records with a wrong value or in the wrong partition", 0L, r[2]);
-    if (pauseDir != null) {
-      ck.that("the " + (pauseMap ? "map" : "reduce") + " stage never paused (" + pauseDir
-          + "/paused missing)",
-          Files.exists(Paths.get(pauseDir, "paused")));
+    for (String dir : new String[] {mapPause, reducePause, reduceStartPause}) {
+      if (dir != null) {
+        ck.that("a stage never paused (" + dir + "/paused missing)",
+            Files.exists(Paths.get(dir, "paused")));
+      }
     }
     return ck.done("records=" + r[0] + " digest=" + Long.toHexString(r[3]));
   }
