@@ -5,24 +5,48 @@
 //!            convert +     apps, shuffles, ranges,     │                 │ store::spill
 //!            reply(status) tickets, block ids,         │                 ▼
 //!                          expiry, purge               └─ reads ──▶ store::localfile (warm)
-//!
-//!  memory: the write budget (sole owner of capacity), require-buffer tickets, the read cap
-//!  server: builds each part once, owns the shutdown order; tasks: periodic side tasks
-//!  config, error (the one status-code mapping), ids (validated ids), status (decommission)
-//!  coordinator: the optional embedded Uniffle coordinator, on the same gRPC port
-//!  codec::bitmap and store::index: the byte formats clients parse
+//!                                                                    store::router ─▶ hdfs, object
 //! ```
-//! metrics: the Prometheus registries (Uniffle names); http: metrics, admin and pprof endpoints
-//! netty: Uniffle's Netty data plane (sends and reads), beside `grpc`, calling the same `app` API.
-//! audit: Uniffle's RPC audit log, fed by both planes, written to a file of its own.
-//! health: Java's health checks (share of healthy data paths, health script) behind UNHEALTHY.
-//! runtime: the tokio runtime with its threads counted, and `runtime::blocking` for every
-//! blocking call on a request path (counted until it returns: a stuck one shows).
+//!
+//! # Layers
+//!
+//! From the network down to the bytes. A module uses only modules on lower lines, never one
+//! on its own line or above: the layers are one-way, so no two modules depend on each other.
+//! `tests/layers.rs` reads the `crate::…` paths of the non-test code and fails when a module
+//! reaches one above it; its layer list is this list.
+//!
+//! <!-- layers:begin -->
+//! 1. server: the two composition roots (the shuffle server, `server::coordinator_process`);
+//!    each builds every part once and owns the shutdown order
+//! 2. http: the metrics, admin, pprof and conf endpoints, and the coordinator's REST API and
+//!    dashboard on the same port
+//! 3. tasks: side tasks beside the request path (heartbeats, push gateway, heap release)
+//! 4. netty: Uniffle's Netty data plane, calling the same `app` API as gRPC
+//! 5. grpc: the `ShuffleServer` service: convert, call `app`, reply with a status code
+//! 6. coordinator: the optional Uniffle coordinator (placement, admission, apps, REST state)
+//! 7. health: Java's health checks (share of healthy data paths, health script)
+//! 8. metrics: the Prometheus registries (Uniffle names); reads `app`, `store` and `limits`
+//!    at scrape; the coordinator feeds its own through `metrics::coordinator::CoordinatorFigures`
+//! 9. app: the registry of apps, shuffles, ranges, tickets, block ids; expiry and purge
+//! 10. recovery: the journal that brings the registry back after a restart
+//! 11. store: the tiers (memory, local files, HDFS, object storage) and the read path
+//! 12. audit: Uniffle's RPC and storage audit logs
+//! 13. limits: connection and request limits
+//! 14. memory: the write budget (sole owner of capacity), require-buffer tickets, the read cap
+//! 15. config: the typed config, Java's keys, validation; its types own their enums
+//! 16. codec, status, listen: the byte formats clients parse, the decommission status, binding
+//! 17. error: the one error type, mapped once to Uniffle status codes
+//! 18. ids, id_set, proto, summary, clock, periodic, runtime, procstat, version: leaves
+//! <!-- layers:end -->
+//!
+//! `runtime` is the tokio runtime with its threads counted, and `runtime::blocking` for every
+//! blocking call on a request path; `clock` the one wall clock; `periodic` the loop of every
+//! periodic task.
 #![cfg_attr(not(test), deny(clippy::unwrap_used))]
 
 pub mod app;
 pub mod audit;
-pub mod bench;
+pub mod clock;
 pub mod codec;
 pub mod config;
 pub mod coordinator;
@@ -38,6 +62,7 @@ pub mod memory;
 pub mod metrics;
 pub mod netty;
 pub mod periodic;
+pub mod procstat;
 pub mod proto;
 pub mod recovery;
 pub mod runtime;
@@ -46,3 +71,4 @@ pub mod status;
 pub mod store;
 pub mod summary;
 pub mod tasks;
+pub mod version;

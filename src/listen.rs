@@ -46,3 +46,18 @@ fn listen_backlog() -> u32 {
         .filter(|&v| v > 0)
         .unwrap_or(4096)
 }
+
+/// The host's first non-loopback IPv4 address by its name, else 127.0.0.1.
+pub fn host_ip() -> String {
+    let name = nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_default();
+    std::net::ToSocketAddrs::to_socket_addrs(&(name.as_str(), 0))
+        .into_iter()
+        .flatten()
+        .map(|a| a.ip())
+        .find(|ip| ip.is_ipv4() && !ip.is_loopback())
+        .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+        .to_string()
+}

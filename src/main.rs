@@ -124,7 +124,7 @@ fn main() -> anyhow::Result<()> {
         }
         // Secrets among the Hadoop conf items are masked (`config::sensitive`).
         let toml = toml::to_string(&config.redacted())?;
-        print!("{}", spillway::config::java::keys::with_java_names(&toml));
+        print!("{}", spillway::config::java::names::with_java_names(&toml));
         return Ok(());
     }
 
@@ -154,7 +154,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = spillway::runtime::build().context("building the tokio runtime")?;
     let outcome = runtime.block_on(async {
         if config.role == spillway::config::Role::Coordinator {
-            let running = spillway::coordinator::process::start(config).await?;
+            let running = spillway::server::coordinator_process::start(config).await?;
             running.run_until(shutdown_signal()).await;
             return anyhow::Ok(());
         }

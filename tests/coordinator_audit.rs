@@ -354,7 +354,7 @@ rss.coordinator.rpc.audit.log.excludeList registerApplicationInfo,fetchClientCon
     config.worker_ip = Some("127.0.0.1".into());
     // Java's file name; the directory is the test's.
     config.audit.coordinator_rpc_log_path = path.clone();
-    let running = spillway::coordinator::process::start(config)
+    let running = spillway::server::coordinator_process::start(config)
         .await
         .expect("starts");
     let mut c = coord_client(running.grpc_addr).await;

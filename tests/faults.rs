@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use spillway::bench::client::{channel, Client, Latencies, Transport};
-use spillway::bench::payload::{app_key, Payloads, Shape};
+use spillway_bench::client::{channel, Client, Latencies, Transport};
+use spillway_bench::payload::{app_key, Payloads, Shape};
 use spillway::codec::bitmap;
 use spillway::ids::BlockIdLayout;
 use spillway::proto;

@@ -663,8 +663,19 @@ async fn per_request_caps_answer_invalid_request_on_both_planes() {
     s.running.shutdown().await;
 }
 
-const BENCH: &str = env!("CARGO_BIN_EXE_spillway-bench");
 const SERVER: &str = env!("CARGO_BIN_EXE_spillway");
+
+/// The load generator: the workspace's tools package, built into the same directory as the
+/// server (`cargo test --workspace`, or `cargo build` first).
+fn bench_bin() -> std::path::PathBuf {
+    let bin = std::path::Path::new(SERVER).with_file_name("spillway-bench");
+    assert!(
+        bin.exists(),
+        "no load generator at {} (run `cargo test --workspace`, or `cargo build --bin spillway-bench` first)",
+        bin.display()
+    );
+    bin
+}
 
 /// 10,000 map tasks writing at once, each on its own connection, through the load generator
 /// against a real `spillway` process: every block must verify, and the server's peak RSS must
@@ -695,7 +706,7 @@ fn ten_thousand_clients(transport: &str, per_connection: u64) {
         args.extend(["--grpc-connections", "10000"]);
     }
     let out = common::output_within(
-        std::process::Command::new(BENCH)
+        std::process::Command::new(bench_bin())
             .args(&args)
             .args(["--server-bin", SERVER])
             .arg("--data-dir")

@@ -44,13 +44,13 @@ bash tests/docker/setup.sh
 echo "== format"
 cargo fmt --all -- --check
 echo "== lint"
-cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --workspace --all-targets -- -D warnings
 echo "== HDFS test cluster (tests/hdfs: MiniHdfs launcher, built once, cached by a stamp)"
 bash tests/hdfs/install.sh
 echo "== S3 test server (tests/s3: moto's S3 server from PyPI; Hadoop's s3a jars for the Spark suites)"
 bash tests/s3/install.sh --maven
 echo "== tests (unit, integration incl. the console feature build, benches in test mode)"
-cargo test --locked --all-targets
+cargo test --locked --workspace --all-targets
 echo "== chaos soak (3 servers, seeded faults; the debug binaries cargo test built; README: Chaos soak)"
 # The issue asks for a 5-minute run in CI. A release build would add about 5 minutes on 2 cores,
 # so the debug binaries run it. Results are in target/soak-ci/report.md. Its Spark jobs need the
@@ -60,7 +60,7 @@ bash tests/spark/run.sh --build-only --versions 0.9.2
 target/debug/spillway-bench soak --duration "${SOAK_DURATION:-5m}" --seed 24 \
   --server-bin target/debug/spillway --out target/soak-ci --spark-jobs
 echo "== the glibc build (--no-default-features: no jemalloc): lint"
-cargo clippy --locked --all-targets --no-default-features -- -D warnings
+cargo clippy --locked --workspace --all-targets --no-default-features -- -D warnings
 echo "== Spark end to end (real Spark 3.5 + released Uniffle clients 0.9.2 and 0.9.0)"
 bash tests/spark/run.sh
 df -h . | sed 's/^/== disk at the end: /'

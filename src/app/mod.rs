@@ -312,7 +312,7 @@ impl AppRegistry {
                 .remote_storage
                 .as_ref()
                 .map(|r| (r.path.clone(), r.conf.clone())),
-            at_ms: crate::recovery::now_ms(),
+            at_ms: crate::clock::now_ms().unsigned_abs(),
         };
         let (app, shuffle) = (reg.app.clone(), reg.shuffle);
         // Waits out an `unregisterShuffle` of this app that is still purging (see

@@ -77,7 +77,7 @@ impl AppRegistry {
             shuffle,
             bitmap_num,
             parts: parts.to_vec(),
-            at_ms: crate::recovery::now_ms(),
+            at_ms: crate::clock::now_ms().unsigned_abs(),
         })
         .await
     }

@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::{App, AppRegistry};
 use crate::ids::{AppId, PartitionRange};
-use crate::recovery::{now_ms, AppState, RecoveredState, Recovery, ShuffleState};
+use crate::recovery::{AppState, RecoveredState, Recovery, ShuffleState};
 use crate::store::RemoteStorage;
 
 impl AppRegistry {
@@ -39,7 +39,7 @@ impl AppRegistry {
 /// commit counters, reported block ids, and last-seen times. Entries that do not validate
 /// (an app id or range a current server would refuse) are logged and skipped.
 fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
-    let now = now_ms();
+    let now = crate::clock::now_ms().unsigned_abs();
     for (id, a) in state.apps {
         let app_id = match AppId::parse(&id) {
             Ok(app) => app,
@@ -81,7 +81,7 @@ fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
 /// The registry's live state in the journal's shape.
 fn export(registry: &AppRegistry) -> RecoveredState {
     let mut state = RecoveredState::default();
-    let now = now_ms();
+    let now = crate::clock::now_ms().unsigned_abs();
     for app in registry.apps() {
         let mut a = AppState {
             user: app.user(),
@@ -112,7 +112,7 @@ fn export(registry: &AppRegistry) -> RecoveredState {
 
 /// `(app id, wall-clock ms last seen)` of every live app.
 fn seen(registry: &AppRegistry) -> Vec<(String, u64)> {
-    let now = now_ms();
+    let now = crate::clock::now_ms().unsigned_abs();
     registry
         .apps()
         .iter()

@@ -8,6 +8,7 @@
 
 mod bytesize;
 mod error;
+pub mod coordinator;
 pub mod java;
 pub mod operator;
 pub mod reload;
@@ -980,17 +981,17 @@ pub struct CoordinatorConfig {
     pub remote_storage_cluster_conf: BTreeMap<String, BTreeMap<String, String>>,
     /// Servers per IP: `PREFER_DIFF` (distinct hosts first), `MUST_DIFF` or `NONE`.
     /// Default: `PREFER_DIFF` (Uniffle's `rss.coordinator.assignment.host.strategy`).
-    pub assignment_host_strategy: crate::coordinator::HostStrategy,
+    pub assignment_host_strategy: coordinator::HostStrategy,
     /// Range layout: `CONTINUOUS` (adjacent partitions per server, sized from the client's
     /// `estimateTaskConcurrency`) or `ROUND`. Default: `CONTINUOUS` (Uniffle's
     /// `rss.coordinator.select.partition.strategy`).
-    pub select_partition_strategy: crate::coordinator::PartitionStrategy,
+    pub select_partition_strategy: coordinator::PartitionStrategy,
     /// `accessCluster` checkers in order: `cluster_load`, `quota`, `candidates`. Default: none
     /// (everyone is admitted). Uniffle's `rss.coordinator.access.checkers` defaults to cluster
     /// load + quota; Spillway does not, because the load checker then needs
     /// `shuffle_server_number` (9) servers and would send every app of a single-binary
     /// service back to Spark's sort shuffle.
-    pub access_checkers: Vec<crate::coordinator::AccessCheckerKind>,
+    pub access_checkers: Vec<coordinator::AccessCheckerKind>,
     /// `cluster_load`: a server is available with at least this percentage of its memory free;
     /// in `[0, 100]`. Default: 15 (Uniffle's `rss.coordinator.access.loadChecker.memory.percentage`).
     pub access_load_memory_percentage: f64,
@@ -1031,7 +1032,7 @@ pub struct CoordinatorConfig {
     /// own conf) or `MIXED` (read as LEGACY, as Java's MIXED does). A file the parser rejects
     /// keeps the last good conf. Default: `LEGACY` (Uniffle's
     /// `rss.coordinator.dynamicClientConf.parser`).
-    pub dynamic_client_conf_parser: crate::coordinator::ClientConfFormat,
+    pub dynamic_client_conf_parser: coordinator::ClientConfFormat,
     /// How often the dynamic client conf file is checked for changes. Must be > 0. Default:
     /// `120s` (Uniffle's `rss.coordinator.dynamicClientConf.updateIntervalSec`).
     #[serde(with = "humantime_serde")]
@@ -1063,8 +1064,8 @@ impl Default for CoordinatorConfig {
             remote_storage_path: None,
             client_conf: BTreeMap::new(),
             remote_storage_cluster_conf: BTreeMap::new(),
-            assignment_host_strategy: crate::coordinator::HostStrategy::PreferDiff,
-            select_partition_strategy: crate::coordinator::PartitionStrategy::Continuous,
+            assignment_host_strategy: coordinator::HostStrategy::PreferDiff,
+            select_partition_strategy: coordinator::PartitionStrategy::Continuous,
             access_checkers: Vec::new(),
             access_load_memory_percentage: 15.0,
             access_load_server_num_threshold: None,
@@ -1075,7 +1076,7 @@ impl Default for CoordinatorConfig {
             quota_update_interval: Duration::from_secs(60),
             dynamic_client_conf_enabled: false,
             dynamic_client_conf_path: None,
-            dynamic_client_conf_parser: crate::coordinator::ClientConfFormat::Legacy,
+            dynamic_client_conf_parser: coordinator::ClientConfFormat::Legacy,
             dynamic_client_conf_update_interval: Duration::from_secs(120),
             exclude_nodes_file_path: None,
             exclude_nodes_check_interval: Duration::from_secs(60),

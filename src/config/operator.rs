@@ -37,7 +37,7 @@
 //! `rss.coordinator.exclude.nodes.file.path` into it, the exclude file being a ConfigMap of its
 //! own that the operator's decommission flow edits). The image's `start.sh` runs
 //! `start-coordinator.sh` on `$RSS_CONF_DIR/coordinator.conf`. Spillway then starts the
-//! coordinator-only process (`coordinator::process`) with the same precedence as the server:
+//! coordinator-only process (`server::coordinator_process`) with the same precedence as the server:
 //! - config file: `--config`, else `WORKER_CONFIG_PATH`, else `$RSS_CONF_DIR/coordinator.conf`,
 //!   else [`OPERATOR_COORDINATOR_CONF_FILE`]; it must be a coordinator's config (a Java
 //!   coordinator.conf, or TOML with `role = "coordinator"`), else start-up fails naming

@@ -749,7 +749,7 @@ impl CoordinatorConfig {
             ));
         }
         let candidates_on =
-            access_checkers.contains(&crate::coordinator::AccessCheckerKind::Candidates);
+            access_checkers.contains(&crate::config::coordinator::AccessCheckerKind::Candidates);
         if candidates_on && access_candidates_path.is_none() {
             return Err(ConfigError::new(
                 "coordinator.access_candidates_path",

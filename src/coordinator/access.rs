@@ -15,21 +15,10 @@ use tokio::time::Instant;
 use crate::proto::ServerStatus;
 
 use super::registry::ServerNode;
+pub use crate::config::coordinator::AccessCheckerKind;
 
 /// The extra property a client sets to the shuffle-server count it will ask for.
 pub const REQUIRED_SHUFFLE_NODES_NUM: &str = "access_info_required_shuffle_nodes_num";
-
-/// One of Java's access checkers (`rss.coordinator.access.checkers`, by class name there).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AccessCheckerKind {
-    /// `AccessClusterLoadChecker`: enough ACTIVE servers with the tags and free memory.
-    ClusterLoad,
-    /// `AccessQuotaChecker`: a user's running apps below their quota.
-    Quota,
-    /// `AccessCandidatesChecker`: the access id is listed in the candidates file.
-    Candidates,
-}
 
 /// Settings of the checkers, from `[coordinator]`.
 #[derive(Debug, Clone, PartialEq)]

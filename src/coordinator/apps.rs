@@ -92,7 +92,7 @@ impl Apps {
 
     /// Marks `app_id` alive at `now`, creating it if new.
     pub(super) fn touch(&mut self, app_id: &str, now: Instant) {
-        let wall = crate::tasks::heartbeat::now_ms();
+        let wall = crate::clock::now_ms();
         let total = &mut self.total;
         let entry = self.apps.entry(app_id.to_owned()).or_insert_with(|| {
             tracing::debug!(app_id, "coordinator: new app");

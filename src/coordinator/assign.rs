@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::proto::ServerStatus;
 
 use super::registry::ServerNode;
+pub use crate::config::coordinator::{HostStrategy, PartitionStrategy};
 
 /// Most ranges one request may produce: the partitions the default block-id layout can address
 /// (24 bits). Bounds the response a malformed request can make the coordinator build.
@@ -55,30 +56,6 @@ pub struct AssignRequest<'a> {
     /// Tasks the client expects to run at once (`estimateTaskConcurrency`, 0.7+; 0 from older
     /// clients); sizes the `CONTINUOUS` groups.
     pub estimate_task_concurrency: i32,
-}
-
-/// How many servers one IP may contribute (`rss.coordinator.assignment.host.strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum HostStrategy {
-    /// Distinct IPs first, then the rest by rank: spreads replicas over machines when it can.
-    #[default]
-    PreferDiff,
-    /// Distinct IPs only, even if that yields fewer servers than wanted.
-    MustDiff,
-    /// The top-ranked servers, whatever their IPs.
-    None,
-}
-
-/// How ranges are laid on the chosen servers (`rss.coordinator.select.partition.strategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum PartitionStrategy {
-    /// Ranges one by one round-robin.
-    Round,
-    /// Adjacent ranges in groups sized from `estimateTaskConcurrency` (Java's default).
-    #[default]
-    Continuous,
 }
 
 /// The coordinator-wide part of the rule.

@@ -36,19 +36,7 @@ use yaml_rust2::parser::{Event, EventReceiver, Parser, Tag};
 use yaml_rust2::scanner::TScalarStyle;
 
 use super::storage::RemoteStorage;
-
-/// Which parser reads the dynamic client conf file (`rss.coordinator.dynamicClientConf.parser`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ClientConfFormat {
-    /// `key value` lines (Java's default).
-    #[default]
-    Legacy,
-    /// `rssClientConf` and `remoteStorageInfos` in YAML.
-    Yaml,
-    /// LEGACY, then YAML if LEGACY rejects the file, which it never does (module doc).
-    Mixed,
-}
+pub use crate::config::coordinator::ClientConfFormat;
 
 /// One read of the dynamic client conf file.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+pub use crate::config::coordinator::parse_cluster_conf;
 
 /// A file and the modification time of its last read.
 #[derive(Debug)]
@@ -107,39 +108,6 @@ pub(super) fn parse_quota(text: &str) -> (HashMap<String, i64>, Option<String>) 
         }
     }
     (quotas, None)
-}
-
-/// Per-cluster Hadoop conf in Java's format `cluster,k1=v1,k2=v2;cluster2,k=v`, where the
-/// cluster is the host of a remote storage path (`hdfs://<host>/...`). Like Java, any malformed
-/// part makes the whole value count as empty; the error says which part.
-pub fn parse_cluster_conf(
-    text: &str,
-) -> Result<BTreeMap<String, BTreeMap<String, String>>, String> {
-    let mut clusters = BTreeMap::new();
-    if text.is_empty() {
-        return Ok(clusters);
-    }
-    for cluster in text.split(';') {
-        let mut items = cluster.split(',');
-        let id = items.next().unwrap_or("");
-        let mut conf = BTreeMap::new();
-        for item in items {
-            let kv: Vec<&str> = item.split('=').collect();
-            let [key, value] = kv[..] else {
-                return Err(format!("{cluster:?}: expected cluster,k1=v1,..."));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            if key.is_empty() || value.is_empty() {
-                return Err(format!("{cluster:?}: empty key or value"));
-            }
-            conf.insert(key.to_owned(), value.to_owned());
-        }
-        if conf.is_empty() {
-            return Err(format!("{cluster:?}: expected cluster,k1=v1,..."));
-        }
-        clusters.insert(id.to_owned(), conf);
-    }
-    Ok(clusters)
 }
 
 #[cfg(test)]

@@ -26,7 +26,6 @@ pub mod assign;
 mod client_conf;
 pub mod dashboard;
 mod files;
-pub mod process;
 pub mod registry;
 pub mod rest;
 mod service;
@@ -211,6 +210,26 @@ pub enum AccessDenial {
     Quota,
 }
 
+impl crate::metrics::coordinator::CoordinatorFigures for Coordinator {
+    fn figures(&self) -> crate::metrics::coordinator::CoordinatorSnapshot {
+        let servers = self.servers().counts();
+        crate::metrics::coordinator::CoordinatorSnapshot {
+            total_servers: servers.total,
+            active_servers: servers.active,
+            lost_servers: servers.lost,
+            unhealthy_servers: servers.unhealthy,
+            excluded_servers: self.excluded_count(),
+            running_apps: self.app_count(),
+            total_apps: self.total_apps(),
+            access_requests: self.access_requests(),
+            candidates_denied: self.access_denied(AccessDenial::Candidates),
+            load_denied: self.access_denied(AccessDenial::Load),
+            quota_denied: self.access_denied(AccessDenial::Quota),
+            apps_per_user: self.apps_per_user(),
+        }
+    }
+}
+
 impl Coordinator {
     /// A coordinator with no servers and no apps.
     pub fn new(options: CoordinatorOptions) -> Self {
@@ -386,7 +405,7 @@ impl Coordinator {
             let file = Arc::new(Mutex::new(WatchedFile::new(path)));
             // The first poll re-reads what `open` read, which is harmless.
             let coordinator = Arc::clone(self);
-            crate::tasks::periodic(tracker, interval, cancel.clone(), move || {
+            crate::periodic::periodic(tracker, interval, cancel.clone(), move || {
                 let file = Arc::clone(&file);
                 let coordinator = Arc::clone(&coordinator);
                 async move {
@@ -562,7 +581,7 @@ impl Coordinator {
     pub fn heartbeat(&self, req: &proto::ShuffleServerHeartBeatRequest) -> bool {
         match ServerNode::from_heartbeat(req, Instant::now()) {
             Some(node) => {
-                let report = NodeReport::from_heartbeat(req, crate::tasks::heartbeat::now_ms());
+                let report = NodeReport::from_heartbeat(req, crate::clock::now_ms());
                 self.servers.upsert_report(node, report);
                 true
             }
@@ -763,7 +782,7 @@ impl Coordinator {
         let interval = (self.options.server_timeout.min(self.options.app_timeout) / 2)
             .max(Duration::from_millis(10));
         let coordinator = Arc::clone(self);
-        crate::tasks::periodic(tracker, interval, cancel, move || {
+        crate::periodic::periodic(tracker, interval, cancel, move || {
             coordinator.sweep();
             std::future::ready(())
         });

@@ -372,7 +372,7 @@ fn context(kind: Kind, config: &Config, config_path: Option<&Path>, exe: &Path) 
     let spill_secs = secs(config.shutdown.spill_timeout);
     // A coordinator neither drains nor spills: its stop is its own two bounded steps.
     let stop_timeout_secs = if coordinator {
-        2 * secs(spillway::coordinator::process::STEP_BUDGET)
+        2 * secs(spillway::server::coordinator_process::STEP_BUDGET)
             + RUNTIME_SHUTDOWN_SECS
             + COORDINATOR_STOP_MARGIN_SECS
     } else {

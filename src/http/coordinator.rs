@@ -128,7 +128,7 @@ fn bad_kind(e: crate::error::Error) -> Response {
 
 fn json(metrics: &Metrics, kind: Kind, query: Option<String>) -> Response {
     match metrics.gather_coordinator(kind, &super::names(query)) {
-        Ok(families) => Json(format::json(&families, crate::metrics::now_ms())).into_response(),
+        Ok(families) => Json(format::json(&families, crate::clock::now_ms())).into_response(),
         Err(e) => bad_kind(e),
     }
 }

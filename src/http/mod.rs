@@ -243,7 +243,7 @@ fn bad_kind(e: crate::error::Error) -> Response {
 
 async fn json_all(State(s): State<Arc<HttpState>>, RawQuery(q): RawQuery) -> Response {
     let families = s.metrics.gather(Kind::All, &names(q));
-    Json(format::json(&families, crate::metrics::now_ms())).into_response()
+    Json(format::json(&families, crate::clock::now_ms())).into_response()
 }
 
 async fn json_metrics(
@@ -254,7 +254,7 @@ async fn json_metrics(
     match kind.parse::<Kind>() {
         Ok(kind) => {
             let families = s.metrics.gather(kind, &names(q));
-            Json(format::json(&families, crate::metrics::now_ms())).into_response()
+            Json(format::json(&families, crate::clock::now_ms())).into_response()
         }
         Err(e) => bad_kind(e),
     }

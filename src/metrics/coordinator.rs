@@ -1,6 +1,6 @@
 //! The coordinator's metric families, named, typed and labelled as the Java 0.10 coordinator
 //! registers them (`CoordinatorMetrics`, `CoordinatorGrpcMetrics`, and the `Grpc` executor pool
-//! through `CommonMetrics`), valued from [`Coordinator`]'s own state when scraped.
+//! through `CommonMetrics`), valued from the coordinator's own state ([`CoordinatorFigures`]) when scraped.
 //!
 //! ```text
 //!  server  total/active/unhealthy/lost/exclude_server_num ← ServerRegistry::counts, the exclude list
@@ -21,15 +21,50 @@ use std::sync::Arc;
 use prometheus::proto::{self, MetricFamily, MetricType};
 use prometheus::Registry;
 
-use crate::coordinator::{AccessDenial, Coordinator};
 use crate::limits::LimitMetrics;
 
 use super::grpc::COORDINATOR_TAGS;
 use super::{pools, GrpcMetrics};
 
+/// The coordinator's state its `server` families show, read at each scrape. The coordinator
+/// implements it: this layer knows the figures, not the coordinator's types.
+pub trait CoordinatorFigures: Send + Sync {
+    /// The figures now.
+    fn figures(&self) -> CoordinatorSnapshot;
+}
+
+/// One reading of [`CoordinatorFigures`], named after the Java families it fills.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CoordinatorSnapshot {
+    /// `total_server_num`: live servers of any status.
+    pub total_servers: usize,
+    /// `active_server_num`.
+    pub active_servers: usize,
+    /// `lost_server_num`.
+    pub lost_servers: usize,
+    /// `unhealthy_server_num`.
+    pub unhealthy_servers: usize,
+    /// `exclude_server_num`.
+    pub excluded_servers: usize,
+    /// `running_app_num`.
+    pub running_apps: usize,
+    /// `total_app_num`.
+    pub total_apps: u64,
+    /// `total_access_request`.
+    pub access_requests: u64,
+    /// `total_candidates_denied_request`.
+    pub candidates_denied: u64,
+    /// `total_load_denied_request`.
+    pub load_denied: u64,
+    /// `total_quota_denied_request`.
+    pub quota_denied: u64,
+    /// `app_num{user_name}`: running apps per user.
+    pub apps_per_user: std::collections::BTreeMap<String, u64>,
+}
+
 /// The embedded or stand-alone coordinator's registries.
 pub struct CoordinatorMetrics {
-    coordinator: Arc<Coordinator>,
+    coordinator: Arc<dyn CoordinatorFigures>,
     /// Java's coordinator `grpc` registry.
     grpc_registry: Registry,
     grpc: Arc<GrpcMetrics>,
@@ -41,7 +76,7 @@ pub struct CoordinatorMetrics {
 impl CoordinatorMetrics {
     /// Registers the coordinator's gRPC families; the `server` families are computed at
     /// scrape time from `coordinator`.
-    pub fn new(coordinator: Arc<Coordinator>) -> prometheus::Result<Self> {
+    pub fn new(coordinator: Arc<dyn CoordinatorFigures>) -> prometheus::Result<Self> {
         let grpc_registry = Registry::new();
         let grpc = Arc::new(GrpcMetrics::coordinator(&grpc_registry)?);
         Ok(CoordinatorMetrics {
@@ -71,49 +106,44 @@ impl CoordinatorMetrics {
         limits: &LimitMetrics,
         runtime: Option<&tokio::runtime::Handle>,
     ) -> Vec<MetricFamily> {
-        let c = &self.coordinator;
-        let servers = c.servers().counts();
+        let c = self.coordinator.figures();
         let mut out = vec![
-            plain("total_server_num", MetricType::GAUGE, servers.total as f64),
-            plain(
-                "active_server_num",
-                MetricType::GAUGE,
-                servers.active as f64,
-            ),
-            plain("lost_server_num", MetricType::GAUGE, servers.lost as f64),
+            plain("total_server_num", MetricType::GAUGE, c.total_servers as f64),
+            plain("active_server_num", MetricType::GAUGE, c.active_servers as f64),
+            plain("lost_server_num", MetricType::GAUGE, c.lost_servers as f64),
             plain(
                 "unhealthy_server_num",
                 MetricType::GAUGE,
-                servers.unhealthy as f64,
+                c.unhealthy_servers as f64,
             ),
             plain(
                 "exclude_server_num",
                 MetricType::GAUGE,
-                c.excluded_count() as f64,
+                c.excluded_servers as f64,
             ),
-            plain("running_app_num", MetricType::GAUGE, c.app_count() as f64),
-            plain("total_app_num", MetricType::COUNTER, c.total_apps() as f64),
+            plain("running_app_num", MetricType::GAUGE, c.running_apps as f64),
+            plain("total_app_num", MetricType::COUNTER, c.total_apps as f64),
             plain(
                 "total_access_request",
                 MetricType::COUNTER,
-                c.access_requests() as f64,
+                c.access_requests as f64,
             ),
             plain(
                 "total_candidates_denied_request",
                 MetricType::COUNTER,
-                c.access_denied(AccessDenial::Candidates) as f64,
+                c.candidates_denied as f64,
             ),
             plain(
                 "total_load_denied_request",
                 MetricType::COUNTER,
-                c.access_denied(AccessDenial::Load) as f64,
+                c.load_denied as f64,
             ),
             plain(
                 "total_quota_denied_request",
                 MetricType::COUNTER,
-                c.access_denied(AccessDenial::Quota) as f64,
+                c.quota_denied as f64,
             ),
-            app_num(c.apps_per_user()),
+            app_num(c.apps_per_user),
         ];
         out.extend(pools::grpc_pool(
             COORDINATOR_TAGS,

@@ -15,7 +15,8 @@ use prometheus::{IntCounter, IntGauge, Registry};
 use tracing::Instrument;
 
 use super::summary::Summary;
-use super::{counter, gauge, now_ms};
+use super::{counter, gauge};
+use crate::clock::now_ms;
 
 /// Which Uniffle metrics exist for one method.
 struct MethodSpec {

@@ -128,12 +128,6 @@ pub(crate) fn counter(
     Ok(c)
 }
 
-/// Wall-clock milliseconds, comparable with the clients' `timestamp` fields.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 impl Metrics {
     /// Builds the `grpc`, `netty` and `jvm` registries; the `server` registry is filled by
@@ -203,7 +197,7 @@ impl Metrics {
     /// runs nothing else (a coordinator-only process), so it pushes the coordinator's alone.
     pub fn attach_coordinator(
         &self,
-        coordinator: Arc<crate::coordinator::Coordinator>,
+        coordinator: Arc<dyn coordinator::CoordinatorFigures>,
         only: bool,
     ) -> Result<()> {
         let metrics = coordinator::CoordinatorMetrics::new(coordinator).map_err(registration)?;

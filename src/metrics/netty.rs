@@ -8,7 +8,8 @@ use prometheus::{IntCounter, IntGauge, Registry};
 
 use super::grpc::SharedSummary;
 use super::summary::Summary;
-use super::{counter, gauge, now_ms};
+use super::{counter, gauge};
+use crate::clock::now_ms;
 
 /// Java's `NettyMetrics` request names, indexed by [`RequestKind`].
 const REQUESTS: [&str; 5] = [

@@ -29,7 +29,7 @@ use tokio_util::task::TaskTracker;
 
 pub use journal::{load as load_journal, Journal, JournalOptions, Loaded};
 pub use lock::{acquire as acquire_lock, StateLock};
-pub use record::{now_ms, Record};
+pub use record::Record;
 pub use state::{AppState, RecoveredState, ShuffleState};
 
 use crate::error::Result;
@@ -80,7 +80,7 @@ impl Recovery {
             tracing::warn!(reason = %why, "journal generation not used");
         }
         let mut state = loaded.state;
-        let now = now_ms();
+        let now = crate::clock::now_ms().unsigned_abs();
         let before = state.apps.len();
         state.apps.retain(|app, a| {
             let idle = Duration::from_millis(now.saturating_sub(a.last_seen_ms));
@@ -251,7 +251,7 @@ mod tests {
                 local_order: false,
                 user: String::new(),
                 remote: None,
-                at_ms: now_ms(),
+                at_ms: crate::clock::now_ms().unsigned_abs(),
             })
             .await
             .unwrap();

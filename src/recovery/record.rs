@@ -114,12 +114,6 @@ impl Record {
     }
 }
 
-/// Wall-clock milliseconds since the epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +28,7 @@ use crate::proto::coordinator_server_client::CoordinatorServerClient;
 use crate::proto::storage_info::{StorageMedia, StorageStatus};
 use crate::proto::{self, ServerStatus as WireStatus, StatusCode};
 use crate::store::localfile::{DiskReport, DiskStatus, LocalFileTier};
+use crate::version::{GIT_COMMIT, VERSION};
 
 /// Tag of 0.9/0.10 clients' assignment requests (COORDINATOR.md §2.4).
 pub const TAG_SS_V5: &str = "ss_v5";
@@ -46,15 +47,6 @@ pub const MIN_DEADLINE: Duration = Duration::from_secs(1);
 /// interval is tiny.
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 
-/// The crate version reported as `version`.
-pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// The commit reported as `gitCommitId`: set by `build.rs` when git (or `GIT_COMMIT`) was
-/// available at build time.
-pub(crate) const GIT_COMMIT: &str = match option_env!("SPILLWAY_GIT_COMMIT") {
-    Some(commit) => commit,
-    None => "unknown",
-};
 
 /// Who this server is, as coordinators and clients see it. Fixed for the life of the process;
 /// the server builds it once in `server::start`.
@@ -94,14 +86,6 @@ impl Identity {
     }
 }
 
-/// Milliseconds since the epoch now (for [`Identity::start_time_ms`]); 0 if the clock is
-/// before 1970.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
 
 /// Everything a heartbeat reports that changes over time, read at once so that
 /// [`build_request`] is a pure function (and testable without a server).

@@ -8,4 +8,3 @@ pub mod push_gateway;
 /// Freed heap back to the OS when the server goes idle.
 pub mod release;
 
-pub use crate::periodic::periodic;

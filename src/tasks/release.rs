@@ -33,7 +33,7 @@ pub fn spawn(
     tracker: &TaskTracker,
 ) {
     let mut trimmed = true;
-    super::periodic(tracker, interval, cancel, move || {
+    crate::periodic::periodic(tracker, interval, cancel, move || {
         let idle = is_idle(&registry);
         let trim = idle && !trimmed;
         trimmed = idle;
@@ -106,6 +106,6 @@ fn trim() {}
 
 /// This process's resident set size.
 fn resident_bytes() -> Option<u64> {
-    let me = crate::bench::procstat::Proc::new(std::process::id())?;
+    let me = crate::procstat::Proc::new(std::process::id())?;
     me.rss().map(|(rss, _)| rss)
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::mapper::Mapper;
 use super::values::java_list;
 use crate::config::{ConfigError, Role};
-use crate::coordinator::{AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy};
+use crate::config::coordinator::{AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy};
 
 impl Mapper {
     /// Maps a coordinator.conf: the process becomes a coordinator (`role`), with Java's
@@ -102,7 +102,7 @@ impl Mapper {
             &["APP_BALANCE"],
         )?;
         if let Some(e) = self.string("rss.coordinator.remote.storage.cluster.conf") {
-            let conf = crate::coordinator::parse_cluster_conf(&e.value)
+            let conf = crate::config::coordinator::parse_cluster_conf(&e.value)
                 .map_err(|reason| e.error(reason))?;
             self.config.coordinator.remote_storage_cluster_conf = conf;
             self.set_origin("coordinator.remote_storage_cluster_conf", &e);
@@ -362,7 +362,7 @@ rss.coordinator.no.such.key x
     /// absent (the cluster-load and quota checkers; no per-user limit, as since 0.8.0).
     #[test]
     fn placement_and_admission_keys_keep_their_java_meaning() {
-        use crate::coordinator::{
+        use crate::config::coordinator::{
             AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy,
         };
         let c = from_coordinator_properties("rss.rpc.server.port 19999\n")

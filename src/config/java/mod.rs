@@ -53,6 +53,7 @@ mod audit;
 mod coordination;
 mod coordinator;
 pub mod coordinator_keys;
+pub mod names;
 mod hdfs;
 mod health;
 pub mod keys;

@@ -91,7 +91,7 @@ impl Dashboard {
             title: title.into(),
             refresh_secs: REFRESH_SECS,
             coordinator: format!("{}:{}", self.ctx.ip, self.ctx.grpc_port),
-            generated: time(crate::tasks::heartbeat::now_ms()),
+            generated: time(crate::clock::now_ms()),
         }
     }
 
@@ -367,7 +367,7 @@ struct AppRow {
 
 async fn cluster(State(d): Dash) -> Response {
     let c = &d.ctx.coordinator;
-    let now_ms = crate::tasks::heartbeat::now_ms();
+    let now_ms = crate::clock::now_ms();
     let live = c.servers().live_reports();
     let lost = c.servers().lost();
     let samples = c.history().samples();
@@ -499,7 +499,7 @@ async fn server(State(d): Dash, Path(id): Path<String>) -> Response {
         &node,
         &report,
         last_of(samples.last(), &id),
-        crate::tasks::heartbeat::now_ms(),
+        crate::clock::now_ms(),
     );
     let disks = report
         .storage_info
@@ -603,7 +603,7 @@ async fn app(State(d): Dash, Path(id): Path<String>) -> Response {
         tracing::info!(app_id = %id, "dashboard: unknown application");
         return d.not_found("Application", &id);
     };
-    let now_ms = crate::tasks::heartbeat::now_ms();
+    let now_ms = crate::clock::now_ms();
     let link = |server: &str| Link {
         id: server.to_owned(),
         href: href("server", server),

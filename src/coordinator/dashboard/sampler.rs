@@ -56,7 +56,7 @@ pub fn spawn(coordinator: Arc<Coordinator>, cancel: CancellationToken, tracker: 
     };
     let previous: Arc<Mutex<HashMap<String, Reading>>> = Arc::default();
     let interval = coordinator.history().interval();
-    crate::tasks::periodic(tracker, interval, cancel, move || {
+    crate::periodic::periodic(tracker, interval, cancel, move || {
         let coordinator = Arc::clone(&coordinator);
         let client = client.clone();
         let previous = Arc::clone(&previous);
@@ -104,7 +104,7 @@ fn build_sample(
         })
         .collect();
     Sample {
-        at_ms: crate::tasks::heartbeat::now_ms(),
+        at_ms: crate::clock::now_ms(),
         servers,
     }
 }

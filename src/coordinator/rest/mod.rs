@@ -207,7 +207,7 @@ async fn nodes(State(ctx): Ctx, Query(q): Query<StatusQuery>) -> Response {
             .map(|(n, r)| (n.id.clone(), node_json(&n, &r)))
             .collect()
     } else if is(ServerStatus::Excluded) {
-        let now = crate::tasks::heartbeat::now_ms();
+        let now = crate::clock::now_ms();
         excluded
             .iter()
             .map(|id| (id.clone(), excluded_json(id, now)))
@@ -521,8 +521,8 @@ async fn info(State(ctx): Ctx) -> Response {
         "serverIp": ctx.ip,
         "serverPort": ctx.grpc_port.to_string(),
         "serverWebPort": ctx.http_port.to_string(),
-        "version": crate::tasks::heartbeat::VERSION,
-        "gitCommitId": crate::tasks::heartbeat::GIT_COMMIT,
+        "version": crate::version::VERSION,
+        "gitCommitId": crate::version::GIT_COMMIT,
         "startTime": ctx.start_time_ms.to_string(),
     }))
 }

@@ -47,7 +47,14 @@ pub fn start_secure(ticket_lifetime: Duration) -> MiniHdfs {
 
 fn start(extra: &[&str]) -> MiniHdfs {
     let started = Instant::now();
-    let project = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/hdfs");
+    // The server package is the workspace root; the tools package (which includes this file
+    // by path) is a folder below it.
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let project = if here.join("tests/hdfs").is_dir() {
+        here.join("tests/hdfs")
+    } else {
+        here.join("../tests/hdfs")
+    };
     let status = Command::new("bash")
         .arg(project.join("install.sh"))
         .status()

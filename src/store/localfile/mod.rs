@@ -304,7 +304,7 @@ impl LocalFileTier {
         tracker: &TaskTracker,
     ) {
         let tier = Arc::clone(self);
-        crate::tasks::periodic(tracker, interval, cancel, move || {
+        crate::periodic::periodic(tracker, interval, cancel, move || {
             let tier = Arc::clone(&tier);
             async move { tier.check_disks().await }
         });

@@ -113,10 +113,7 @@ fn store_err(what: &str, key: &str, e: object_store::Error) -> Error {
 impl ObjectTier {
     /// A tier with no app yet; stores are built when an app registers.
     pub fn new(opts: ObjectOptions) -> Arc<Self> {
-        let epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let epoch = crate::clock::now_ms().unsigned_abs();
         Arc::new(ObjectTier {
             failures: Failures::new("object store", "flushes", opts.failure_cooldown),
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),

@@ -34,7 +34,15 @@ pub fn shared() -> &'static S3Server {
 
 /// The path of `tests/s3` in the source tree.
 pub fn project_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/s3")
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // The server package is the workspace root; the tools package (which includes this file
+    // by path) is a folder below it.
+    let root = if here.join("tests/s3").is_dir() {
+        here
+    } else {
+        here.join("..")
+    };
+    root.join("tests/s3")
 }
 
 /// Starts a server of its own (most tests share [`shared`]); panics when it cannot.

@@ -35,12 +35,12 @@ use parking_lot::Mutex;
 use tonic::transport::Channel;
 
 use super::client::{self, Client, Latencies};
-use super::procstat::Proc;
+use spillway::procstat::Proc;
 use super::spawn::Spillway;
 use super::Options;
-use crate::ids::BlockIdLayout;
-use crate::proto::shuffle_server_client::ShuffleServerClient;
-use crate::proto::{self, StatusCode};
+use spillway::ids::BlockIdLayout;
+use spillway::proto::shuffle_server_client::ShuffleServerClient;
+use spillway::proto::{self, StatusCode};
 
 mod apps;
 
@@ -666,7 +666,7 @@ async fn journal_point(
             .report_range(&mut c, app, 0, 0, per_app)
             .await?;
     }
-    let journal = tree_bytes(&point.server.data_dir.join(crate::recovery::META_DIR));
+    let journal = tree_bytes(&point.server.data_dir.join(spillway::recovery::META_DIR));
     for app in &names {
         c.app_heartbeat(proto::AppHeartBeatRequest {
             app_id: app.clone(),
@@ -724,7 +724,7 @@ async fn journal_point(
             .await?
             .into_inner();
         ok("getShuffleResultForMultiPart", r.status, &r.ret_msg)?;
-        found += crate::codec::bitmap::decode(&r.serialized_bitmap)?.len();
+        found += spillway::codec::bitmap::decode(&r.serialized_bitmap)?.len();
     }
     let verify = v0.elapsed();
     if let Some(pid) = new.id() {

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::listen::listen;
 use crate::metrics::Metrics;
 
-use super::{Coordinator, CoordinatorService};
+use crate::coordinator::{Coordinator, CoordinatorService};
 
 /// How long each shutdown step may take before the next one goes ahead. Public because
 /// `spillway deploy` sizes a coordinator's stop timeout from it (two bounded steps: the gRPC
@@ -74,7 +74,7 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
     let host = config
         .worker_ip
         .clone()
-        .unwrap_or_else(crate::server::host_ip);
+        .unwrap_or_else(crate::listen::host_ip);
     let id = format!("{host}-{}", grpc_addr.port());
 
     let tracker = TaskTracker::new();
@@ -141,12 +141,12 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
     }
     let http = crate::http::coordinator::standalone_router(
         &crate::http::coordinator::CoordinatorHttp {
-            rest: Arc::new(super::rest::RestContext {
+            rest: Arc::new(crate::coordinator::rest::RestContext {
                 coordinator: Arc::clone(&coordinator),
                 ip: host.clone(),
                 grpc_port: grpc_addr.port(),
                 http_port: http_addr.port(),
-                start_time_ms: crate::tasks::heartbeat::now_ms(),
+                start_time_ms: crate::clock::now_ms(),
             }),
             metrics: Arc::clone(&metrics),
             runtime: Arc::clone(&runtime),

@@ -68,6 +68,7 @@ mod remote_read;
 mod report;
 mod report_hdfs;
 mod s3;
+mod schedule;
 mod sampler;
 mod spark;
 mod workload;
@@ -84,7 +85,7 @@ use tokio_util::sync::CancellationToken;
 use self::remote_read::RemoteReader;
 use self::report::Bound;
 use self::sampler::Resource;
-use crate::config::ByteSize;
+use spillway::config::ByteSize;
 
 fn seconds(s: &str) -> Result<f64, String> {
     let s = s.trim();
@@ -202,7 +203,7 @@ pub struct SoakOptions {
     /// process's RSS climbs to its working set over its first 3-5 minutes under the soak's load
     /// (jemalloc's arenas touching their huge pages; measured in a 60-minute run), and a
     /// process restarted soon after adds only that climb. The last server is never restarted
-    /// (`faults::LONG_LIVED`), so it is always judged over the whole window.
+    /// (`schedule::LONG_LIVED`), so it is always judged over the whole window.
     #[arg(long, default_value = "10m", value_parser = seconds)]
     pub min_process_life: f64,
     /// Start nothing: judge the slopes of the run in `--out` again (see [`rejudge`]).
@@ -329,12 +330,12 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
     }
     std::fs::create_dir_all(&opts.out)?;
     let out = opts.out.canonicalize()?;
-    let plan = faults::schedule(
+    let plan = schedule::schedule(
         opts.seed,
         opts.duration,
         opts.fault_interval,
         opts.fault_hold,
-        faults::Parts {
+        schedule::Parts {
             disks: tmpfs,
             net: opts.own_netns,
             hdfs: !opts.no_hdfs,
@@ -470,7 +471,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
         tokio::spawn(async move {
             let slots = Arc::new(tokio::sync::Semaphore::new(max));
             let mut set = tokio::task::JoinSet::new();
-            let mut rng = faults::Rng::new(seed ^ 0x5eed_a995);
+            let mut rng = schedule::Rng::new(seed ^ 0x5eed_a995);
             let mut n = 0u64;
             let gap = Duration::from_secs_f64(1.0 / rate);
             while shared.now() < duration && !stop.is_cancelled() {
@@ -481,7 +482,7 @@ async fn soak(opts: &SoakOptions, ctrl_c: CancellationToken) -> anyhow::Result<O
                         Err(_) => break,
                     },
                 };
-                let app_rng = faults::Rng::new(rng.next_u64());
+                let app_rng = schedule::Rng::new(rng.next_u64());
                 let g = Arc::clone(&gen);
                 set.spawn(async move {
                     g.app(n, app_rng).await;
@@ -727,7 +728,7 @@ fn judge_slopes(
         opts.min_process_life,
         report::MIN_WINDOW_SAMPLES,
         opts.min_slope_window,
-        faults::LONG_LIVED
+        schedule::LONG_LIVED
     );
     let mut failures = Vec::new();
     for (node, node_rows) in rows.iter().enumerate() {
@@ -746,7 +747,7 @@ fn judge_slopes(
     // A run long enough to judge a slope must judge the never-restarted server's: a verdict
     // with every slope "not judged" would pass a leak.
     let long_lived = rows
-        .get(faults::LONG_LIVED)
+        .get(schedule::LONG_LIVED)
         .map(Vec::as_slice)
         .unwrap_or(&[]);
     if opts.duration / 2.0 >= opts.min_slope_window
@@ -754,7 +755,7 @@ fn judge_slopes(
     {
         failures.push(format!(
             "server{}'s slopes could not be judged: it was restarted, or sampled too little",
-            faults::LONG_LIVED
+            schedule::LONG_LIVED
         ));
     }
     (md, failures)

@@ -17,9 +17,9 @@ use tonic::transport::Channel;
 
 use super::client::{channel, Client, Latencies, ReadBlock, Transport};
 use super::payload::{app_key, Payloads, Shape};
-use crate::codec::bitmap;
-use crate::proto;
-use crate::store::index::IndexEntry;
+use spillway::codec::bitmap;
+use spillway::proto;
+use spillway::store::index::IndexEntry;
 
 /// Where the server listens.
 #[derive(Clone, Copy, Debug)]

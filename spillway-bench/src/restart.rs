@@ -12,7 +12,7 @@ use tokio::process::Command;
 use super::driver::{self, Target};
 use super::spawn::Spillway;
 use super::Options;
-use crate::proto;
+use spillway::proto;
 
 /// How the server is replaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -18,9 +18,9 @@ use hdfs_native::{Client, ClientBuilder, HdfsError};
 use object_store::path::Path as ObjectPath;
 use object_store::ObjectStore;
 
-use crate::bench::client::ReadBlock;
-use crate::store::object::S3Settings;
-use crate::store::pairs::Pair;
+use crate::client::ReadBlock;
+use spillway::store::object::S3Settings;
+use spillway::store::pairs::Pair;
 
 /// The remote storage a share of the soak's apps registers, and how to read it back.
 #[derive(Clone)]
@@ -232,7 +232,12 @@ mod tests {
     use hdfs_native::WriteOptions;
 
     use super::*;
-    use crate::store::index::IndexEntry;
+    use spillway::store::index::IndexEntry;
+
+    /// The tests' MiniDFS launcher (std only), included by path as the integration tests do.
+    #[path = "../../../../../src/store/hdfs/minicluster.rs"]
+    #[allow(dead_code)]
+    mod minicluster;
 
     async fn put(client: &Client, path: &str, data: Bytes) {
         let mut w = client
@@ -249,7 +254,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_own_whole_records_like_the_client() {
         let url =
-            tokio::task::spawn_blocking(|| crate::store::hdfs::minicluster::shared().url.clone())
+            tokio::task::spawn_blocking(|| minicluster::shared().url.clone())
                 .await
                 .unwrap();
         let nanos = std::time::SystemTime::now()

@@ -14,10 +14,10 @@ use tonic::transport::server::TcpIncoming;
 use tonic::{Request, Response, Status};
 
 use super::payload::Payloads;
-use crate::netty::messages::{Request as NettyRequest, Response as NettyResponse, ResponseHead};
-use crate::netty::{Header, HEADER_LEN};
-use crate::proto::shuffle_server_server::{ShuffleServer, ShuffleServerServer};
-use crate::proto::{self, StatusCode};
+use spillway::netty::messages::{Request as NettyRequest, Response as NettyResponse, ResponseHead};
+use spillway::netty::{Header, HEADER_LEN};
+use spillway::proto::shuffle_server_server::{ShuffleServer, ShuffleServerServer};
+use spillway::proto::{self, StatusCode};
 
 /// Largest read answered (bigger ranges are cut, which the reader reports).
 const POOL: usize = 64 << 20;
@@ -34,8 +34,8 @@ pub async fn serve(grpc: TcpListener, netty: TcpListener) -> anyhow::Result<()> 
         .initial_connection_window_size(Some(16 << 20))
         .add_service(
             ShuffleServerServer::new(service)
-                .max_decoding_message_size(crate::grpc::MAX_REQUEST_SIZE)
-                .max_encoding_message_size(crate::grpc::MAX_RESPONSE_SIZE),
+                .max_decoding_message_size(spillway::grpc::MAX_REQUEST_SIZE)
+                .max_encoding_message_size(spillway::grpc::MAX_RESPONSE_SIZE),
         );
     let incoming = TcpIncoming::from(grpc).with_nodelay(Some(true));
     let netty_task = tokio::spawn(async move {

@@ -33,7 +33,7 @@ use super::cluster::{Shared, COORDINATORS};
 
 /// Where the harness is by default: this checkout's `tests/spark`.
 pub fn default_harness() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/spark"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/spark"))
 }
 
 /// The client version the soak's jobs use (the harness's first, built by

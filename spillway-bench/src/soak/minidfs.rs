@@ -22,7 +22,7 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Where the launcher's Maven project is by default: this checkout's `tests/hdfs`.
 pub fn default_launcher() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/hdfs"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/hdfs"))
 }
 
 /// A running MiniHdfs; dropping it kills the JVM (and closing its stdin stops it anyway).

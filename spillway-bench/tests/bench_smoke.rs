@@ -6,7 +6,17 @@
 use std::process::{Command, Stdio};
 
 const BENCH: &str = env!("CARGO_BIN_EXE_spillway-bench");
-const SERVER: &str = env!("CARGO_BIN_EXE_spillway");
+/// The server binary: another package of the workspace, so cargo builds it into the same
+/// directory as this package's binary (`cargo test --workspace`, or `cargo build` first).
+fn server() -> String {
+    let bin = std::path::Path::new(BENCH).with_file_name("spillway");
+    assert!(
+        bin.exists(),
+        "no server binary at {} (run `cargo test --workspace`, or `cargo build --bin spillway` first)",
+        bin.display()
+    );
+    bin.display().to_string()
+}
 
 fn run_bench(extra: &[&str]) -> (bool, i32, String) {
     bench(&["run"], extra)
@@ -18,7 +28,7 @@ fn bench(command: &[&str], extra: &[&str]) -> (bool, i32, String) {
     let dir = tempfile::TempDir::new().unwrap();
     let out = Command::new(BENCH)
         .args(command)
-        .args(["--server-bin", SERVER])
+        .args(["--server-bin", &server()])
         .arg("--data-dir")
         .arg(dir.path())
         .args(extra)

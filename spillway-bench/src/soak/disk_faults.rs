@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::cluster::Shared;
 use super::disks::LoopDisk;
-use super::faults::{Fault, Kind};
+use super::schedule::{Fault, Kind};
 
 async fn wait(hold: Duration, stop: &CancellationToken) {
     tokio::select! {

@@ -6,7 +6,7 @@
 //!  run ─┬─ transport ceiling: discard server (child process) ◀─ driver::write + read_raw
 //!       ├─ storage ceiling:   disk::measure (raw sequential write/read in the data dir)
 //!       └─ server:            spillway (child process) or --addr ◀─ driver::write, finish,
-//!                             read_verify;  procstat: its CPU seconds and peak RSS
+//!                             read_verify;  spillway::procstat: its CPU seconds and peak RSS
 //! ```
 //! Everything the report divides comes from the same run on the same machine, so the ratios
 //! hold even when absolute figures move with the machine's load.
@@ -17,7 +17,6 @@ pub mod discard;
 pub mod disk;
 pub mod driver;
 pub mod payload;
-pub mod procstat;
 mod report;
 pub mod restart;
 pub mod soak;
@@ -33,10 +32,10 @@ use anyhow::Context;
 pub use self::client::Transport;
 use self::driver::{Target, Workload};
 use self::payload::{Payloads, Shape};
-use self::procstat::Proc;
+use spillway::procstat::Proc;
 pub use self::report::Report;
-use crate::config::ByteSize;
-use crate::ids::BlockIdLayout;
+use spillway::config::ByteSize;
+use spillway::ids::BlockIdLayout;
 
 /// How long after its apps end the server's RSS is read for [`Report::server_idle_rss`].
 pub const IDLE_AFTER: Duration = Duration::from_secs(5);
@@ -153,7 +152,7 @@ pub async fn run(opts: &Options) -> anyhow::Result<Report> {
         Transport::Netty => opts.concurrency + opts.grpc_connections,
         Transport::Grpc => opts.grpc_connections,
     };
-    let fits = crate::limits::fit_open_files(sockets, 1);
+    let fits = spillway::limits::fit_open_files(sockets, 1);
     anyhow::ensure!(
         fits >= sockets,
         "{sockets} client sockets do not fit the open-files limit (raise `ulimit -n`)"

@@ -25,13 +25,13 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::cluster::{Shared, COORDINATORS, SERVERS};
-use super::faults::Rng;
+use super::schedule::Rng;
 use super::remote_read::RemoteReader;
-use crate::bench::client::Transport;
-use crate::bench::driver::{self, Target, Verification, Workload};
-use crate::bench::payload::{Payloads, Shape};
-use crate::ids::BlockIdLayout;
-use crate::proto;
+use crate::client::Transport;
+use crate::driver::{self, Target, Verification, Workload};
+use crate::payload::{Payloads, Shape};
+use spillway::ids::BlockIdLayout;
+use spillway::proto;
 
 /// Attempts after the first one for an app that fails before it is durable.
 pub const RETRIES: usize = 3;
@@ -196,7 +196,7 @@ impl Generator {
 
     /// Asks coordinator `c` for one server for the shuffle; the server's index.
     async fn assign(&self, c: usize, app: &str, partitions: usize) -> anyhow::Result<usize> {
-        let ch = crate::bench::client::channel(self.shared.client_grpc(c)).await?;
+        let ch = crate::client::channel(self.shared.client_grpc(c)).await?;
         let mut client = proto::coordinator_server_client::CoordinatorServerClient::new(ch);
         let r = tokio::time::timeout(
             Duration::from_secs(5),
@@ -533,7 +533,7 @@ impl Generator {
                 if let std::collections::hash_map::Entry::Vacant(slot) = clients.entry(addr) {
                     let connected = tokio::time::timeout(
                         Duration::from_secs(2),
-                        crate::bench::client::channel(addr),
+                        crate::client::channel(addr),
                     )
                     .await;
                     let Ok(Ok(ch)) = connected else {

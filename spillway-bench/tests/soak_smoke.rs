@@ -19,7 +19,17 @@
 use std::process::{Command, Stdio};
 
 const BENCH: &str = env!("CARGO_BIN_EXE_spillway-bench");
-const SERVER: &str = env!("CARGO_BIN_EXE_spillway");
+/// The server binary: another package of the workspace, so cargo builds it into the same
+/// directory as this package's binary (`cargo test --workspace`, or `cargo build` first).
+fn server() -> String {
+    let bin = std::path::Path::new(BENCH).with_file_name("spillway");
+    assert!(
+        bin.exists(),
+        "no server binary at {} (run `cargo test --workspace`, or `cargo build --bin spillway` first)",
+        bin.display()
+    );
+    bin.display().to_string()
+}
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
@@ -35,7 +45,7 @@ fn is_root() -> bool {
 fn short_soak_with_faults_passes_and_writes_its_report() {
     let out = tempfile::TempDir::new().unwrap();
     let mut cmd = Command::new(BENCH);
-    cmd.args(["soak", "--server-bin", SERVER])
+    cmd.args(["soak", "--server-bin", &server()])
         .args([
             "--duration",
             "30s",

@@ -11,15 +11,15 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use tonic::transport::Channel;
 
-use crate::ids::BlockIdLayout;
-use crate::netty::client::{send_message_len, NettyClient};
-use crate::netty::messages::{
+use spillway::ids::BlockIdLayout;
+use spillway::netty::client::{send_message_len, NettyClient};
+use spillway::netty::messages::{
     DataRequest, DataVersion, IndexRequest, MemoryRequest, Request, Response, SendBlock,
     SendRequest,
 };
-use crate::proto::shuffle_server_client::ShuffleServerClient;
-use crate::proto::{self, StatusCode};
-use crate::store::memory::Segment;
+use spillway::proto::shuffle_server_client::ShuffleServerClient;
+use spillway::proto::{self, StatusCode};
+use spillway::store::memory::Segment;
 
 /// Which plane carries block data (control calls are always gRPC, as with Java).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

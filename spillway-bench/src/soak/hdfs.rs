@@ -173,7 +173,7 @@ pub async fn poll(shared: Arc<Shared>, bucket: Option<&str>, stop: CancellationT
 
 #[cfg(test)]
 mod tests {
-    use super::super::faults::{schedule, Kind, Parts};
+    use super::super::schedule::{schedule, Kind, Parts};
     use super::*;
 
     #[test]

@@ -17,10 +17,10 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 
 use super::{register, sizes, Curve, CurveOptions, Point};
-use crate::bench::client::{Client, Latencies, Op};
-use crate::bench::procstat::Proc;
-use crate::ids::BlockIdLayout;
-use crate::proto;
+use crate::client::{Client, Latencies, Op};
+use spillway::procstat::Proc;
+use spillway::ids::BlockIdLayout;
+use spillway::proto;
 
 /// Partitions of each app's one shuffle; every send writes one block into each.
 const PARTITIONS: usize = 4;
@@ -56,7 +56,7 @@ pub(super) async fn latency_apps(opts: &CurveOptions) -> anyhow::Result<Curve> {
         let channels: Vec<_> = {
             let mut v = vec![point.channel.clone()];
             for _ in 1..CHANNELS {
-                v.push(crate::bench::client::channel(point.server.target.grpc).await?);
+                v.push(crate::client::channel(point.server.target.grpc).await?);
             }
             v
         };

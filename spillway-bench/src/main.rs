@@ -1,4 +1,4 @@
-//! `spillway-bench`: the load generator (see `spillway::bench` and benches/README.md).
+//! `spillway-bench`: the load generator (see the `spillway_bench` library and benches/README.md).
 //!
 //! `spillway-bench run [options]` writes and reads a shuffle with verification and prints the
 //! report; it exits 1 on any lost or corrupt byte. `spillway-bench discard` is the discard
@@ -19,22 +19,22 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Write, read back and verify a shuffle; measure the ceilings in the same run.
-    Run(Box<spillway::bench::Options>),
+    Run(Box<spillway_bench::Options>),
     /// Write a shuffle (kept in memory), restart the server, measure how long requests went
     /// unserved and how many connections were refused, then verify every block.
     Restart {
         /// SIGTERM then start, or a `--takeover` start.
         #[arg(long, value_enum, default_value = "sigterm")]
-        mode: spillway::bench::restart::Mode,
+        mode: spillway_bench::restart::Mode,
         #[command(flatten)]
-        opts: Box<spillway::bench::Options>,
+        opts: Box<spillway_bench::Options>,
     },
     /// Measure cost curves at growing scale (heap per block id and partition, descriptors,
     /// journal and restart, block-id call latencies); tables, CSV and SVG plots.
-    Curves(Box<spillway::bench::curves::CurveOptions>),
+    Curves(Box<spillway_bench::curves::CurveOptions>),
     /// A 3-server cluster under continuous apps and seeded faults; fails on a lost block, a
-    /// panic or a resource growing past its bound (see `spillway::bench::soak`).
-    Soak(Box<spillway::bench::soak::SoakOptions>),
+    /// panic or a resource growing past its bound (see `spillway_bench::soak`).
+    Soak(Box<spillway_bench::soak::SoakOptions>),
     /// Serve the discard endpoints (gRPC and Netty) until killed.
     Discard {
         /// gRPC port (0: ephemeral).
@@ -57,7 +57,7 @@ fn main() -> std::process::ExitCode {
     let mut cli = Cli::parse();
     // Before the runtime: a network namespace is entered by the only thread there is.
     if let Command::Soak(opts) = &mut cli.command {
-        if let Err(e) = spillway::bench::soak::netns::enter(opts) {
+        if let Err(e) = spillway_bench::soak::netns::enter(opts) {
             eprintln!("spillway-bench soak: {e:#}");
             return std::process::ExitCode::from(2);
         }
@@ -75,25 +75,25 @@ fn main() -> std::process::ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Run(opts) => {
-                let report = spillway::bench::run(&opts).await?;
+                let report = spillway_bench::run(&opts).await?;
                 print!("{report}");
                 Ok(report.verified())
             }
             Command::Restart { mode, opts } => {
-                let report = spillway::bench::restart::measure(&opts, mode).await?;
+                let report = spillway_bench::restart::measure(&opts, mode).await?;
                 print!("{report}");
                 Ok(report.ok)
             }
-            Command::Curves(opts) => spillway::bench::curves::run(&opts).await.map(|_| true),
+            Command::Curves(opts) => spillway_bench::curves::run(&opts).await.map(|_| true),
             Command::Soak(opts) => {
-                let outcome = spillway::bench::soak::run(&opts).await?;
+                let outcome = spillway_bench::soak::run(&opts).await?;
                 print!("{}", outcome.report);
                 Ok(outcome.ok)
             }
             Command::Discard {
                 grpc_port,
                 netty_port,
-            } => spillway::bench::serve_discard(grpc_port, netty_port)
+            } => spillway_bench::serve_discard(grpc_port, netty_port)
                 .await
                 .map(|()| true),
         }

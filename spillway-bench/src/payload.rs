@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 
-use crate::ids::BlockIdLayout;
+use spillway::ids::BlockIdLayout;
 
 /// Pool size beyond the largest block: 8 Mi distinct 8-byte-aligned offsets.
 const POOL_SPAN: usize = 64 << 20;

@@ -8,8 +8,12 @@
 //! 3. spill memory to the file tier, bounded by `shutdown.spill_timeout`;
 //! 4. push metrics one last time (push gateway) and stop the HTTP port;
 //! 5. stop spill retries and wait for the remaining tasks.
+//!
+//! [`coordinator_process`] is the other composition root: the coordinator-only process.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+pub mod coordinator_process;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,7 +125,7 @@ pub async fn start(config: Config) -> Result<Running> {
         }
     };
     let netty_addr = netty_listener.as_ref().map(|(_, addr)| *addr);
-    let ip = config.worker_ip.clone().unwrap_or_else(host_ip);
+    let ip = config.worker_ip.clone().unwrap_or_else(crate::listen::host_ip);
     let server_id = match netty_addr {
         Some(netty) => format!("{ip}-{}-{}", grpc_addr.port(), netty.port()),
         None => format!("{ip}-{}", grpc_addr.port()),
@@ -149,7 +153,7 @@ pub async fn start(config: Config) -> Result<Running> {
         jetty_port: http_addr.port(),
         transport_tags,
         tags: config.tags.clone(),
-        start_time_ms: crate::tasks::heartbeat::now_ms(),
+        start_time_ms: crate::clock::now_ms(),
     };
     let metrics = Metrics::new(&identity.all_tags())?;
     let audit_dropped = crate::audit::dropped_counter(metrics.tags())
@@ -378,7 +382,7 @@ pub async fn start(config: Config) -> Result<Running> {
     ));
     if let Some(local) = &local {
         let (local, registry) = (Arc::clone(local), Arc::clone(&registry));
-        crate::tasks::periodic(
+        crate::periodic::periodic(
             &tracker,
             lf.leak_check_interval,
             tasks_stop.clone(),
@@ -393,7 +397,7 @@ pub async fn start(config: Config) -> Result<Running> {
     // The same sweep over object storage: this server's objects of apps it no longer knows.
     if let Some(object) = &object {
         let (object, registry) = (Arc::clone(object), Arc::clone(&registry));
-        crate::tasks::periodic(
+        crate::periodic::periodic(
             &tracker,
             lf.leak_check_interval,
             tasks_stop.clone(),
@@ -898,20 +902,4 @@ fn spawn_status_watcher(
             }
         }
     });
-}
-
-/// The host's first non-loopback IPv4 address by its name, else 127.0.0.1.
-pub(crate) fn host_ip() -> String {
-    let name = nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .unwrap_or_default();
-    (name.as_str(), 0)
-        .to_socket_addrs()
-        .into_iter()
-        .flatten()
-        .map(|a| a.ip())
-        .find(|ip| ip.is_ipv4() && !ip.is_loopback())
-        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
-        .to_string()
 }
