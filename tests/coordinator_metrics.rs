@@ -4,7 +4,7 @@
 //! `java_metric_families.txt`. Shuffle-server heartbeats (one server falling silent), access
 //! requests, registrations, app heartbeats and assignments go over gRPC; then every family
 //! marked "exported" must be on `/api/coordinator/prometheus/metrics/<registry>` with Java's
-//! type and labels, every "absent" one missing and named in the README, and the values must be
+//! type and labels, every "absent" one missing and named in docs/monitoring.md, and the values must be
 //! the ones this traffic determines. The push gateway gets them beside the shuffle server's.
 
 mod common;
@@ -22,7 +22,7 @@ type Coord = CoordinatorServerClient<Channel>;
 
 const FIXTURE: &str = include_str!("fixtures/java_coordinator_metric_families.txt");
 const SERVER_FIXTURE: &str = include_str!("fixtures/java_metric_families.txt");
-const README: &str = include_str!("../README.md");
+const README: &str = include_str!("../docs/monitoring.md");
 const ABSENT_SECTION: &str = "#### Metrics Java has that Spillway does not";
 
 struct Family {
@@ -238,7 +238,7 @@ async fn every_java_coordinator_family_is_exported_or_documented_absent() {
     let readme_absent = README
         .split_once(ABSENT_SECTION)
         .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
-        .expect("README lists Java's families Spillway lacks");
+        .expect("docs/monitoring.md lists Java's families Spillway lacks");
     let families = fixture();
     assert_eq!(
         families
@@ -281,7 +281,10 @@ async fn every_java_coordinator_family_is_exported_or_documented_absent() {
                 wrong.push(format!("{} is marked absent but exported", f.name));
             }
             if !readme_absent.contains(&format!("`{}`", f.name)) {
-                wrong.push(format!("{} is absent but not listed in the README", f.name));
+                wrong.push(format!(
+                    "{} is absent but not listed in docs/monitoring.md",
+                    f.name
+                ));
             }
         } else {
             wrong.push(format!("{}: unknown status {:?}", f.name, f.status));

@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use spillway_bench::client::{channel, Client, Latencies, Transport};
-use spillway_bench::payload::{app_key, Payloads, Shape};
 use spillway::codec::bitmap;
 use spillway::ids::BlockIdLayout;
 use spillway::proto;
 use spillway::store::index::IndexEntry;
+use spillway_bench::client::{channel, Client, Latencies, Transport};
+use spillway_bench::payload::{app_key, Payloads, Shape};
 use tempfile::TempDir;
 
 const BLOCK: usize = 32 << 10;

@@ -3,7 +3,7 @@
 //! Java sources, see its header). After gRPC and Netty writes, a spill, reports, reads and
 //! unregisters, every family marked "exported" must be on `/prometheus/metrics/<registry>` with
 //! Java's type, and every family marked "absent" must be missing there (never faked) and named
-//! in the README's list of what Spillway does not have. A few of the new families are checked
+//! in docs/monitoring.md's list of what Spillway does not have. A few of the new families are checked
 //! for the values this traffic determines exactly.
 
 mod common;
@@ -19,8 +19,8 @@ use spillway::proto::{self, StatusCode};
 
 const APP: &str = "families_app";
 const FIXTURE: &str = include_str!("fixtures/java_metric_families.txt");
-const README: &str = include_str!("../README.md");
-/// The README section that lists Java's families Spillway does not export.
+const README: &str = include_str!("../docs/monitoring.md");
+/// The docs/monitoring.md section that lists Java's families Spillway does not export.
 const ABSENT_SECTION: &str = "#### Metrics Java has that Spillway does not";
 
 struct Family {
@@ -218,7 +218,7 @@ async fn every_java_family_is_exported_or_documented_absent() {
     let readme_absent = README
         .split_once(ABSENT_SECTION)
         .map(|(_, rest)| rest.split("\n## ").next().unwrap_or(rest))
-        .expect("README has the section listing Java's families Spillway lacks");
+        .expect("docs/monitoring.md has the section listing Java's families Spillway lacks");
     let mut wrong = Vec::new();
     let families = fixture();
     assert!(families.len() > 200, "the fixture lists Java's families");
@@ -246,7 +246,10 @@ async fn every_java_family_is_exported_or_documented_absent() {
                 wrong.push(format!("{} is marked absent but exported", f.name));
             }
             if !readme_absent.contains(&format!("`{}`", f.name)) {
-                wrong.push(format!("{} is absent but not listed in the README", f.name));
+                wrong.push(format!(
+                    "{} is absent but not listed in docs/monitoring.md",
+                    f.name
+                ));
             }
         } else {
             wrong.push(format!("{}: unknown status {:?}", f.name, f.status));

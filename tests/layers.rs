@@ -12,8 +12,12 @@ const END: &str = "<!-- layers:end -->";
 
 /// Module name → its line in the list (1 is the top).
 fn layers(lib_rs: &str) -> BTreeMap<String, usize> {
-    let start = lib_rs.find(BEGIN).expect("src/lib.rs has the layers begin marker");
-    let end = lib_rs.find(END).expect("src/lib.rs has the layers end marker");
+    let start = lib_rs
+        .find(BEGIN)
+        .expect("src/lib.rs has the layers begin marker");
+    let end = lib_rs
+        .find(END)
+        .expect("src/lib.rs has the layers end marker");
     let mut out = BTreeMap::new();
     for line in lib_rs[start..end].lines() {
         let Some(text) = line.trim_start().strip_prefix("//!") else {
@@ -149,7 +153,10 @@ fn test_only_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
     let mut out = BTreeSet::new();
     for f in files {
         let code = std::fs::read_to_string(f).expect("read source");
-        let dir = if f.file_name().is_some_and(|n| n == "mod.rs" || n == "lib.rs") {
+        let dir = if f
+            .file_name()
+            .is_some_and(|n| n == "mod.rs" || n == "lib.rs")
+        {
             f.parent().expect("parent").to_path_buf()
         } else {
             f.with_extension("")
@@ -170,7 +177,11 @@ fn test_only_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
 }
 
 /// Every reference from a module to one on its own line or above, as `file:line: a -> b`.
-fn violations(src: &Path, layers: &BTreeMap<String, usize>, skip: &BTreeSet<String>) -> Vec<String> {
+fn violations(
+    src: &Path,
+    layers: &BTreeMap<String, usize>,
+    skip: &BTreeSet<String>,
+) -> Vec<String> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();

@@ -51,7 +51,7 @@ echo "== S3 test server (tests/s3: moto's S3 server from PyPI; Hadoop's s3a jars
 bash tests/s3/install.sh --maven
 echo "== tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --workspace --all-targets
-echo "== chaos soak (3 servers, seeded faults; the debug binaries cargo test built; README: Chaos soak)"
+echo "== chaos soak (3 servers, seeded faults; the debug binaries cargo test built; docs/reliability.md: Chaos soak)"
 # The issue asks for a 5-minute run in CI. A release build would add about 5 minutes on 2 cores,
 # so the debug binaries run it. Results are in target/soak-ci/report.md. Its Spark jobs need the
 # harness's 0.9.2 client built (Maven, cached by a stamp; the Spark phase below reuses it), and

@@ -35,10 +35,10 @@ use parking_lot::Mutex;
 use tonic::transport::Channel;
 
 use super::client::{self, Client, Latencies};
-use spillway::procstat::Proc;
 use super::spawn::Spillway;
 use super::Options;
 use spillway::ids::BlockIdLayout;
+use spillway::procstat::Proc;
 use spillway::proto::shuffle_server_client::ShuffleServerClient;
 use spillway::proto::{self, StatusCode};
 

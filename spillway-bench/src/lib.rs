@@ -32,10 +32,10 @@ use anyhow::Context;
 pub use self::client::Transport;
 use self::driver::{Target, Workload};
 use self::payload::{Payloads, Shape};
-use spillway::procstat::Proc;
 pub use self::report::Report;
 use spillway::config::ByteSize;
 use spillway::ids::BlockIdLayout;
+use spillway::procstat::Proc;
 
 /// How long after its apps end the server's RSS is read for [`Report::server_idle_rss`].
 pub const IDLE_AFTER: Duration = Duration::from_secs(5);

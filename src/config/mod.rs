@@ -7,8 +7,8 @@
 //! typo (`capacitty`) fails startup instead of silently running with the default.
 
 mod bytesize;
-mod error;
 pub mod coordinator;
+mod error;
 pub mod java;
 pub mod operator;
 pub mod reload;

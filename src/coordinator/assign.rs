@@ -27,8 +27,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-
 use crate::proto::ServerStatus;
 
 use super::registry::ServerNode;

@@ -31,7 +31,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
 
 use regex::Regex;
-use serde::{Deserialize, Serialize};
 use yaml_rust2::parser::{Event, EventReceiver, Parser, Tag};
 use yaml_rust2::scanner::TScalarStyle;
 

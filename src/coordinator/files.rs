@@ -8,10 +8,10 @@
 //! `QuotaManager`, `AccessCandidatesChecker` and `CoordinatorUtils.extractRemoteStorageConf`);
 //! the dynamic client conf's formats are in `client_conf.rs`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+pub use crate::config::coordinator::parse_cluster_conf;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
-pub use crate::config::coordinator::parse_cluster_conf;
 
 /// A file and the modification time of its last read.
 #[derive(Debug)]

@@ -40,7 +40,7 @@ const DECOMMISSION_WAIT_SECS: u64 = 120;
 /// the spill, and a SIGKILL at the last second would lose what the spill just wrote.
 const STOP_MARGIN_SECS: u64 = 30;
 /// Memory beyond the configured caps: runtime, partition indexes, block-id bitmaps, connection
-/// buffers (about 30 KiB per HTTP/2 connection, README "Limits and security").
+/// buffers (about 30 KiB per HTTP/2 connection, docs/security.md "Limits").
 const MEMORY_OVERHEAD_MIB: u64 = 512;
 /// Limit above the request, for allocator fragmentation under churn.
 const MEMORY_HEADROOM_PERCENT: u64 = 25;

@@ -14,7 +14,7 @@
 //! Java registers the `server` families with `MetricsManager.addGauge/addCounter(name)`, which
 //! adds no label (only `app_num` has `user_name`), and the gRPC and pool families with
 //! `tags="coordinator"`; so does this module. `remote_storage_in_used_<host>` is absent: see
-//! the README's list of coordinator families Spillway does not have.
+//! the list of coordinator families in docs/monitoring.md Spillway does not have.
 
 use std::sync::Arc;
 
@@ -108,8 +108,16 @@ impl CoordinatorMetrics {
     ) -> Vec<MetricFamily> {
         let c = self.coordinator.figures();
         let mut out = vec![
-            plain("total_server_num", MetricType::GAUGE, c.total_servers as f64),
-            plain("active_server_num", MetricType::GAUGE, c.active_servers as f64),
+            plain(
+                "total_server_num",
+                MetricType::GAUGE,
+                c.total_servers as f64,
+            ),
+            plain(
+                "active_server_num",
+                MetricType::GAUGE,
+                c.active_servers as f64,
+            ),
             plain("lost_server_num", MetricType::GAUGE, c.lost_servers as f64),
             plain(
                 "unhealthy_server_num",

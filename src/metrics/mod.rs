@@ -13,7 +13,7 @@
 //!          registries, served under /api/coordinator and pushed with the rest
 //! ```
 //! The families are Java's (`tests/fixtures/java_metric_families.txt` lists them with their
-//! sources); the README's metrics section says what each is computed from here, and which
+//! sources); docs/monitoring.md's metrics section says what each is computed from here, and which
 //! JVM-only families are absent and why. A family with no samples yet is still exported, as
 //! HELP and TYPE only, because simpleclient exports a labelled family before its first child.
 //! Every sample carries `tags` = the server's tags joined with `,` (as Java). Latencies are
@@ -127,7 +127,6 @@ pub(crate) fn counter(
     registry.register(Box::new(c.clone()))?;
     Ok(c)
 }
-
 
 impl Metrics {
     /// Builds the `grpc`, `netty` and `jvm` registries; the `server` registry is filled by

@@ -114,7 +114,6 @@ impl Record {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,7 +89,7 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
     coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
     coordinator.spawn_sampler(tasks_stop.clone(), &tracker);
     let metrics = Metrics::new(&[])?;
-    metrics.attach_coordinator(Arc::clone(&coordinator), true)?;
+    metrics.attach_coordinator(Arc::clone(&coordinator) as Arc<_>, true)?;
     let audit = open_audit(&config, &metrics)?;
 
     let grpc_task = {

@@ -125,7 +125,10 @@ pub async fn start(config: Config) -> Result<Running> {
         }
     };
     let netty_addr = netty_listener.as_ref().map(|(_, addr)| *addr);
-    let ip = config.worker_ip.clone().unwrap_or_else(crate::listen::host_ip);
+    let ip = config
+        .worker_ip
+        .clone()
+        .unwrap_or_else(crate::listen::host_ip);
     let server_id = match netty_addr {
         Some(netty) => format!("{ip}-{}-{}", grpc_addr.port(), netty.port()),
         None => format!("{ip}-{}", grpc_addr.port()),
@@ -470,7 +473,7 @@ pub async fn start(config: Config) -> Result<Running> {
         coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
         coordinator.spawn_sampler(tasks_stop.clone(), &tracker);
         tracing::info!("embedded coordinator enabled on the gRPC port");
-        metrics.attach_coordinator(Arc::clone(coordinator), false)?;
+        metrics.attach_coordinator(Arc::clone(coordinator) as Arc<_>, false)?;
     }
 
     let grpc_stop = CancellationToken::new();

@@ -47,7 +47,6 @@ pub const MIN_DEADLINE: Duration = Duration::from_secs(1);
 /// interval is tiny.
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
 
-
 /// Who this server is, as coordinators and clients see it. Fixed for the life of the process;
 /// the server builds it once in `server::start`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,7 +84,6 @@ impl Identity {
             .collect()
     }
 }
-
 
 /// Everything a heartbeat reports that changes over time, read at once so that
 /// [`build_request`] is a pure function (and testable without a server).

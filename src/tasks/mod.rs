@@ -7,4 +7,3 @@ pub mod heartbeat;
 pub mod push_gateway;
 /// Freed heap back to the OS when the server goes idle.
 pub mod release;
-

@@ -15,7 +15,7 @@
 //! Fixing the thresholds (`MALLOC_MMAP_THRESHOLD_` and `MALLOC_TRIM_THRESHOLD_` at 4 MiB) brings
 //! an idle server back to start-up + 10-18 MiB, but measured ~30 % more CPU per GB over gRPC
 //! (heaps shrink and regrow under load), so it is an operator's choice, not the default
-//! (README, "Memory that goes back").
+//! (docs/performance.md, "Memory that goes back").
 
 use std::sync::Arc;
 use std::time::Duration;

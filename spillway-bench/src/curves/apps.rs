@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 
 use super::{register, sizes, Curve, CurveOptions, Point};
 use crate::client::{Client, Latencies, Op};
-use spillway::procstat::Proc;
 use spillway::ids::BlockIdLayout;
+use spillway::procstat::Proc;
 use spillway::proto;
 
 /// Partitions of each app's one shuffle; every send writes one block into each.

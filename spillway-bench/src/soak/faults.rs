@@ -427,4 +427,3 @@ fn cleanup(
     }
     (log, restarts)
 }
-

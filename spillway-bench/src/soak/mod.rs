@@ -17,7 +17,7 @@
 //!  report: app counts, fault log, per-server table with slopes, SVG plots, CSV
 //! ```
 //!
-//! **What counts as lost.** The server's guarantee (README "What survives a restart") covers
+//! **What counts as lost.** The server's guarantee (docs/reliability.md "What survives a restart") covers
 //! blocks it acknowledged as durable: after `finishShuffle` returned SUCCESS every block is in
 //! a file and survives SIGTERM, `--takeover` and SIGKILL. Blocks only acknowledged to
 //! `sendShuffleData` are in memory and a SIGKILL loses them by design; their ids stay reported,
@@ -68,8 +68,8 @@ mod remote_read;
 mod report;
 mod report_hdfs;
 mod s3;
-mod schedule;
 mod sampler;
+mod schedule;
 mod spark;
 mod workload;
 

@@ -226,6 +226,12 @@ impl S3Reader {
     }
 }
 
+/// The tests' MiniDFS launcher (std only), included by path as the integration tests do.
+#[cfg(test)]
+#[path = "../../../src/store/hdfs/minicluster.rs"]
+#[allow(dead_code)]
+mod minicluster;
+
 #[cfg(test)]
 mod tests {
     use bytes::BytesMut;
@@ -233,11 +239,6 @@ mod tests {
 
     use super::*;
     use spillway::store::index::IndexEntry;
-
-    /// The tests' MiniDFS launcher (std only), included by path as the integration tests do.
-    #[path = "../../../../../src/store/hdfs/minicluster.rs"]
-    #[allow(dead_code)]
-    mod minicluster;
 
     async fn put(client: &Client, path: &str, data: Bytes) {
         let mut w = client
@@ -253,10 +254,9 @@ mod tests {
     /// the data file, and no directory means no blocks.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_own_whole_records_like_the_client() {
-        let url =
-            tokio::task::spawn_blocking(|| minicluster::shared().url.clone())
-                .await
-                .unwrap();
+        let url = tokio::task::spawn_blocking(|| super::minicluster::shared().url.clone())
+            .await
+            .unwrap();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

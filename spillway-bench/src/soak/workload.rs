@@ -25,8 +25,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::cluster::{Shared, COORDINATORS, SERVERS};
-use super::schedule::Rng;
 use super::remote_read::RemoteReader;
+use super::schedule::Rng;
 use crate::client::Transport;
 use crate::driver::{self, Target, Verification, Workload};
 use crate::payload::{Payloads, Shape};
@@ -531,11 +531,9 @@ impl Generator {
                     continue;
                 }
                 if let std::collections::hash_map::Entry::Vacant(slot) = clients.entry(addr) {
-                    let connected = tokio::time::timeout(
-                        Duration::from_secs(2),
-                        crate::client::channel(addr),
-                    )
-                    .await;
+                    let connected =
+                        tokio::time::timeout(Duration::from_secs(2), crate::client::channel(addr))
+                            .await;
                     let Ok(Ok(ch)) = connected else {
                         down.insert(addr);
                         continue;

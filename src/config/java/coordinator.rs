@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use super::mapper::Mapper;
 use super::values::java_list;
+use crate::config::coordinator::{
+    AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy,
+};
 use crate::config::{ConfigError, Role};
-use crate::config::coordinator::{AccessCheckerKind, ClientConfFormat, HostStrategy, PartitionStrategy};
 
 impl Mapper {
     /// Maps a coordinator.conf: the process becomes a coordinator (`role`), with Java's
@@ -112,7 +114,7 @@ impl Mapper {
 
     /// `accessCluster`'s checkers. Without the key Java runs its default pair, the cluster-load
     /// and quota checkers, and so does a coordinator started from a coordinator.conf (a TOML
-    /// config runs none unless it lists them: README, placement and admission).
+    /// config runs none unless it lists them: docs/coordinator.md, placement and admission).
     fn map_admission(&mut self) -> Result<(), ConfigError> {
         let checkers = match self.take("rss.coordinator.access.checkers") {
             Some(e) => {

@@ -1,6 +1,6 @@
 //! Every key of the Java coordinator's `coordinator.conf` and what a coordinator-only Spillway
 //! process does with each, as data: the coordinator's counterpart of [`super::keys::KEYS`],
-//! read by the start-up warning, the README's coordinator key table and the mapper's check.
+//! read by the start-up warning, the coordinator key table in docs/compatibility.md and the mapper's check.
 //!
 //! Where the key list came from: `CoordinatorConf` as stored by the project's code search of
 //! apache/incubator-uniffle and apache/uniffle (the stored versions bracket the 0.10 tag), plus
@@ -30,7 +30,7 @@ pub fn lookup(key: &str) -> Option<&'static JavaKey> {
     COORDINATOR_KEYS.iter().find(|k| k.matches(key))
 }
 
-/// The README's coordinator key table (Markdown).
+/// The coordinator key table of docs/compatibility.md (Markdown).
 pub fn markdown_table() -> String {
     super::keys::markdown_table_of(COORDINATOR_KEYS)
 }
@@ -474,9 +474,12 @@ mod tests {
         const BEGIN: &str =
             "<!-- java-coordinator-keys:begin (generated from src/config/java/coordinator_keys.rs) -->\n";
         const END: &str = "<!-- java-coordinator-keys:end -->";
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/compatibility.md");
         let readme = std::fs::read_to_string(path).unwrap();
-        let start = readme.find(BEGIN).expect("README has the begin marker") + BEGIN.len();
+        let start = readme
+            .find(BEGIN)
+            .expect("docs/compatibility.md has the begin marker")
+            + BEGIN.len();
         let end = readme[start..].find(END).expect("and the end marker") + start;
         let table = markdown_table();
         if readme[start..end] != table {
@@ -485,7 +488,7 @@ mod tests {
                 std::fs::write(path, updated).unwrap();
             } else {
                 panic!(
-                    "README's coordinator key table is stale: run SPILLWAY_UPDATE_README=1 \
+                    "docs/compatibility.md's coordinator key table is stale: run SPILLWAY_UPDATE_README=1 \
                      cargo test --lib readme_coordinator_key_table"
                 );
             }

@@ -1,14 +1,14 @@
 //! Every configuration key the Java shuffle server reads, in 0.9.2 and in 0.10, and what Spillway
 //! does with each: the one place that says it, as data.
 //!
-//! The start-up warning, `--print-config`'s Java names, the README's key table and the checks on
+//! The start-up warning, `--print-config`'s Java names, the key table in docs/compatibility.md and the checks on
 //! the mapper all read this table, so none of them can drift from the others. The mapping code
 //! itself lives in the file of its concern (listeners, storage, memory, ...); a unit test checks
 //! that the mapper consults exactly the keys marked [`Treatment::Mapped`] here.
 //!
 //! Where the key list came from: `ShuffleServerConf` and `RssBaseConf` of the 0.9.2 and 0.10
 //! releases, plus the keys the server reads from other classes (metric reporters, the Netty
-//! client options it shares with the clients, security); see the README's key table.
+//! client options it shares with the clients, security); see the key table in docs/compatibility.md.
 
 /// Which Java releases read a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub enum Releases {
 }
 
 impl Releases {
-    /// As the README's table writes it.
+    /// As the table in docs/compatibility.md writes it.
     pub fn label(self) -> &'static str {
         match self {
             Releases::Both => "0.9.2, 0.10",
@@ -113,7 +113,7 @@ pub(super) fn counts_of(keys: &[JavaKey], release_092: bool) -> (usize, usize, u
     out
 }
 
-/// The README's table of every key (Markdown), generated so the README cannot disagree with
+/// The table of every key in docs/compatibility.md (Markdown), generated so the docs cannot disagree with
 /// what the server does.
 pub fn markdown_table() -> String {
     markdown_table_of(KEYS)
@@ -1492,17 +1492,17 @@ mod tests {
         );
     }
 
-    /// The README's table is this table: regenerate it with
+    /// The table in docs/compatibility.md is this table: regenerate it with
     /// `SPILLWAY_UPDATE_README=1 cargo test --lib readme_key_table`.
     #[test]
     fn readme_key_table_is_generated_from_this_table() {
         const BEGIN: &str = "<!-- java-keys:begin (generated from src/config/java/keys.rs) -->\n";
         const END: &str = "<!-- java-keys:end -->";
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/compatibility.md");
         let readme = std::fs::read_to_string(path).unwrap();
         let start = readme
             .find(BEGIN)
-            .expect("README has the key table's begin marker")
+            .expect("docs/compatibility.md has the key table's begin marker")
             + BEGIN.len();
         let end = readme[start..].find(END).expect("and its end marker") + start;
         let table = markdown_table();
@@ -1512,7 +1512,7 @@ mod tests {
                 std::fs::write(path, updated).unwrap();
             } else {
                 panic!(
-                    "README's Java key table is stale: run SPILLWAY_UPDATE_README=1 cargo test \
+                    "docs/compatibility.md's Java key table is stale: run SPILLWAY_UPDATE_README=1 cargo test \
                      --lib readme_key_table"
                 );
             }

@@ -9,9 +9,7 @@ use super::keys::{lookup, Treatment, KEYS};
 pub fn java_names_of(spillway: &str) -> impl Iterator<Item = &'static str> + '_ {
     // The coordinator's own keys too (a coordinator.conf's), each named once: the keys both
     // read (`rss.rpc.server.port`) come from this table.
-    let coordinator_only = COORDINATOR_KEYS
-        .iter()
-        .filter(|k| lookup(k.key).is_none());
+    let coordinator_only = COORDINATOR_KEYS.iter().filter(|k| lookup(k.key).is_none());
     KEYS.iter()
         .chain(coordinator_only)
         .filter_map(move |k| match k.treatment {
