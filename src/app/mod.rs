@@ -9,11 +9,11 @@
 
 pub mod block_ids;
 pub mod block_sizes;
-mod read;
+pub mod read;
 mod restore;
 mod state;
 mod stats;
-mod write;
+pub mod write;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,10 +25,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use read::{MemoryReadArgs, MemoryServed, ReadArgs};
 pub use state::{App, RemoteStorage, Shuffle};
 pub use stats::RegistryStats;
-pub use write::{RequireOutcome, TicketSeen};
 
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};

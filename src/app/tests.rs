@@ -9,7 +9,8 @@ use tempfile::TempDir;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs, Registration, RegistryOptions};
+use crate::app::read::{MemoryReadArgs, ReadArgs};
+use crate::app::{AppRegistry, Registration, RegistryOptions};
 use crate::error::Error;
 use crate::ids::{AppId, PartitionRange};
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
@@ -412,7 +413,7 @@ fn require_sized(
     app: &AppId,
     partitions: &[i32],
     sizes: &[i32],
-) -> crate::error::Result<crate::app::RequireOutcome> {
+) -> crate::error::Result<crate::app::write::RequireOutcome> {
     f.registry
         .require_buffer(Some(app), 0, partitions, sizes, sizes.iter().sum())
 }

@@ -1,16 +1,21 @@
 //! The tonic front end: `ShuffleServer` and `ShuffleServerInternal`. Every handler is
 //! convert → call the registry → `reply(result)`; no semantics live here.
 
+mod answer;
 pub mod convert;
-mod framed;
+pub mod framed;
 mod frames;
 pub(crate) mod reply;
+mod sizes;
+
+pub use sizes::{MAX_REQUEST_SIZE, MAX_RESPONSE_SIZE};
 
 use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use crate::app::{AppRegistry, MemoryReadArgs, ReadArgs, Registration, RemoteStorage};
+use crate::app::read::{MemoryReadArgs, ReadArgs};
+use crate::app::{AppRegistry, Registration, RemoteStorage};
 use crate::audit::rpc::{self as audit, Args, Command, Entry, Ret};
 use crate::audit::RpcAudit;
 use crate::error::{Error, Result};
@@ -19,20 +24,11 @@ use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
 use crate::proto::shuffle_server_server::ShuffleServer;
 use crate::proto::{self, DataDistribution, StatusCode};
 use crate::store::Payloads;
-use framed::DataAnswer;
+use answer::DataAnswer;
 use reply::reply;
-
-pub use framed::ShuffleRoutes;
 
 pub use reply::Reply;
 
-/// Largest gRPC request accepted: Java's `rss.rpc.message.max.size` default (1 GiB). A
-/// request is buffered whole by the transport before any memory check, so this also bounds
-/// what one connection can make the server hold.
-pub const MAX_REQUEST_SIZE: usize = 1 << 30;
-
-/// Largest response sent (the Java client accepts `Integer.MAX_VALUE`).
-pub const MAX_RESPONSE_SIZE: usize = i32::MAX as usize;
 
 /// The `ShuffleServer` service.
 #[derive(Clone)]
@@ -68,15 +64,6 @@ impl ShuffleService {
         self.audit.begin(command, request.remote_addr())
     }
 
-    /// The service's routes with the message-size limits: `max_request` is the smaller of
-    /// `limits.max_request_size` and the plane's receive budget.
-    pub fn into_server(self, max_request: usize) -> ShuffleRoutes {
-        let max_response = self.limits.response.min(MAX_RESPONSE_SIZE);
-        let tonic = proto::shuffle_server_server::ShuffleServerServer::new(self.clone())
-            .max_decoding_message_size(max_request)
-            .max_encoding_message_size(max_response);
-        ShuffleRoutes::new(self, tonic, max_request, max_response)
-    }
 }
 
 impl ShuffleService {

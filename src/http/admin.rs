@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::HttpState;
+use super::state::HttpState;
 use crate::proto::ServerStatus as WireStatus;
 
 fn state_json(s: &HttpState) -> serde_json::Value {

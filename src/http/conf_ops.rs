@@ -20,7 +20,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::HttpState;
+use super::state::HttpState;
 use crate::config::reload::Runtime;
 
 /// Java's answer when the update went through.

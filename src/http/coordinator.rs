@@ -77,9 +77,9 @@ struct ConfState {
 }
 
 /// Java's `CoordinatorServerResource.getCoordinatorConf`: the conf's entries as
-/// `CoordinatorConfVO`s, the same two fields as the server's `/conf` (see [`super::conf_json`]).
+/// `CoordinatorConfVO`s, the same two fields as the server's `/conf` (see `state::conf_json`).
 async fn conf(State(s): State<Arc<ConfState>>) -> Response {
-    super::conf_json(&s.runtime.current())
+    super::state::conf_json(&s.runtime.current())
 }
 
 /// Java's `getCoordinatorStacks` (a JVM thread dump); see [`super::admin::stacks_text`].
@@ -127,7 +127,7 @@ fn bad_kind(e: crate::error::Error) -> Response {
 }
 
 fn json(metrics: &Metrics, kind: Kind, query: Option<String>) -> Response {
-    match metrics.gather_coordinator(kind, &super::names(query)) {
+    match metrics.gather_coordinator(kind, &super::state::names(query)) {
         Ok(families) => Json(format::json(&families, crate::clock::now_ms())).into_response(),
         Err(e) => bad_kind(e),
     }
@@ -155,7 +155,7 @@ async fn text_kind(
 ) -> Response {
     let families = kind
         .parse::<Kind>()
-        .and_then(|kind| m.gather_coordinator(kind, &super::names(q)));
+        .and_then(|kind| m.gather_coordinator(kind, &super::state::names(q)));
     match families {
         Ok(families) => (
             [(header::CONTENT_TYPE, format::TEXT_CONTENT_TYPE)],

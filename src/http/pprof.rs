@@ -11,7 +11,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::HttpState;
+use super::state::HttpState;
 
 /// Longest CPU profile one request may ask for.
 pub const MAX_SECONDS: u64 = 300;

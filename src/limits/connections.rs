@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::LimitMetrics;
+use super::hits::LimitMetrics;
 
 /// The caps and timeouts one plane's table enforces.
 #[derive(Debug, Clone, Copy)]
@@ -131,6 +131,12 @@ pub enum CloseReason {
 }
 
 impl CloseReason {
+    /// Counts a connection refused or closed for this reason on `plane`.
+    pub fn count_in(self, metrics: &LimitMetrics, plane: &str) {
+        let (limit, action) = self.labels();
+        metrics.count(plane, limit, action);
+    }
+
     /// The `limit` label and the action, for `total_limit_hits`.
     pub fn labels(self) -> (&'static str, &'static str) {
         match self {
@@ -341,7 +347,7 @@ impl ConnectionTable {
                 quiet = ?Duration::from_millis(slot.idle_ms(now_ms)),
                 "closing connection"
             );
-            self.metrics.hit(self.plane, why);
+            why.count_in(&self.metrics, self.plane);
             slot.close.cancel();
         }
     }
@@ -356,7 +362,7 @@ impl ConnectionTable {
                 limit,
                 "connection cap reached: closing the longest-idle connection"
             );
-            self.metrics.hit(self.plane, why);
+            why.count_in(&self.metrics, self.plane);
             slot.close.cancel();
         }
     }
@@ -371,7 +377,7 @@ impl ConnectionTable {
             max_connections_per_address = self.limits.max_per_address,
             "connection refused: at the cap, and every connection is busy or was active within the last second"
         );
-        self.metrics.hit(self.plane, why);
+        why.count_in(&self.metrics, self.plane);
     }
 
     fn remove(&self, id: u64) {

@@ -25,7 +25,8 @@ use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::body::Body;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-use super::{BusyGuard, Lease, LimitMetrics, Slot};
+use super::connections::{BusyGuard, Lease, Slot};
+use super::hits::LimitMetrics;
 
 /// An admitted gRPC connection: reports traffic to its slot and reads as closed once the table
 /// closes it (hyper then drops the connection).
@@ -320,7 +321,7 @@ impl HttpBody for LimitedBody {
 struct SendingBody {
     inner: Body,
     _busy: Option<BusyGuard>,
-    _sending: Option<super::SendingGuard>,
+    _sending: Option<super::connections::SendingGuard>,
 }
 
 impl HttpBody for SendingBody {

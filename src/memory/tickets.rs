@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::error::{Error, Result};
 use crate::ids::AppId;
-use crate::memory::Reservation;
+use super::budget::Reservation;
 
 struct Ticket {
     /// `None` for legacy (0.6) clients that send no app id.

@@ -24,7 +24,8 @@ use prometheus::Registry;
 use crate::limits::LimitMetrics;
 
 use super::grpc::COORDINATOR_TAGS;
-use super::{pools, GrpcMetrics};
+use super::grpc::GrpcMetrics;
+use super::pools;
 
 /// The coordinator's state its `server` families show, read at each scrape. The coordinator
 /// implements it: this layer knows the figures, not the coordinator's types.

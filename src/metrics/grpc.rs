@@ -14,8 +14,8 @@ use std::time::Instant;
 use prometheus::{IntCounter, IntGauge, Registry};
 use tracing::Instrument;
 
-use super::summary::Summary;
-use super::{counter, gauge};
+use super::families::{counter, gauge};
+use crate::summary::Summary;
 use crate::clock::now_ms;
 
 /// Which Uniffle metrics exist for one method.

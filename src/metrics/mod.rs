@@ -20,6 +20,7 @@
 //! summaries in seconds with quantiles 0.5/0.75/0.9/0.95/0.99, as simpleclient's.
 
 pub mod coordinator;
+mod families;
 pub mod format;
 pub mod grpc;
 pub mod netty;
@@ -32,7 +33,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use prometheus::proto::MetricFamily;
-use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use prometheus::{IntCounterVec, Opts, Registry};
 
 use crate::app::AppRegistry;
 use crate::error::{Error, Result};
@@ -105,27 +106,6 @@ pub struct Metrics {
 
 fn registration(e: prometheus::Error) -> Error {
     Error::Startup(format!("metrics registration: {e}"))
-}
-
-/// A gauge with Uniffle's HELP text and the `tags` label, registered on `registry`.
-pub(crate) fn gauge(registry: &Registry, name: &str, tags: &str) -> prometheus::Result<IntGauge> {
-    let g =
-        IntGauge::with_opts(Opts::new(name, format!("Gauge {name}")).const_label("tags", tags))?;
-    registry.register(Box::new(g.clone()))?;
-    Ok(g)
-}
-
-/// A counter with Uniffle's HELP text and the `tags` label, registered on `registry`.
-pub(crate) fn counter(
-    registry: &Registry,
-    name: &str,
-    tags: &str,
-) -> prometheus::Result<IntCounter> {
-    let c = IntCounter::with_opts(
-        Opts::new(name, format!("Counter {name}")).const_label("tags", tags),
-    )?;
-    registry.register(Box::new(c.clone()))?;
-    Ok(c)
 }
 
 impl Metrics {

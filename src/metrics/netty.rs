@@ -7,8 +7,8 @@ use std::time::Instant;
 use prometheus::{IntCounter, IntGauge, Registry};
 
 use super::grpc::SharedSummary;
-use super::summary::Summary;
-use super::{counter, gauge};
+use super::families::{counter, gauge};
+use crate::summary::Summary;
 use crate::clock::now_ms;
 
 /// Java's `NettyMetrics` request names, indexed by [`RequestKind`].

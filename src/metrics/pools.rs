@@ -22,7 +22,7 @@
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 use crate::limits::LimitMetrics;
-use crate::metrics::GrpcMetrics;
+use super::grpc::GrpcMetrics;
 use crate::store::spill_pools::SpillPools;
 
 /// Every pool gauge, valued now.

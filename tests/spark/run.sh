@@ -1353,6 +1353,16 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
         --rss-conf "spark.rss.storage.type=$STORE_TYPE" \
         --rss-conf "spark.rss.remote.storage.path=s3a://$bucket/rss" "${rss_s3[@]}"
       if [[ -e $pause/map/paused ]]; then
+        # The first half's spills may still be on their way: wait until pairs reach S3 and no
+        # new one has come for a second (at most 30 s).
+        prev=-1
+        deadline=$((SECONDS + 30))
+        while ((SECONDS < deadline)); do
+          n=$(grep -cE "PUT /$bucket/rss/[^ ?]*\.index HTTP" "$WORK/s3.log" || true)
+          ((n > 0 && n == prev)) && break
+          prev=$n
+          sleep 1
+        done
         # The pairs complete on S3 before the crash (index PUT answered 200), by data object.
         grep -oE "PUT /$bucket/rss/[^ ?]*\.index HTTP/1\.[01]\" 200" "$WORK/s3.log" \
           | sed -E 's/^PUT ([^ ]*)\.index .*/\1.data/' >"$WORK/s3-before-crash.txt" || true

@@ -33,6 +33,7 @@ mod disk;
 mod files;
 mod options;
 mod read;
+mod listing;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -52,7 +53,7 @@ use self::disk::{is_disk_fault, Disk, SpaceLimits, PROBE_TIMEOUT};
 pub use self::disk::{DiskReport, DiskStatus};
 use self::files::{AppendJob, Committed, PartitionPaths};
 pub use self::options::LocalFileOptions;
-pub use self::scan::ScanReport;
+pub use self::listing::ScanReport;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::{BlockBatch, Health, PurgeScope, StorageSite, Tier, TierKind};
@@ -270,7 +271,7 @@ impl LocalFileTier {
             .filter(|d| d.is_healthy())
             .map(|d| d.root.clone())
             .collect();
-        let listed = match crate::runtime::blocking(move || scan::app_dirs(&roots)).await {
+        let listed = match crate::runtime::blocking(move || listing::app_dirs(&roots)).await {
             Ok(listed) => listed,
             Err(e) => {
                 tracing::warn!(error = %e, "leaked-data sweep could not list the data paths");
