@@ -20,7 +20,8 @@ use common::{connect, free_port, register};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use spillway::config::CoordinatorConfig;
-use spillway::coordinator::{Coordinator, CoordinatorOptions, CoordinatorService};
+use spillway::coordinator::service::CoordinatorService;
+use spillway::coordinator::{Coordinator, CoordinatorOptions};
 use tokio::net::TcpListener;
 use tonic::transport::server::TcpIncoming;
 

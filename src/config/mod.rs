@@ -10,6 +10,7 @@ mod bytesize;
 pub mod coordinator;
 mod error;
 pub mod java;
+mod load;
 pub mod operator;
 pub mod reload;
 pub mod sensitive;
@@ -18,7 +19,7 @@ mod tests;
 mod validate;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,10 @@ pub const ENV_WORKER_CONFIG_PATH: &str = "WORKER_CONFIG_PATH";
 /// Env variable that sets `metrics.admin_token` (kept out of config files that many can read).
 /// Empty means unset.
 pub const ENV_ADMIN_TOKEN: &str = "SPILLWAY_ADMIN_TOKEN";
+
+/// How often the config file is re-read for the reconfigurable keys (`reconfigure_interval`),
+/// Java's `rss.reconfigure.interval.sec` default. Default: 5 s.
+pub const RECONFIGURE_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The config file read, if present, when nothing else names one: where the container image
 /// bakes its config (an env variable there would shadow the Uniffle operator's mount).
@@ -240,7 +245,7 @@ impl Default for Config {
             coordinator_quorum: Vec::new(),
             tags: Vec::new(),
             heartbeat_interval: Duration::from_secs(10),
-            reconfigure_interval: reload::DEFAULT_INTERVAL,
+            reconfigure_interval: RECONFIGURE_INTERVAL,
             worker_ip: None,
             memory_store: MemoryStoreConfig::default(),
             localfile_store: LocalfileStoreConfig::default(),
@@ -1093,62 +1098,6 @@ impl Config {
     /// unknown keys (`memory_store.capacitty`) and type errors. No env overlay is applied.
     pub fn from_toml_str(s: &str) -> Result<Config, ConfigError> {
         let config = Self::parse_toml(s)?;
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// The config file a start-up reads, with the origin errors name: `path` (`--config`), else
-    /// env `WORKER_CONFIG_PATH`, else the Uniffle operator's `server.conf`
-    /// ([`operator::default_config_file`]: `$RSS_CONF_DIR`, then the mount if present), else
-    /// [`DEFAULT_CONFIG_FILE`] if present; `None`: the built-in defaults.
-    pub fn source(
-        path: Option<&Path>,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Option<(&'static str, PathBuf)> {
-        match path {
-            Some(path) => Some(("--config", path.to_path_buf())),
-            None => non_empty_env(env, ENV_WORKER_CONFIG_PATH)
-                .map(|path| (ENV_WORKER_CONFIG_PATH, PathBuf::from(path)))
-                .or_else(|| operator::default_config_file(env, &|p| p.exists()))
-                .or_else(|| {
-                    let file = Path::new(DEFAULT_CONFIG_FILE);
-                    file.exists()
-                        .then(|| (DEFAULT_CONFIG_FILE, file.to_path_buf()))
-                }),
-        }
-    }
-
-    /// Loads the startup config: called once by `main`.
-    ///
-    /// The file is [`Config::source`]'s; none: the built-in defaults. Then the Uniffle
-    /// operator's env applies ([`operator`]: ports and quorum where the file sets none,
-    /// `XMX_SIZE` as the heap a Java file's ratios size the buffers from, `RSS_IP`), then env
-    /// `WORKER_IP` (if non-empty) replaces `worker_ip`, and the result is validated. `env` looks
-    /// a variable up, so tests pass a map instead of touching the process environment.
-    pub fn load(
-        path: Option<&Path>,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Config, ConfigError> {
-        let source = Self::source(path, env);
-        let heap = operator::heap_size(env)?;
-        let mut file_sets = operator::FileSets::default();
-        let mut config = match &source {
-            Some((origin, path)) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    ConfigError::new(*origin, format!("cannot read {}: {e}", path.display()))
-                })?;
-                file_sets = operator::FileSets::of(&text, java::is_java_file(path, &text));
-                java::parse_config_file(path, &text, heap).map_err(|mut e| {
-                    e.reason = format!("{} (in {})", e.reason, path.display());
-                    e
-                })?
-            }
-            None => Config::default(),
-        };
-        config.source_path = source.map(|(_, path)| path);
-        // The operator's env first: Spillway's own WORKER_IP then wins over RSS_IP.
-        operator::apply_env(&mut config, env, file_sets)?;
-        config.apply_env(env);
         config.validate()?;
         Ok(config)
     }

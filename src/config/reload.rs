@@ -67,7 +67,7 @@ use tokio_util::task::TaskTracker;
 use super::{ByteSize, Config};
 
 /// Java's `rss.reconfigure.interval.sec` default.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);
+pub const DEFAULT_INTERVAL: Duration = super::RECONFIGURE_INTERVAL;
 
 /// One reconfigurable key.
 struct Key {

@@ -28,7 +28,7 @@ pub mod dashboard;
 mod files;
 pub mod registry;
 pub mod rest;
-mod service;
+pub mod service;
 pub mod storage;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -54,7 +54,6 @@ pub use client_conf::ClientConfFormat;
 /// For the Java `coordinator.conf` mapping of `rss.coordinator.remote.storage.cluster.conf`.
 pub use files::parse_cluster_conf;
 pub use registry::{AppStorage, NodeReport, ServerCounts, ServerNode, ServerRegistry};
-pub use service::CoordinatorService;
 pub use storage::RemoteStorage;
 
 use access::Quotas;
@@ -188,8 +187,8 @@ pub struct Coordinator {
     access_denied: [AtomicU64; 3],
     /// Reads of the dynamic client conf file that its parser rejected.
     client_conf_rejected: AtomicU64,
-    /// The last hour of samples the dashboard charts; filled by [`Coordinator::spawn_sampler`].
-    history: dashboard::History,
+    /// The last hour of samples the dashboard charts; filled by `dashboard::sampler::spawn`.
+    history: dashboard::history::History,
     /// `options.default_server_number` as running: Java's `rss.coordinator.shuffle.nodes.max`
     /// is the one coordinator key Java reloads at runtime (its cluster manager and cluster-load
     /// checker take it from a changed coordinator.conf), so it is kept apart from the options.
@@ -252,7 +251,7 @@ impl Coordinator {
             excluded: Mutex::new(BTreeSet::new()),
             files: RwLock::new(FileState::default()),
             storages: Mutex::new(RemoteStorages::default()),
-            history: dashboard::History::new(options.dashboard_sample_interval),
+            history: dashboard::history::History::new(options.dashboard_sample_interval),
             options,
         };
         coordinator.refresh_storages();
@@ -647,14 +646,8 @@ impl Coordinator {
     }
 
     /// The dashboard's history of samples.
-    pub fn history(&self) -> &dashboard::History {
+    pub fn history(&self) -> &dashboard::history::History {
         &self.history
-    }
-
-    /// Samples the servers every `options().dashboard_sample_interval` into
-    /// [`Coordinator::history`] until `cancel` fires; see [`dashboard::sampler`].
-    pub fn spawn_sampler(self: &Arc<Self>, cancel: CancellationToken, tracker: &TaskTracker) {
-        dashboard::sampler::spawn(Arc::clone(self), cancel, tracker);
     }
 
     /// `appHeartbeat`: keeps the app (and its load) alive.

@@ -14,7 +14,9 @@ use crate::audit::RpcAudit;
 use crate::proto::coordinator_server_server::{CoordinatorServer, CoordinatorServerServer};
 use crate::proto::{self, StatusCode};
 
-use super::{AccessRequest, AssignRequest, Coordinator};
+use super::access::AccessRequest;
+use super::assign::AssignRequest;
+use super::Coordinator;
 
 /// The gRPC front end of a [`Coordinator`].
 #[derive(Clone)]

@@ -92,7 +92,10 @@ impl<M: DataMessage> DataAnswer<M> {
 
     /// The gRPC message (prefix included) as body frames: a head buffer, the payloads as they
     /// are, a tail buffer. The message's length instead when it exceeds `max`.
-    pub(super) fn into_frames(self, max: usize) -> Result<(VecDeque<Bytes>, Option<ReadPermit>), usize> {
+    pub(super) fn into_frames(
+        self,
+        max: usize,
+    ) -> Result<(VecDeque<Bytes>, Option<ReadPermit>), usize> {
         let data_len: usize = self.data.iter().map(Bytes::len).sum();
         let (below, above) = self.message.split();
         let mut field = [0u8; 11];

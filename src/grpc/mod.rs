@@ -29,7 +29,6 @@ use reply::reply;
 
 pub use reply::Reply;
 
-
 /// The `ShuffleServer` service.
 #[derive(Clone)]
 pub struct ShuffleService {
@@ -63,7 +62,6 @@ impl ShuffleService {
     fn audit<T>(&self, command: Command, request: &Request<T>) -> Option<Entry> {
         self.audit.begin(command, request.remote_addr())
     }
-
 }
 
 impl ShuffleService {

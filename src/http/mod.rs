@@ -29,9 +29,9 @@
 mod admin;
 mod auth;
 mod conf_ops;
-mod state;
 pub mod coordinator;
 mod pprof;
+mod state;
 pub mod tls;
 
 use std::net::SocketAddr;
@@ -46,9 +46,9 @@ use axum::{Json, Router};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::metrics::{format, Kind};
 pub use state::HttpState;
 use state::{conf_json, names};
-use crate::metrics::{format, Kind};
 
 /// The router over `state`. Built once per server: it also logs which admin mode applies.
 pub fn router(state: Arc<HttpState>) -> Router {
@@ -251,4 +251,3 @@ async fn text_metrics(
 async fn conf(State(s): State<Arc<HttpState>>) -> Response {
     conf_json(&s.runtime.current())
 }
-

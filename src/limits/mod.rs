@@ -12,7 +12,6 @@ mod hits;
 
 use std::sync::Arc;
 
-
 use crate::config::LimitsConfig;
 use crate::error::{Error, Result};
 pub use connections::{

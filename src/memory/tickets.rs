@@ -14,9 +14,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::budget::Reservation;
 use crate::error::{Error, Result};
 use crate::ids::AppId;
-use super::budget::Reservation;
 
 struct Ticket {
     /// `None` for legacy (0.6) clients that send no app id.

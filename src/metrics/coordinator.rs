@@ -23,8 +23,8 @@ use prometheus::Registry;
 
 use crate::limits::LimitMetrics;
 
-use super::grpc::COORDINATOR_TAGS;
 use super::grpc::GrpcMetrics;
+use super::grpc::COORDINATOR_TAGS;
 use super::pools;
 
 /// The coordinator's state its `server` families show, read at each scrape. The coordinator

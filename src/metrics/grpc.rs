@@ -15,8 +15,8 @@ use prometheus::{IntCounter, IntGauge, Registry};
 use tracing::Instrument;
 
 use super::families::{counter, gauge};
-use crate::summary::Summary;
 use crate::clock::now_ms;
+use crate::summary::Summary;
 
 /// Which Uniffle metrics exist for one method.
 struct MethodSpec {

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use prometheus::{IntCounter, IntGauge, Registry};
 
-use super::grpc::SharedSummary;
 use super::families::{counter, gauge};
-use crate::summary::Summary;
+use super::grpc::SharedSummary;
 use crate::clock::now_ms;
+use crate::summary::Summary;
 
 /// Java's `NettyMetrics` request names, indexed by [`RequestKind`].
 const REQUESTS: [&str; 5] = [

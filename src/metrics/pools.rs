@@ -21,8 +21,8 @@
 
 use prometheus::proto::{self, MetricFamily, MetricType};
 
-use crate::limits::LimitMetrics;
 use super::grpc::GrpcMetrics;
+use crate::limits::LimitMetrics;
 use crate::store::spill_pools::SpillPools;
 
 /// Every pool gauge, valued now.

@@ -25,7 +25,8 @@ use crate::error::{Error, Result};
 use crate::listen::listen;
 use crate::metrics::Metrics;
 
-use crate::coordinator::{Coordinator, CoordinatorService};
+use crate::coordinator::service::CoordinatorService;
+use crate::coordinator::Coordinator;
 
 /// How long each shutdown step may take before the next one goes ahead. Public because
 /// `spillway deploy` sizes a coordinator's stop timeout from it (two bounded steps: the gRPC
@@ -87,7 +88,11 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
         Arc::new(Coordinator::open((&config.coordinator).into()).map_err(Error::Startup)?);
     coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
     coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
-    coordinator.spawn_sampler(tasks_stop.clone(), &tracker);
+    crate::coordinator::dashboard::sampler::spawn(
+        Arc::clone(&coordinator),
+        tasks_stop.clone(),
+        &tracker,
+    );
     let metrics = Metrics::new(&[])?;
     metrics.attach_coordinator(Arc::clone(&coordinator) as Arc<_>, true)?;
     let audit = open_audit(&config, &metrics)?;

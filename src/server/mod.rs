@@ -24,7 +24,8 @@ use tonic::transport::server::TcpIncoming;
 use crate::app::{AppRegistry, RegistryOptions};
 use crate::audit::AuditLogs;
 use crate::config::Config;
-use crate::coordinator::{Coordinator, CoordinatorService};
+use crate::coordinator::service::CoordinatorService;
+use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
 use crate::grpc::{InternalService, ShuffleService};
 use crate::limits::grpc::{RequestLimitLayer, TrackedConn};
@@ -471,7 +472,11 @@ pub async fn start(config: Config) -> Result<Running> {
     if let Some(coordinator) = &coordinator {
         coordinator.spawn_sweeper(tasks_stop.clone(), &tracker);
         coordinator.spawn_watchers(tasks_stop.clone(), &tracker);
-        coordinator.spawn_sampler(tasks_stop.clone(), &tracker);
+        crate::coordinator::dashboard::sampler::spawn(
+            Arc::clone(coordinator),
+            tasks_stop.clone(),
+            &tracker,
+        );
         tracing::info!("embedded coordinator enabled on the gRPC port");
         metrics.attach_coordinator(Arc::clone(coordinator) as Arc<_>, false)?;
     }

@@ -7,8 +7,17 @@ use std::time::Duration;
 use super::keys::{self, JavaKey, Treatment};
 use super::syntax::Property;
 use super::values::{java_double, java_duration, java_long, java_size};
-use super::JavaConfig;
 use crate::config::{ByteSize, Config, ConfigError};
+
+/// A Java server config mapped onto Spillway's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JavaConfig {
+    /// The mapped config, validated (without the env overlay).
+    pub config: Config,
+    /// Keys set but not used, each once in file order, each followed by the reason in
+    /// parentheses.
+    pub ignored: Vec<String>,
+}
 
 /// A property of the file, taken for mapping.
 pub(super) struct Entry {

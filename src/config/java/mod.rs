@@ -72,6 +72,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use super::{Config, ConfigError};
+pub use mapper::JavaConfig;
 use mapper::Mapper;
 use syntax::{logical_lines, looks_like_properties};
 pub use syntax::{parse_properties, Property};
@@ -93,16 +94,6 @@ static DEFERRED_WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// warning is reported once.
 pub fn take_warnings() -> Vec<String> {
     std::mem::take(&mut *DEFERRED_WARNINGS.lock().unwrap_or_else(|e| e.into_inner()))
-}
-
-/// A Java server config mapped onto Spillway's.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JavaConfig {
-    /// The mapped config, validated (without the env overlay).
-    pub config: Config,
-    /// Keys set but not used, each once in file order, each followed by the reason in
-    /// parentheses.
-    pub ignored: Vec<String>,
 }
 
 /// Whether a Java properties file is the Java coordinator's `coordinator.conf` rather than a

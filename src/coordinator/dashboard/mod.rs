@@ -18,7 +18,7 @@
 //! what `/api/server/nodes` and `/api/app/appInfos` already show anyone, and changes nothing.
 //!
 //! [`routes`] is the one entry point; a process with a coordinator mounts it beside the REST
-//! routes and starts [`Coordinator::spawn_sampler`](super::Coordinator::spawn_sampler).
+//! routes, and `sampler::spawn` fills the history.
 
 mod chart;
 pub mod history;
@@ -38,8 +38,8 @@ use serde::Serialize;
 
 pub use history::{History, Sample, ServerSample};
 
+use super::registry::{AppStorage, NodeReport, ServerNode};
 use super::rest::RestContext;
-use super::{AppStorage, NodeReport, ServerNode};
 use crate::proto::{self, ServerStatus};
 use chart::{line_chart, Series, Unit};
 use view::{ago, href, human_bytes, or_na, svg, time, Views, REFRESH_SECS};

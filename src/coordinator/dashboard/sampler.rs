@@ -1,5 +1,5 @@
 //! The sampler: once per `coordinator.dashboard_sample_interval`, one [`Sample`] of every live
-//! server into the coordinator's [`History`](super::History).
+//! server into the coordinator's [`History`](super::history::History).
 //!
 //! Memory comes from the registry (the servers' last heartbeats). Throughput comes from each
 //! server's own monotonic byte counters, `total_received_data` and `total_read_data`, read from
@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::history::{Sample, ServerSample};
-use crate::coordinator::{Coordinator, ServerNode};
+use crate::coordinator::registry::ServerNode;
+use crate::coordinator::Coordinator;
 
 /// Longest wait for one server's counters; a slow server loses its rate for that sample
 /// instead of delaying the others'.

@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{fail, json_body, success, Ctx};
-use crate::coordinator::AppSnapshot;
+use super::envelope::{fail, json_body, success, Ctx};
+use crate::coordinator::apps::AppSnapshot;
 
 /// Java's `ApplicationRequest`, with its defaults (page 1 of 10). The admin CLI
 /// (`UniffleRestClient`/`AdminRestApi`) sends the heartbeat bounds as JSON numbers although the

@@ -23,35 +23,23 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 mod applications;
+mod envelope;
 
-use super::{Coordinator, NodeReport, ServerNode};
+pub use envelope::RestContext;
+use envelope::{fail, json_body, success, Ctx, Refused};
+
+use super::registry::{NodeReport, ServerNode};
 use crate::proto::shuffle_server_internal_client::ShuffleServerInternalClient;
 use crate::proto::{self, ServerStatus, StatusCode as WireCode};
 
 /// How long a decommission call may take to reach a server; the operator's HTTP call waits for
 /// it, so an unreachable server must answer an error rather than hang the request.
 const INTERNAL_CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What the REST handlers read: the coordinator and this process's identity for
-/// `/api/coordinator/info`.
-#[derive(Debug)]
-pub struct RestContext {
-    /// The embedded coordinator.
-    pub coordinator: Arc<Coordinator>,
-    /// Address shuffle servers and clients reach this process at.
-    pub ip: String,
-    /// gRPC port (Java's `rss.rpc.server.port`).
-    pub grpc_port: u16,
-    /// HTTP port (Java's `rss.jetty.http.port`).
-    pub http_port: u16,
-    /// Process start, ms since the epoch.
-    pub start_time_ms: i64,
-}
 
 /// The routes anyone may call (Java has no `@Authorization` on them).
 pub fn open_routes(ctx: Arc<RestContext>) -> Router {
@@ -80,20 +68,6 @@ pub fn admin_routes(ctx: Arc<RestContext>) -> Router {
         .route("/api/server/{id}/decommission", post(decommission_one))
         .route("/api/server/{id}/cancelDecommission", post(cancel_one))
         .with_state(ctx)
-}
-
-type Ctx = State<Arc<RestContext>>;
-
-/// Java's `Response.success(data)`.
-fn success(data: Value) -> Response {
-    Json(json!({"code": 0, "data": data, "errMsg": "success"})).into_response()
-}
-
-/// Java's `Response.fail(msg)`: still HTTP 200, code -1, no data.
-fn fail(msg: impl Into<String>) -> Response {
-    let msg = msg.into();
-    tracing::info!(error = %msg, "coordinator REST call failed");
-    Json(json!({"code": -1, "data": null, "errMsg": msg})).into_response()
 }
 
 /// A server as Java's Jackson writes `ServerNode` (its public getters; apache/uniffle
@@ -276,25 +250,6 @@ struct ServerIds {
     #[serde(default)]
     server_ids: Option<Vec<String>>,
 }
-
-/// The JSON body, or `Ok(None)` when there is none; a malformed body is a 400 with the reason,
-/// as Jersey's JSON reader answers.
-fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<Option<T>, Refused> {
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    serde_json::from_slice(body).map(Some).map_err(|e| {
-        tracing::info!(error = %e, "coordinator REST call with a malformed JSON body");
-        (
-            StatusCode::BAD_REQUEST,
-            format!("malformed JSON body: {e}\n"),
-        )
-    })
-}
-
-/// A request answered with a bare HTTP error instead of the envelope, as Jersey does for a
-/// body it cannot read.
-type Refused = (StatusCode, String);
 
 #[derive(Clone, Copy)]
 enum Op {

@@ -31,9 +31,9 @@
 
 mod disk;
 mod files;
+mod listing;
 mod options;
 mod read;
-mod listing;
 mod scan;
 #[cfg(test)]
 mod tests;
@@ -52,8 +52,8 @@ use tokio_util::task::TaskTracker;
 use self::disk::{is_disk_fault, Disk, SpaceLimits, PROBE_TIMEOUT};
 pub use self::disk::{DiskReport, DiskStatus};
 use self::files::{AppendJob, Committed, PartitionPaths};
-pub use self::options::LocalFileOptions;
 pub use self::listing::ScanReport;
+pub use self::options::LocalFileOptions;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::{BlockBatch, Health, PurgeScope, StorageSite, Tier, TierKind};
