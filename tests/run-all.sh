@@ -49,6 +49,8 @@ echo "== HDFS test cluster (tests/hdfs: MiniHdfs launcher, built once, cached by
 bash tests/hdfs/install.sh
 echo "== S3 test server (tests/s3: moto's S3 server from PyPI; Hadoop's s3a jars for the Spark suites)"
 bash tests/s3/install.sh --maven
+echo "== mdBook (tests/docs: builds the manual in docs/ as a book; tests/docs_book.rs)"
+bash tests/docs/install.sh
 echo "== tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --workspace --all-targets
 echo "== chaos soak (3 servers, seeded faults; the debug binaries cargo test built; docs/reliability.md: Chaos soak)"

@@ -756,7 +756,7 @@ pub static KEYS: &[JavaKey] = &[
         Both,
         "(none)",
         &["hdfs_store.hadoop_conf"],
-        "rss.server.hadoop.<item> = hdfs_store.hadoop_conf[<item>], on top of HADOOP_CONF_DIR, under each app's remote-storage conf items",
+        "`rss.server.hadoop.<item>` = `hdfs_store.hadoop_conf[<item>]`, on top of HADOOP_CONF_DIR, under each app's remote-storage conf items",
         "none",
     ),
     mapped(

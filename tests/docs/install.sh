@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# mdBook for the manual's book build (tests/docs_book.rs): installed from crates.io into
+# tests/docs/target (no serve/watch features: only `mdbook build` is used). Idempotent: ~0 s
+# when the pinned version is already there.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+VERSION=0.5.4
+BIN="$HERE/target/bin/mdbook"
+if [[ -x $BIN ]] && "$BIN" --version 2>/dev/null | grep -q "v$VERSION"; then
+  exit 0
+fi
+cargo install mdbook --locked --version "$VERSION" --no-default-features --features search \
+  --root "$HERE/target"
+"$BIN" --version
