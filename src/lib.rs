@@ -25,12 +25,14 @@
 //! 5. grpc: the `ShuffleServer` service: convert, call `app`, reply with a status code
 //! 6. coordinator: the optional Uniffle coordinator (placement, admission, apps, REST state)
 //! 7. health: Java's health checks (share of healthy data paths, health script)
-//! 8. metrics: the Prometheus registries (Uniffle names); reads `app`, `store` and `limits`
-//!    at scrape; the coordinator feeds its own through `metrics::coordinator::CoordinatorFigures`
-//! 9. app: the registry of apps, shuffles, ranges, tickets, block ids; expiry and purge
-//! 10. recovery: the journal that brings the registry back after a restart
-//! 11. store: the tiers (memory, local files, HDFS, object storage) and the read path
-//! 12. audit: Uniffle's RPC and storage audit logs
+//! 8. app: the registry of apps, shuffles, ranges, tickets, block ids; expiry and purge; the
+//!    `server` registry's scrape-time families (`app::server_metrics`)
+//! 9. recovery: the journal that brings the registry back after a restart
+//! 10. store: the tiers (memory, local files, HDFS, object storage) and the read path
+//! 11. audit: Uniffle's RPC and storage audit logs
+//! 12. metrics: the Prometheus registries (Uniffle names), fed from above: the server's
+//!     families through `metrics::ServerFamilies`, the coordinator's through
+//!     `metrics::coordinator::CoordinatorFigures`
 //! 13. limits: connection and request limits
 //! 14. memory: the write budget (sole owner of capacity), require-buffer tickets, the read cap
 //! 15. config: the typed config, Java's keys, validation; its types own their enums

@@ -11,6 +11,7 @@ pub mod block_ids;
 pub mod block_sizes;
 pub mod read;
 mod restore;
+pub mod server_metrics;
 mod state;
 mod stats;
 pub mod write;

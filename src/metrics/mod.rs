@@ -4,7 +4,8 @@
 //! as `Arc`; there are no global metric statics.
 //!
 //! ```text
-//!  server  ← ServerCollector: scrape-time reads of budget, registry stats, spiller, disks, status
+//!  server  ← ServerFamilies (app::server_metrics): scrape-time reads of budget, registry
+//!            stats, spiller, disks, status, fed from above
 //!            pools: Java's thread-pool gauges from the gRPC layer, the runtime and the spiller
 //!  grpc    ← GrpcMetrics: tower layer on the gRPC server (+ handler_start for transport latency)
 //!  netty   ← NettyMetrics: the Netty handler's per-request guard
@@ -26,7 +27,6 @@ pub mod grpc;
 pub mod netty;
 pub mod pools;
 pub mod process;
-pub mod server;
 pub use crate::summary;
 
 use std::str::FromStr;
@@ -35,9 +35,7 @@ use std::sync::Arc;
 use prometheus::proto::MetricFamily;
 use prometheus::{IntCounterVec, Opts, Registry};
 
-use crate::app::AppRegistry;
 use crate::error::{Error, Result};
-use crate::store::localfile::LocalFileTier;
 
 pub use grpc::{handler_start, GrpcLayer, GrpcMetrics};
 pub use netty::NettyMetrics;
@@ -86,7 +84,7 @@ pub struct Metrics {
     /// The scrape-time families of the `server` registry. Kept beside the registry rather
     /// than registered in it because `Registry::gather` drops families without samples, and
     /// Java exports those (a labelled family with no children yet) as HELP and TYPE lines.
-    server_collector: std::sync::OnceLock<server::ServerCollector>,
+    server_collector: std::sync::OnceLock<Box<dyn ServerFamilies>>,
     /// The runtime whose workers run the gRPC handlers (the `Grpc_*` pool gauges).
     runtime: Option<tokio::runtime::Handle>,
     /// [`ADMIN_DENIED`]: kept here rather than in `ServerCollector` because it counts events the
@@ -102,6 +100,16 @@ pub struct Metrics {
     coordinator: std::sync::OnceLock<coordinator::CoordinatorMetrics>,
     /// Set for a coordinator-only process: what it pushes is the coordinator's alone.
     coordinator_only: std::sync::atomic::AtomicBool,
+}
+
+/// The `server` registry's scrape-time families, and the spill writers as Java's flush
+/// pools. The server implements it over its registry and tiers (`app::server_metrics`): this
+/// layer knows the families, not the parts they are read from.
+pub trait ServerFamilies: Send + Sync {
+    /// The families, valued now (empty families included).
+    fn families(&self) -> Vec<MetricFamily>;
+    /// Each spill writer pool by Java's pool name, valued now.
+    fn pools(&self) -> Vec<(&'static str, pools::PoolValues)>;
 }
 
 fn registration(e: prometheus::Error) -> Error {
@@ -156,18 +164,12 @@ impl Metrics {
         }))
     }
 
-    /// Attaches the scrape-time collector of the `server` registry (once; a second call is
-    /// refused). `top_n` is how many apps each top-N family lists.
-    pub fn attach_server(
-        &self,
-        registry: Arc<AppRegistry>,
-        local: Option<Arc<LocalFileTier>>,
-        top_n: usize,
-    ) -> Result<()> {
-        let collector = server::ServerCollector::new(registry, local, top_n, &self.tags)
-            .map_err(registration)?;
+    /// Attaches what fills the `server` registry at scrape time (once; a second call is
+    /// refused): the shuffle server's parts, read by a collector the server builds above this
+    /// layer (`app::server_metrics`).
+    pub fn attach_server(&self, source: Box<dyn ServerFamilies>) -> Result<()> {
         self.server_collector
-            .set(collector)
+            .set(source)
             .map_err(|_| Error::Startup("metrics: the server collector is attached twice".into()))
     }
 
@@ -247,11 +249,10 @@ impl Metrics {
     fn gather_server(&self) -> Vec<MetricFamily> {
         let mut out = self.server.gather();
         if let Some(c) = self.server_collector.get() {
-            use prometheus::core::Collector;
-            out.extend(c.collect());
+            out.extend(c.families());
             out.extend(pools::families(
                 &self.tags,
-                c.pools(),
+                &c.pools(),
                 &self.grpc_metrics,
                 &self.limit_metrics,
                 self.runtime.as_ref(),

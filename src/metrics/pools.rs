@@ -23,19 +23,31 @@ use prometheus::proto::{self, MetricFamily, MetricType};
 
 use super::grpc::GrpcMetrics;
 use crate::limits::LimitMetrics;
-use crate::store::spill_pools::SpillPools;
+
+/// One spill writer pool as Java's flush pool gauges show it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolValues {
+    /// `_ThreadActiveCount`.
+    pub active: u64,
+    /// `_ThreadQueueWaitingTaskCount`.
+    pub queued: u64,
+    /// `_CompleteTaskCount`.
+    pub completed: u64,
+    /// `_ThreadMaxCount` and `_ThreadMinCount` (a fixed-size pool).
+    pub limit: u64,
+}
 
 /// Every pool gauge, valued now.
 pub fn families(
     tags: &str,
-    spill: &SpillPools,
+    spill: &[(&'static str, PoolValues)],
     grpc: &GrpcMetrics,
     limits: &LimitMetrics,
     runtime: Option<&tokio::runtime::Handle>,
 ) -> Vec<MetricFamily> {
     let mut out = Vec::with_capacity(28);
     out.extend(grpc_pool(tags, grpc, limits, runtime));
-    for (name, s) in spill.snapshots() {
+    for &(name, s) in spill {
         pool(
             &mut out,
             tags,

@@ -434,11 +434,14 @@ pub async fn start(config: Config) -> Result<Running> {
                 .collect(),
         );
     }
-    metrics.attach_server(
+    let server_families = crate::app::server_metrics::ServerCollector::new(
         Arc::clone(&registry),
         local.clone(),
         config.metrics.top_n_apps,
-    )?;
+        metrics.tags(),
+    )
+    .map_err(|e| Error::Startup(format!("metrics registration: {e}")))?;
+    metrics.attach_server(Box::new(server_families))?;
     registry.spawn_expiry(
         config.app.expiry_check_interval,
         tasks_stop.clone(),

@@ -1,6 +1,8 @@
 //! The `server` registry: Uniffle's shuffle-server gauges and counters, computed at scrape time
 //! from the state the server keeps anyway (memory budget, read cap, tickets, app registry,
 //! spiller statistics, disk reports, status). Nothing on the request path touches Prometheus.
+//! The server attaches it to the metrics layer below ([`ServerFamilies`]), which knows the
+//! families and not the parts they are read from.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,6 +11,8 @@ use prometheus::core::{Collector, Desc};
 use prometheus::proto::{self, MetricFamily, MetricType};
 
 use crate::app::AppRegistry;
+use crate::metrics::pools::PoolValues;
+use crate::metrics::ServerFamilies;
 use crate::store::localfile::{DiskStatus, LocalFileTier};
 use crate::store::TierKind;
 
@@ -68,10 +72,30 @@ impl ServerCollector {
     }
 }
 
-impl ServerCollector {
+/// What the metrics layer asks at each scrape of the `server` registry.
+impl ServerFamilies for ServerCollector {
+    fn families(&self) -> Vec<MetricFamily> {
+        self.collect()
+    }
+
     /// The spill writers seen as Java's flush thread pools.
-    pub fn pools(&self) -> &crate::store::spill_pools::SpillPools {
-        self.registry.store().spiller().pools()
+    fn pools(&self) -> Vec<(&'static str, PoolValues)> {
+        self.registry
+            .store()
+            .spiller()
+            .pools()
+            .snapshots()
+            .into_iter()
+            .map(|(name, s)| {
+                let values = PoolValues {
+                    active: s.active,
+                    queued: s.queued,
+                    completed: s.completed,
+                    limit: s.limit,
+                };
+                (name, values)
+            })
+            .collect()
     }
 }
 
