@@ -40,7 +40,8 @@ impl RemoteReader {
         }
     }
 
-    /// The blocks of `partition` that the server at `server` wrote there.
+    /// The blocks of `partition` that the server at `server` wrote there: its `*.index` files
+    /// in name order, each with its data file.
     pub async fn partition(
         &self,
         app: &str,
@@ -48,9 +49,29 @@ impl RemoteReader {
         partition: usize,
         server: SocketAddr,
     ) -> anyhow::Result<Vec<ReadBlock>> {
+        let listed = match self {
+            RemoteReader::Hdfs(r) => r.listing(app, shuffle, partition).await?,
+            RemoteReader::S3(r) => r.listing(app, shuffle, partition).await?,
+        };
+        let mut index_paths: Vec<String> = listed
+            .into_iter()
+            .filter(|p| own_index(p.rsplit('/').next().unwrap_or(p), server))
+            .collect();
+        index_paths.sort();
+        let mut out = Vec::new();
+        for index_path in index_paths {
+            let data_path = format!("{}.data", index_path.trim_end_matches(".index"));
+            let index = self.whole(&index_path).await?;
+            let data = self.whole(&data_path).await?;
+            blocks_of_pair(&index, &data, &mut out);
+        }
+        Ok(out)
+    }
+
+    async fn whole(&self, path: &str) -> anyhow::Result<Bytes> {
         match self {
-            RemoteReader::Hdfs(r) => r.partition(app, shuffle, partition, server).await,
-            RemoteReader::S3(r) => r.partition(app, shuffle, partition, server).await,
+            RemoteReader::Hdfs(r) => r.whole(path).await,
+            RemoteReader::S3(r) => r.whole(path).await,
         }
     }
 }
@@ -106,35 +127,19 @@ impl HdfsReader {
         format!("{}{}", self.url, self.root)
     }
 
-    /// The blocks of `partition` that the server at `server` wrote to HDFS.
-    pub async fn partition(
+    /// The files of the partition's range folder; none when the folder does not exist.
+    async fn listing(
         &self,
         app: &str,
         shuffle: i32,
         partition: usize,
-        server: SocketAddr,
-    ) -> anyhow::Result<Vec<ReadBlock>> {
+    ) -> anyhow::Result<Vec<String>> {
         let dir = format!("{}/{app}/{shuffle}/{partition}-{partition}", self.root);
-        let listing = match self.client.list_status(&dir, false).await {
-            Ok(l) => l,
-            Err(HdfsError::FileNotFound(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("list {dir}")),
-        };
-        let mut index_paths: Vec<String> = listing
-            .into_iter()
-            .filter(|s| !s.isdir)
-            .map(|s| s.path)
-            .filter(|p| own_index(p.rsplit('/').next().unwrap_or(p), server))
-            .collect();
-        index_paths.sort();
-        let mut out = Vec::new();
-        for index_path in index_paths {
-            let data_path = format!("{}.data", index_path.trim_end_matches(".index"));
-            let index = self.whole(&index_path).await?;
-            let data = self.whole(&data_path).await?;
-            blocks_of_pair(&index, &data, &mut out);
+        match self.client.list_status(&dir, false).await {
+            Ok(l) => Ok(l.into_iter().filter(|s| !s.isdir).map(|s| s.path).collect()),
+            Err(HdfsError::FileNotFound(_)) => Ok(Vec::new()),
+            Err(e) => Err(e).with_context(|| format!("list {dir}")),
         }
-        Ok(out)
     }
 
     /// A whole file; one that vanished between the listing and the read (the app purged) is
@@ -183,14 +188,13 @@ impl S3Reader {
         format!("s3a://{}/{}", self.bucket, self.root)
     }
 
-    /// The blocks of `partition` that the server at `server` wrote to the bucket.
-    pub async fn partition(
+    /// The objects of the partition's range folder.
+    async fn listing(
         &self,
         app: &str,
         shuffle: i32,
         partition: usize,
-        server: SocketAddr,
-    ) -> anyhow::Result<Vec<ReadBlock>> {
+    ) -> anyhow::Result<Vec<String>> {
         let folder = format!("{}/{app}/{shuffle}/{partition}-{partition}", self.root);
         let listing: Vec<_> = self
             .store
@@ -198,20 +202,10 @@ impl S3Reader {
             .try_collect()
             .await
             .with_context(|| format!("list {folder}"))?;
-        let mut index_keys: Vec<String> = listing
+        Ok(listing
             .into_iter()
             .map(|m| m.location.to_string())
-            .filter(|k| own_index(k.rsplit('/').next().unwrap_or(k), server))
-            .collect();
-        index_keys.sort();
-        let mut out = Vec::new();
-        for index_key in index_keys {
-            let data_key = format!("{}.data", index_key.trim_end_matches(".index"));
-            let index = self.whole(&index_key).await?;
-            let data = self.whole(&data_key).await?;
-            blocks_of_pair(&index, &data, &mut out);
-        }
-        Ok(out)
+            .collect())
     }
 
     /// A whole object; one deleted between the listing and the read (the app purged) is
@@ -331,6 +325,7 @@ mod tests {
         )
         .await;
 
+        let reader = RemoteReader::Hdfs(reader);
         let got = reader.partition("app", 0, 3, server).await.unwrap();
         let ids: Vec<i64> = got.iter().map(|b| b.block_id).collect();
         assert_eq!(
