@@ -314,11 +314,11 @@ impl AppRegistry {
             at_ms: crate::clock::now_ms().unsigned_abs(),
         };
         let (app, shuffle) = (reg.app.clone(), reg.shuffle);
-        // Waits out an `unregisterShuffle` of this app that is still purging (see
+        // Waits out an `unregisterShuffle` of this shuffle that is still purging (see
         // `App::shuffle_gate`). A brand-new app has no purge to wait for.
         let existing = self.apps.read().get(&app).cloned();
         let _gate = match &existing {
-            Some(a) => Some(a.shuffle_gate().read().await),
+            Some(a) => Some(a.shuffle_gate(shuffle).read_owned().await),
             None => None,
         };
         self.register_in_memory(reg)?;
@@ -404,8 +404,8 @@ impl AppRegistry {
             return Ok(());
         };
         let started = std::time::Instant::now();
-        // Held until the purge is done, so no registration of this app lands in between.
-        let _gate = a.shuffle_gate().write().await;
+        // Held until the purge is done, so no registration of this shuffle lands in between.
+        let _gate = a.shuffle_gate(shuffle).write_owned().await;
         a.remove_shuffle(shuffle);
         self.journal(Record::DropShuffle {
             app: app.to_string(),

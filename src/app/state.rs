@@ -14,6 +14,9 @@ use crate::ids::{AppId, PartitionKey, PartitionRange};
 
 pub use crate::store::RemoteStorage;
 
+/// A shuffle id's gate between its registration and its purge ([`App::shuffle_gate`]).
+pub(crate) type ShuffleGate = Arc<tokio::sync::RwLock<()>>;
+
 /// One application.
 pub struct App {
     id: AppId,
@@ -23,11 +26,15 @@ pub struct App {
     /// Client properties whose key contains `.rss.` (0.10 sends the whole SparkConf).
     properties: Mutex<HashMap<String, String>>,
     shuffles: RwLock<HashMap<i32, Arc<Shuffle>>>,
-    /// Held shared by `registerShuffle` and exclusively by `unregisterShuffle` until its purge
-    /// is done: a registration landing in between would reuse buffers the purge then drops,
-    /// leaving registered ranges that answer every send with `NO_REGISTER` (Java takes its
-    /// app lock in both places for the same reason).
-    shuffle_gate: tokio::sync::RwLock<()>,
+    /// Per shuffle id: held shared by `registerShuffle` and exclusively by `unregisterShuffle`
+    /// until its purge is done: a registration landing in between would reuse buffers the
+    /// purge then drops, leaving registered ranges that answer every send with `NO_REGISTER`
+    /// (Java takes its app lock in both places for the same reason). Per shuffle, not per app:
+    /// a purge waits for the app's in-flight spills, and a SQL query registers its next shuffle
+    /// while the last one is purged; only a registration of the shuffle being purged has to
+    /// wait. Entries stay for the app's life (a removed entry could let a purge start beside a
+    /// registration still holding the old one).
+    shuffle_gates: Mutex<HashMap<i32, ShuffleGate>>,
     /// Charged bytes accepted for this app since it was registered (Java's
     /// `ShuffleTaskInfo.totalDataSize`, the `topN_of_total_data_size_for_app` value). Kept
     /// for the app's life, not per shuffle: Java does not lower it on `unregisterShuffle`.
@@ -45,7 +52,7 @@ impl App {
             remote_storage: Mutex::new(None),
             properties: Mutex::new(HashMap::new()),
             shuffles: RwLock::new(HashMap::new()),
-            shuffle_gate: tokio::sync::RwLock::new(()),
+            shuffle_gates: Mutex::new(HashMap::new()),
             data_bytes: AtomicU64::new(0),
             has_huge: AtomicBool::new(false),
         }
@@ -66,9 +73,10 @@ impl App {
         !self.has_huge.swap(true, Ordering::AcqRel)
     }
 
-    /// See the field: registrations read-lock it, `unregisterShuffle` write-locks it.
-    pub(crate) fn shuffle_gate(&self) -> &tokio::sync::RwLock<()> {
-        &self.shuffle_gate
+    /// The gate of one shuffle id (see the field): registrations read-lock it,
+    /// `unregisterShuffle` write-locks it.
+    pub(crate) fn shuffle_gate(&self, shuffle: i32) -> ShuffleGate {
+        Arc::clone(self.shuffle_gates.lock().entry(shuffle).or_default())
     }
 
     /// The app id.

@@ -537,3 +537,70 @@ async fn decommissioning_refuses_new_apps_only() {
     f.register(&app("app_new"), 1).await;
     f.stop().await;
 }
+
+fn shuffle_registration(app: &AppId, shuffle: i32) -> Registration {
+    Registration {
+        app: app.clone(),
+        shuffle,
+        ranges: vec![PartitionRange::new(0, 0).unwrap()],
+        local_order: false,
+        user: String::new(),
+        remote_storage: None,
+        properties: Default::default(),
+        partition_writers: 0,
+    }
+}
+
+/// A SQL query registers its next shuffle while Spark's cleaner unregisters the last one, and
+/// a purge waits for the app's in-flight spills: the next shuffle must not wait for it. A
+/// registration of the shuffle being purged still waits, so it cannot land between the purge's
+/// steps.
+#[tokio::test]
+async fn a_purge_holds_back_only_its_own_shuffle() {
+    let f = Fixture::new(1 << 20, opts());
+    let a = app("app_sql");
+    f.registry
+        .register(shuffle_registration(&a, 0))
+        .await
+        .unwrap();
+    f.faulty.stall_purges();
+    let registry = Arc::clone(&f.registry);
+    let purged = {
+        let a = a.clone();
+        tokio::spawn(async move { registry.unregister_shuffle(&a, 0).await })
+    };
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while f.faulty.stalled_appends() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the purge reaches the file tier");
+
+    // Another shuffle of the same app registers while the purge hangs.
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        f.registry.register(shuffle_registration(&a, 1)),
+    )
+    .await
+    .expect("shuffle 1 registers beside the purge of shuffle 0")
+    .unwrap();
+
+    // The purged shuffle itself waits for the purge.
+    let again = {
+        let registry = Arc::clone(&f.registry);
+        let a = a.clone();
+        tokio::spawn(async move { registry.register(shuffle_registration(&a, 0)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !again.is_finished(),
+        "shuffle 0 re-registered during its own purge"
+    );
+    f.faulty.release_purges();
+    purged.await.unwrap().unwrap();
+    again.await.unwrap().unwrap();
+    // Both shuffles are live after the purge: each takes a write.
+    f.write(&a, 0, 1, 10).unwrap();
+    f.stop().await;
+}

@@ -1,10 +1,10 @@
-//! FaultyTier: a real file tier wrapped so tests can make its appends fail, hang, or its
-//! health go bad on command (after Neon's `UnreliableWrapper`). Spiller and server tests use
+//! FaultyTier: a real file tier wrapped so tests can make its appends fail, hang, its purges
+//! hang, or its health go bad on command (after Neon's `UnreliableWrapper`). Spiller and server tests use
 //! it to show that accepted blocks stay readable and clients get a status when storage fails.
 //!
 //! Every knob is an atomic, so a test flips it through a shared `Arc<FaultyTier>` while the
-//! code under test holds the same tier as `Arc<dyn FileTier>`. Reads and purges always pass
-//! through unchanged.
+//! code under test holds the same tier as `Arc<dyn FileTier>`. Reads always pass through
+//! unchanged; purges too unless stalled.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,6 +31,7 @@ pub struct FaultyTier {
     fail_next: AtomicU64,
     fail_all: AtomicBool,
     stalled: AtomicBool,
+    purges_stalled: AtomicBool,
     release: Notify,
     unhealthy: AtomicBool,
     calls: AtomicU64,
@@ -46,6 +47,7 @@ impl FaultyTier {
             fail_next: AtomicU64::new(0),
             fail_all: AtomicBool::new(false),
             stalled: AtomicBool::new(false),
+            purges_stalled: AtomicBool::new(false),
             release: Notify::new(),
             unhealthy: AtomicBool::new(false),
             calls: AtomicU64::new(0),
@@ -102,8 +104,24 @@ impl FaultyTier {
         self.failed.load(Ordering::Acquire)
     }
 
+    /// Purges wait (counted in [`FaultyTier::stalled_appends`] too) until
+    /// [`FaultyTier::release_purges`].
+    pub fn stall_purges(&self) {
+        self.purges_stalled.store(true, Ordering::Release);
+    }
+
+    /// Lets stalled purges through.
+    pub fn release_purges(&self) {
+        self.purges_stalled.store(false, Ordering::Release);
+        self.release.notify_waiters();
+    }
+
     async fn wait_while_stalled(&self) {
-        if !self.stalled.load(Ordering::Acquire) {
+        self.wait_while(&self.stalled).await;
+    }
+
+    async fn wait_while(&self, stalled: &AtomicBool) {
+        if !stalled.load(Ordering::Acquire) {
             return;
         }
         let _parked = Parked::new(&self.parked);
@@ -113,7 +131,7 @@ impl FaultyTier {
             // Register before re-checking, so a release between the check and the await is
             // not missed.
             notified.as_mut().enable();
-            if !self.stalled.load(Ordering::Acquire) {
+            if !stalled.load(Ordering::Acquire) {
                 return;
             }
             notified.await;
@@ -177,6 +195,7 @@ impl Tier for FaultyTier {
     }
 
     async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        self.wait_while(&self.purges_stalled).await;
         self.inner.purge(scope).await
     }
 

@@ -26,6 +26,11 @@
 #                         s3a://, a moto S3 server on loopback, the client reading through s3a)
 #   --hdfs-jobs a,b       jobs of the HDFS suites (default reduce_by_key,sort,large_records,empty_partitions;
 #                         env SPARK_E2E_HDFS_JOBS)
+#   --no-tpc              skip the TPC-H / TPC-DS cells (tests/spark/tpc.sh)
+#   --tpc-only            build, then only the TPC cells (benches/tpc.sh runs the benchmark so)
+#   --tpc "S:F[:q,..] ..."  TPC suites, scale factors and queries (env SPARK_E2E_TPC; default in
+#                         tpc.sh: TPC-H sf0.01 8 queries, TPC-DS sf0.01 5 queries); more knobs as
+#                         SPARK_E2E_TPC_* in tpc.sh (memory store, rounds, heap, cores)
 #
 # Phases: Maven build per client version (cached by a stamp; offline first, online if the
 # artefacts are missing) -> cargo build -> vanilla baseline -> per client version: one Spillway
@@ -48,6 +53,8 @@
 # path belongs to the server's user rss (HADOOP_USER_NAME=rss), the jobs run as alice. Then the
 # same MEMORY_HDFS suite on a kerberized MiniHdfs (--secure): the server logs in from rss's keytab,
 # the job as alice from hers, and the client reads through Kerberos.
+# -> TPC cells (tpc.sh): TPC-H and TPC-DS queries on vanilla, then through one server per client
+# type with a small memory store, every query's rows compared with vanilla's.
 # Every wait has a timeout; servers and Spark are killed on exit. The last line is
 # "N passed, M failed"; the exit code is non-zero when anything failed.
 set -euo pipefail
@@ -74,6 +81,8 @@ KEEP=0
 HDFS=1
 S3=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
+TPC_CELLS=1
+TPC_ONLY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --vanilla-only) VANILLA_ONLY=1 ;;
@@ -90,11 +99,16 @@ while [[ $# -gt 0 ]]; do
     --no-hdfs) HDFS=0 ;;
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
     --no-s3) S3=0 ;;
-    -h|--help) sed -n '2,52p' "$HERE/run.sh"; exit 0 ;;
+    --no-tpc) TPC_CELLS=0 ;;
+    --tpc-only) TPC_ONLY=1 ;;
+    --tpc) SPARK_E2E_TPC=$2; shift ;;
+    -h|--help) sed -n '2,59p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
 done
+# shellcheck source=tests/spark/tpc.sh
+source "$HERE/tpc.sh"
 read -r -a VERSION_LIST <<<"$VERSIONS"
 [[ ${#VERSION_LIST[@]} -gt 0 ]] || { echo "run.sh: no client versions" >&2; exit 2; }
 
@@ -169,6 +183,22 @@ fail() {
   FAILED=$((FAILED + 1))
   FAILURES+=("$1")
   echo "FAIL $1"
+}
+
+# The timings, the failures and the totals; exits non-zero when anything failed.
+finish() {
+  echo
+  echo "== timings"
+  printf '  %s\n' "${TIMINGS[@]}"
+  if [[ ${#FAILURES[@]} -gt 0 ]]; then
+    echo "== failures"
+    printf '  %s\n' "${FAILURES[@]}"
+  fi
+  if [[ $PASSED -eq 0 && $FAILED -eq 0 ]]; then
+    fail "no job ran"
+  fi
+  echo "$PASSED passed, $FAILED failed"
+  exit $((FAILED > 0))
 }
 
 # Adds the PASS/FAIL lines of one SparkJobs run to the totals; a run that exited non-zero
@@ -1006,6 +1036,11 @@ if [[ $VANILLA_ONLY == 0 ]]; then
   phase_done
 fi
 
+if [[ $TPC_ONLY == 1 ]]; then
+  [[ ! -x $SPILLWAY_BIN ]] || tpc_cells
+  finish
+fi
+
 BASELINE="$WORK/baseline.tsv"
 phase "vanilla baseline"
 BASE_JOBS=$JOBS
@@ -1446,15 +1481,8 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
   stop_s3
 fi
 
-echo
-echo "== timings"
-printf '  %s\n' "${TIMINGS[@]}"
-if [[ ${#FAILURES[@]} -gt 0 ]]; then
-  echo "== failures"
-  printf '  %s\n' "${FAILURES[@]}"
+if [[ $TPC_CELLS == 1 && $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
+  tpc_cells
 fi
-if [[ $PASSED -eq 0 && $FAILED -eq 0 ]]; then
-  fail "no job ran"
-fi
-echo "$PASSED passed, $FAILED failed"
-[[ $FAILED -eq 0 ]]
+
+finish
