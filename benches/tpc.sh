@@ -14,7 +14,8 @@
 #                server sized for its load; --memory 256M --single-spill 1M makes it read files)
 # --pretouch G   turn off the VM's free-page reporting and touch G GiB once before the run
 #                (benches/README round 4; needs root); default 14
-# --out DIR      where the tables go (default benches/tpc/); the harness's work dir is kept under it
+# --out DIR      where the tables go (default benches/tpc/); the harness's work dir (logs, rows,
+#                audit logs) is kept under target/tpc-work/
 #
 # Prints, and writes to DIR/tpc-<date>.md: per suite and mode, queries passed, wall time and its
 # ratio to vanilla, Spark's CPU, the server's CPU and its share of the run's CPU, the server's peak
@@ -46,7 +47,8 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-mkdir -p "$OUT/work"
+WORKDIR=$ROOT/target/tpc-work
+mkdir -p "$OUT" "$WORKDIR"
 if [[ $BUILD == 1 ]]; then
   cargo build --locked --release --bin spillway
 fi
@@ -57,11 +59,12 @@ if [[ $PRETOUCH -gt 0 && -w /sys/module/page_reporting/parameters/page_reporting
 fi
 
 stamp=$(date -u +%Y%m%d-%H%M)
-log="$OUT/work/tpc-$stamp.log"
+log="$WORKDIR/tpc-$stamp.log"
 rc=0
-TMPDIR="$OUT/work" SPILLWAY_BIN="$ROOT/target/release/spillway" SPILLWAY_BIN_PREBUILT=1 \
+TMPDIR="$WORKDIR" SPILLWAY_BIN="$ROOT/target/release/spillway" SPILLWAY_BIN_PREBUILT=1 \
   SPARK_E2E_TPC="$TPC_SPEC" SPARK_E2E_TPC_ROUNDS=$ROUNDS SPARK_E2E_TPC_MEMORY=$MEMORY \
   SPARK_E2E_TPC_SINGLE_SPILL=$SINGLE_SPILL SPARK_E2E_TPC_TIMEOUT=7200 SPARK_E2E_TPC_CONF="" \
+  SPARK_E2E_TPC_REQUIRE_LOCAL=0 \
   bash tests/spark/run.sh --versions 0.9.2 --tpc-only --keep 2>&1 | tee "$log" || rc=$?
 work=$(grep -o 'logs and configs kept in .*' "$log" | tail -n 1 | sed 's/.* in //')
 [[ -n $work && -f $work/tpc-summary.tsv ]] || { echo "tpc.sh: no summary (log $log)" >&2; exit 1; }
