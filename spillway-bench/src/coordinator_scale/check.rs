@@ -47,7 +47,7 @@ pub fn check(
     }
     let faulty: HashSet<&str> = req.faulty_server_ids.iter().map(String::as_str).collect();
     let mut next = 0;
-    let mut used = BTreeSet::new();
+    let mut used: BTreeSet<&str> = BTreeSet::new();
     for range in &resp.assignments {
         if range.start_partition != next || range.end_partition < range.start_partition {
             return Err(format!(
@@ -56,18 +56,24 @@ pub fn check(
             ));
         }
         next = range.end_partition + 1;
-        let ids: BTreeSet<&str> = range.server.iter().map(|s| s.id.as_str()).collect();
-        if range.server.len() != req.data_replica as usize || ids.len() != range.server.len() {
+        let distinct = range
+            .server
+            .iter()
+            .enumerate()
+            .all(|(k, s)| range.server[..k].iter().all(|o| o.id != s.id));
+        if range.server.len() != req.data_replica as usize || !distinct {
             return Err(format!(
-                "range {}-{} has {} server(s), {} distinct; dataReplica is {}",
+                "range {}-{} has {} server(s) (distinct: {distinct}); dataReplica is {}",
                 range.start_partition,
                 range.end_partition,
                 range.server.len(),
-                ids.len(),
                 req.data_replica
             ));
         }
         for s in &range.server {
+            if used.contains(s.id.as_str()) {
+                continue; // checked at its first range
+            }
             let k = known
                 .get(&s.id)
                 .ok_or_else(|| format!("server {} is not one of the cluster's", s.id))?;
@@ -83,7 +89,7 @@ pub fn check(
             if faulty.contains(s.id.as_str()) {
                 return Err(format!("server {} is in faultyServerIds", s.id));
             }
-            used.insert(s.id.clone());
+            used.insert(s.id.as_str());
         }
     }
     if next != req.partition_num {
@@ -91,6 +97,16 @@ pub fn check(
             "ranges end at partition {next}, the shuffle has {}",
             req.partition_num
         ));
+    }
+    let max_wanted = match usize::try_from(req.assignment_shuffle_server_number) {
+        Ok(n) if n > 0 && n < nodes_max => n,
+        _ => nodes_max,
+    }
+    .max(req.data_replica as usize)
+    .min(req.partition_num.max(0) as usize);
+    if used.len() == max_wanted {
+        // Every server used is eligible, so there were at least this many.
+        return Ok(used.into_iter().map(str::to_owned).collect());
     }
     let eligible = known
         .iter()
@@ -109,7 +125,7 @@ pub fn check(
             eligible
         ));
     }
-    Ok(used)
+    Ok(used.into_iter().map(str::to_owned).collect())
 }
 
 #[cfg(test)]

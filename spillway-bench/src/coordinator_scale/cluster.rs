@@ -161,6 +161,8 @@ pub struct Cluster {
     stats: Mutex<AssignStats>,
     watch: Mutex<Option<Watch>>,
     assigning: AtomicBool,
+    /// The `shuffle.nodes.max` answers are checked against.
+    nodes_max: usize,
     rng: Mutex<Rng>,
     stop: CancellationToken,
 }
@@ -172,6 +174,7 @@ impl Cluster {
         servers: usize,
         apps: usize,
         interval: Duration,
+        nodes_max: usize,
     ) -> anyhow::Result<Arc<Cluster>> {
         anyhow::ensure!(servers > 0 && servers <= 250 * 256, "1 to 64,000 servers");
         let stop = CancellationToken::new();
@@ -245,6 +248,7 @@ impl Cluster {
             stats: Mutex::new(AssignStats::new()),
             watch: Mutex::new(None),
             assigning: AtomicBool::new(false),
+            nodes_max,
             rng: Mutex::new(Rng::new(0x5eed)),
             stop,
         }))
@@ -472,7 +476,7 @@ impl Cluster {
             self.stats.lock().unanswered += 1;
             return;
         };
-        let verdict = check::check(&req, &resp, &self.known, NODES_MAX);
+        let verdict = check::check(&req, &resp, &self.known, self.nodes_max);
         if let Ok(used) = &verdict {
             // The servers now hold the app: their next heartbeats say so.
             let per = (req.partition_num as usize / used.len().max(1)) as u32;

@@ -65,6 +65,11 @@ pub struct ScaleOptions {
     /// Skip the headless Chromium load of the dashboard.
     #[arg(long)]
     pub no_chromium: bool,
+    /// The `shuffle.nodes.max` every answer is checked against. The coordinators run with
+    /// their default, 9; another value makes every answer wrong (the smoke test's proof that
+    /// the check can fail).
+    #[arg(long, default_value_t = NODES_MAX)]
+    pub nodes_max: usize,
     /// Where the CSV and SVG files go (created).
     #[arg(long, default_value = "benches/curves")]
     pub out: PathBuf,
@@ -136,11 +141,17 @@ pub async fn run(opts: &ScaleOptions) -> anyhow::Result<bool> {
         .clone()
         .unwrap_or_else(std::env::temp_dir)
         .join(format!("spillway-coordinator-scale-{}", std::process::id()));
+    let outcome = measure_all(opts, &bin, &base).await;
+    let _ = std::fs::remove_dir_all(&base);
+    outcome
+}
+
+async fn measure_all(opts: &ScaleOptions, bin: &Path, base: &Path) -> anyhow::Result<bool> {
     let mut points = Vec::new();
     let mut ok = true;
     for (servers, apps) in opts.sizes() {
         eprintln!("coordinator-scale: {servers} servers, {apps} apps …");
-        let (point, errors) = measure(opts, &bin, &base, servers, apps).await?;
+        let (point, errors) = measure(opts, bin, base, servers, apps).await?;
         if !errors.is_empty() {
             ok = false;
             eprintln!("coordinator-scale: WRONG answers at {servers} servers:");
@@ -155,7 +166,7 @@ pub async fn run(opts: &ScaleOptions) -> anyhow::Result<bool> {
     } else {
         let (servers, apps) = *opts.sizes().last().context("no size given")?;
         eprintln!("coordinator-scale: fail-over at {servers} servers, {apps} apps …");
-        let (f, errors) = failover(opts, &bin, &base, servers, apps).await?;
+        let (f, errors) = failover(opts, bin, base, servers, apps).await?;
         if !errors.is_empty() {
             ok = false;
             eprintln!("coordinator-scale: WRONG answers in the fail-over:");
@@ -165,7 +176,6 @@ pub async fn run(opts: &ScaleOptions) -> anyhow::Result<bool> {
         }
         Some(f)
     };
-    let _ = std::fs::remove_dir_all(&base);
     let curve = table(&points);
     println!("{}", curve.markdown());
     println!("{}", fit(&points));
@@ -260,7 +270,7 @@ async fn measure(
     apps: usize,
 ) -> anyhow::Result<(Point, Vec<String>)> {
     let interval = opts.interval();
-    let cluster = Cluster::new(servers, apps, interval).await?;
+    let cluster = Cluster::new(servers, apps, interval, opts.nodes_max).await?;
     let coord =
         CoordinatorChild::start(bin, &base.join(format!("n{servers}")), "coordinator").await?;
     let http = coord.http;
@@ -294,11 +304,27 @@ async fn measure(
         tokio::time::sleep(probe_every / 2).await;
         let (t, body) = fetch(&client, &format!("http://{http}/api/server/nodes")).await?;
         let v: serde_json::Value = serde_json::from_str(&body)?;
-        let n = v["data"].as_array().map_or(0, Vec::len);
-        anyhow::ensure!(
-            n == servers,
-            "/api/server/nodes listed {n} of {servers} servers"
-        );
+        let listed: std::collections::HashSet<&str> = v["data"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|n| n["id"].as_str()).collect())
+            .unwrap_or_default();
+        if listed.len() != servers {
+            let missing: Vec<&str> = cluster
+                .servers
+                .iter()
+                .map(|s| s.id.as_str())
+                .filter(|id| !listed.contains(id))
+                .take(5)
+                .collect();
+            anyhow::bail!(
+                "/api/server/nodes listed {} of {servers} servers (missing {missing:?}; {} \
+                 heartbeat(s) failed)",
+                listed.len(),
+                cluster
+                    .beat_failures
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            );
+        }
         nodes_ms.push(t);
         let (t, body) = fetch(&client, &format!("http://{http}/dashboard")).await?;
         anyhow::ensure!(
@@ -427,7 +453,7 @@ async fn failover(
 ) -> anyhow::Result<(Failover, Vec<String>)> {
     let interval = opts.interval();
     let dir = base.join("failover");
-    let cluster = Cluster::new(servers, apps, interval).await?;
+    let cluster = Cluster::new(servers, apps, interval, opts.nodes_max).await?;
     let first = CoordinatorChild::start(bin, &dir, "first").await?;
     let second = CoordinatorChild::start(bin, &dir, "second").await?;
     let client = reqwest::Client::builder()
