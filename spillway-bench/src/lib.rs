@@ -12,6 +12,7 @@
 //! hold even when absolute figures move with the machine's load.
 
 pub mod client;
+pub mod coordinator_scale;
 pub mod curves;
 pub mod discard;
 pub mod disk;

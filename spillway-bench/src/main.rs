@@ -32,6 +32,10 @@ enum Command {
     /// Measure cost curves at growing scale (heap per block id and partition, descriptors,
     /// journal and restart, block-id call latencies); tables, CSV and SVG plots.
     Curves(Box<spillway_bench::curves::CurveOptions>),
+    /// The coordinator at cluster scale: a coordinator-only process under simulated servers,
+    /// apps and assignments (every answer checked); latency, CPU, RSS, REST and dashboard
+    /// times per size, and a coordinator pair's fail-over.
+    CoordinatorScale(Box<spillway_bench::coordinator_scale::ScaleOptions>),
     /// A 3-server cluster under continuous apps and seeded faults; fails on a lost block, a
     /// panic or a resource growing past its bound (see `spillway_bench::soak`).
     Soak(Box<spillway_bench::soak::SoakOptions>),
@@ -85,6 +89,7 @@ fn main() -> std::process::ExitCode {
                 Ok(report.ok)
             }
             Command::Curves(opts) => spillway_bench::curves::run(&opts).await.map(|_| true),
+            Command::CoordinatorScale(opts) => spillway_bench::coordinator_scale::run(&opts).await,
             Command::Soak(opts) => {
                 let outcome = spillway_bench::soak::run(&opts).await?;
                 print!("{}", outcome.report);

@@ -281,3 +281,56 @@ fn spilled_partitions_hold_no_descriptor_and_bounded_heap() {
         "{heap_per_partition} heap bytes per spilled partition:\n{csv}"
     );
 }
+
+/// `coordinator-scale` run tiny: a real coordinator-only process under 12 then 40 simulated
+/// servers (5 apps each), checked assignments, REST and dashboard fetches, the fail-over of a
+/// pair and a cold start. Every answer must pass the check; no timing is asserted.
+#[test]
+fn coordinator_scale_checks_every_assignment() {
+    let out = tempfile::TempDir::new().unwrap();
+    let dir = out.path().display().to_string();
+    let (ok, code, text) = bench(
+        &["coordinator-scale"],
+        &[
+            "--servers",
+            "600,2000",
+            "--shrink",
+            "50",
+            "--no-chromium",
+            "--out",
+            &dir,
+        ],
+    );
+    assert!(ok, "exit {code}:\n{text}");
+    assert!(text.contains("assignments: all correct"), "{text}");
+    assert!(text.contains("fail-over at 40 servers"), "{text}");
+    let csv = std::fs::read_to_string(out.path().join("coordinator-scale.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "a header and two sizes:\n{csv}");
+    assert!(out.path().join("coordinator-failover.csv").exists());
+}
+
+/// The same run checked against a wrong `shuffle.nodes.max`: every answer fails the check, and
+/// the run must fail.
+#[test]
+fn coordinator_scale_fails_on_wrong_answers() {
+    let out = tempfile::TempDir::new().unwrap();
+    let dir = out.path().display().to_string();
+    let (ok, code, text) = bench(
+        &["coordinator-scale"],
+        &[
+            "--servers",
+            "600",
+            "--shrink",
+            "50",
+            "--no-chromium",
+            "--no-failover",
+            "--nodes-max",
+            "5",
+            "--out",
+            &dir,
+        ],
+    );
+    assert!(!ok, "a wrong answer must fail the run:\n{text}");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("WRONG answers"), "{text}");
+}

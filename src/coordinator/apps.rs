@@ -73,12 +73,22 @@ pub struct AppSnapshot {
 /// The apps, keyed by app id. Plain data: the coordinator keeps it behind one lock so that
 /// reading the load, assigning and adding the new load happen as one step, as the Java
 /// coordinator serialises assignments so concurrent requests do not pick the same server.
+///
+/// The load is kept as a running sum rather than summed over the apps at each assignment:
+/// with thousands of apps the sum was the whole cost of an assignment, all of it under the
+/// lock (`docs/performance.md`, "The coordinator at cluster scale"). Expiry finds the silent
+/// apps from the oldest end of `by_seen` instead of scanning them all.
 #[derive(Debug)]
 pub(super) struct Apps {
     timeout: Duration,
     apps: HashMap<String, AppEntry>,
     /// Apps ever heard from (Java's `total_app_num` counter, shown by `/api/app/total`).
     total: u64,
+    /// Partitions assigned per server id, summed over every app in `apps`; a server whose sum
+    /// falls to 0 is removed. Changed only by [`Apps::add_load`] and [`Apps::expire`].
+    load: HashMap<String, u64>,
+    /// Every app in `apps` keyed by when it was last heard from, oldest first.
+    by_seen: BTreeSet<(Instant, String)>,
 }
 
 impl Apps {
@@ -87,6 +97,8 @@ impl Apps {
             timeout,
             apps: HashMap::new(),
             total: 0,
+            load: HashMap::new(),
+            by_seen: BTreeSet::new(),
         }
     }
 
@@ -102,7 +114,13 @@ impl Apps {
                 ..AppEntry::default()
             }
         });
-        entry.last_seen = Some(now);
+        let mut key = (now, app_id.to_owned());
+        if let Some(before) = entry.last_seen.replace(now) {
+            key.0 = before;
+            self.by_seen.remove(&key);
+            key.0 = now;
+        }
+        self.by_seen.insert(key);
         entry.update_ms = wall;
     }
 
@@ -183,20 +201,23 @@ impl Apps {
         self.touch(app_id, now);
         if let Some(entry) = self.apps.get_mut(app_id) {
             for (server, n) in partitions {
+                match self.load.get_mut(&server) {
+                    Some(sum) => *sum += n,
+                    None => {
+                        self.load.insert(server.clone(), n);
+                    }
+                }
                 *entry.assigned.entry(server).or_insert(0) += n;
             }
         }
     }
 
-    /// Partitions assigned per server id, summed over the apps still alive at `now`.
-    pub(super) fn load(&self, now: Instant) -> HashMap<String, u64> {
-        let mut load = HashMap::new();
-        for entry in self.apps.values().filter(|e| self.is_live(e, now)) {
-            for (server, n) in &entry.assigned {
-                *load.entry(server.clone()).or_insert(0) += n;
-            }
-        }
-        load
+    /// Partitions assigned per server id, summed over the apps still alive at `now`: forgets
+    /// the apps silent past the timeout first (see [`Apps::expire`]), so the sum holds the
+    /// live apps only. Returns the ids that went with the sum.
+    pub(super) fn load(&mut self, now: Instant) -> (&HashMap<String, u64>, Vec<String>) {
+        let expired = self.expire(now);
+        (&self.load, expired)
     }
 
     /// Apps alive at `now`.
@@ -221,19 +242,36 @@ impl Apps {
     }
 
     /// Forgets apps silent for longer than the timeout, and with them their load; returns the
-    /// ids that went, so their remote storage choice can be released.
-    pub(super) fn sweep(&mut self, now: Instant) -> Vec<String> {
-        let timeout = self.timeout;
+    /// ids that went, so their remote storage choice can be released. Costs the expired apps,
+    /// not all of them.
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<String> {
         let mut expired = Vec::new();
-        self.apps.retain(|app_id, entry| {
-            let live = Self::live_within(entry, now, timeout);
-            if !live {
-                tracing::info!(app_id, user = %entry.user, "coordinator: app expired");
-                expired.push(app_id.clone());
+        while let Some((seen, _)) = self.by_seen.first() {
+            if now.saturating_duration_since(*seen) <= self.timeout {
+                break;
             }
-            live
-        });
+            let Some((_, app_id)) = self.by_seen.pop_first() else {
+                break;
+            };
+            if let Some(entry) = self.apps.remove(&app_id) {
+                tracing::info!(app_id, user = %entry.user, "coordinator: app expired");
+                for (server, n) in &entry.assigned {
+                    if let Some(sum) = self.load.get_mut(server) {
+                        *sum = sum.saturating_sub(*n);
+                        if *sum == 0 {
+                            self.load.remove(server);
+                        }
+                    }
+                }
+            }
+            expired.push(app_id);
+        }
         expired
+    }
+
+    /// [`Apps::expire`], run by the coordinator's sweeper.
+    pub(super) fn sweep(&mut self, now: Instant) -> Vec<String> {
+        self.expire(now)
     }
 
     fn is_live(&self, entry: &AppEntry, now: Instant) -> bool {
@@ -267,8 +305,9 @@ mod tests {
             HashMap::from([("b".into(), 2)]),
             t0 + Duration::from_secs(30),
         );
-        let load = apps.load(t0 + Duration::from_secs(60));
-        assert_eq!(load, HashMap::from([("a".into(), 4), ("b".into(), 3)]));
+        let (load, expired) = apps.load(t0 + Duration::from_secs(60));
+        assert_eq!(load, &HashMap::from([("a".into(), 4), ("b".into(), 3)]));
+        assert!(expired.is_empty());
         assert_eq!(apps.live_count(t0 + Duration::from_secs(60)), 2);
         assert_eq!(apps.total(), 2);
         let snaps = apps.snapshots(t0 + Duration::from_secs(60));
@@ -277,18 +316,74 @@ mod tests {
         assert_eq!(snaps[1].user, "alice");
         assert!(snaps[1].registration_ms > 0 && snaps[1].update_ms >= snaps[1].registration_ms);
 
-        // app1 is silent past the timeout: its load no longer counts, even before a sweep.
+        // app1 is silent past the timeout: it is not live even before a sweep, and the next
+        // read of the load forgets it with its load.
         let later = t0 + Duration::from_secs(61);
-        assert_eq!(apps.load(later), HashMap::from([("b".into(), 2)]));
         assert_eq!(apps.live_count(later), 1);
-        assert_eq!(apps.sweep(later), ["app1"]);
+        let (load, expired) = apps.load(later);
+        assert_eq!(load, &HashMap::from([("b".into(), 2)]));
+        assert_eq!(expired, ["app1"]);
         assert!(apps.sweep(later).is_empty());
 
         // A heartbeat keeps an app alive.
         apps.touch("app2", later);
         assert!(apps.sweep(later + Duration::from_secs(60)).is_empty());
         assert_eq!(apps.sweep(later + Duration::from_secs(61)).len(), 1);
-        assert!(apps.load(later).is_empty());
+        assert!(apps.load(later).0.is_empty());
+        assert!(apps.by_seen.is_empty());
+    }
+
+    /// The running sum against the sum it replaced, over live apps computed from scratch,
+    /// through assignments, heartbeats, registrations and expiry in a seeded random order.
+    #[test]
+    fn the_running_load_is_the_sum_over_the_live_apps() {
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(60);
+        let mut apps = Apps::new(timeout);
+        let mut seen: HashMap<String, (Instant, HashMap<String, u64>)> = HashMap::new();
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut now = t0;
+        for step in 0..5_000 {
+            now += Duration::from_millis(next() % 400);
+            let app = format!("app{}", next() % 50);
+            // The model: an app silent past the timeout is gone, with its load.
+            seen.retain(|_, (at, _)| now.saturating_duration_since(*at) <= timeout);
+            match next() % 4 {
+                0 => {
+                    apps.touch(&app, now);
+                    seen.entry(app).or_insert((now, HashMap::new())).0 = now;
+                }
+                1 => {
+                    apps.register(&app, "u", now);
+                    seen.entry(app).or_insert((now, HashMap::new())).0 = now;
+                }
+                _ => {
+                    let server = format!("s{}", next() % 12);
+                    let n = 1 + next() % 100;
+                    apps.add_load(&app, HashMap::from([(server.clone(), n)]), now);
+                    let e = seen.entry(app).or_insert((now, HashMap::new()));
+                    e.0 = now;
+                    *e.1.entry(server).or_insert(0) += n;
+                }
+            }
+            if step % 7 == 0 {
+                let mut want: HashMap<String, u64> = HashMap::new();
+                for (_, load) in seen.values() {
+                    for (s, n) in load {
+                        *want.entry(s.clone()).or_insert(0) += n;
+                    }
+                }
+                assert_eq!(apps.load(now).0, &want, "step {step}");
+                assert_eq!(apps.live_count(now), seen.len());
+                assert_eq!(apps.by_seen.len(), apps.apps.len());
+            }
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //!
 //! The caller adds the result to the app's load, so the next shuffle prefers other servers.
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, HashSet};
 
 use crate::proto::ServerStatus;
@@ -115,11 +116,12 @@ pub struct RangeAssignment<'a> {
 }
 
 /// Applies the module's rule. `live` are the servers heard from within the timeout and not
-/// excluded; `load` is the partitions already assigned per server id (missing = 0).
+/// excluded (owned or shared: the coordinator passes the registry's `Arc`s); `load` is the
+/// partitions already assigned per server id (missing = 0).
 ///
 /// `partition_num == 0` is Ok with no ranges, whatever the servers.
-pub fn assign<'a>(
-    live: &'a [ServerNode],
+pub fn assign<'a, S: Borrow<ServerNode>>(
+    live: &'a [S],
     load: &HashMap<String, u64>,
     req: &AssignRequest<'_>,
     policy: &AssignPolicy,
@@ -155,8 +157,9 @@ pub fn assign<'a>(
     }
 
     let faulty: HashSet<&str> = req.faulty_server_ids.iter().map(String::as_str).collect();
-    let mut candidates: Vec<&ServerNode> = live
+    let candidates: Vec<&ServerNode> = live
         .iter()
+        .map(Borrow::borrow)
         .filter(|s| {
             s.status == ServerStatus::Active
                 && !faulty.contains(s.id.as_str())
@@ -182,14 +185,22 @@ pub fn assign<'a>(
     let wanted = wanted.max(replica).min(candidates.len());
 
     let average = (partitions as u64 * replica as u64 / max as u64).max(1);
-    let load_of = |s: &ServerNode| load.get(&s.id).copied().unwrap_or(0);
-    let score = |s: &ServerNode| s.available_memory.max(0) as f64 / (load_of(s) + average) as f64;
-    candidates.sort_by(|a, b| {
-        score(b)
-            .total_cmp(&score(a))
-            .then_with(|| load_of(a).cmp(&load_of(b)))
-            .then_with(|| a.id.cmp(&b.id))
+    // Each candidate's load and score are looked up once, not at every comparison of the sort.
+    let mut ranked: Vec<(f64, u64, &ServerNode)> = candidates
+        .into_iter()
+        .map(|s| {
+            let load = load.get(&s.id).copied().unwrap_or(0);
+            let score = s.available_memory.max(0) as f64 / (load + average) as f64;
+            (score, load, s)
+        })
+        .collect();
+    // Ids are unique, so the order is total and an unstable sort gives one answer.
+    ranked.sort_unstable_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then_with(|| a.1.cmp(&b.1))
+            .then_with(|| a.2.id.cmp(&b.2.id))
     });
+    let candidates: Vec<&ServerNode> = ranked.into_iter().map(|(_, _, s)| s).collect();
     let chosen = pick_hosts(&candidates, wanted, policy.host);
     // MUST_DIFF may find fewer distinct IPs than replicas need.
     if chosen.len() < replica {

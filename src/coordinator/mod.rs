@@ -454,6 +454,16 @@ impl Coordinator {
         live
     }
 
+    /// [`Coordinator::assignable`] without copying the servers, for assignments.
+    fn assignable_shared(&self) -> Vec<Arc<ServerNode>> {
+        let mut live = self.servers.live_shared();
+        let excluded = self.excluded();
+        if !excluded.is_empty() {
+            live.retain(|s| !excluded.contains(&s.id));
+        }
+        live
+    }
+
     /// `accessCluster`: runs the configured checkers in order. Ok carries the access uuid
     /// (recorded as one of the user's apps when the quota checker is on); Err the first
     /// denial's message.
@@ -595,7 +605,7 @@ impl Coordinator {
         app_id: &str,
         req: &AssignRequest<'_>,
     ) -> Result<Vec<proto::PartitionRangeAssignment>, AssignError> {
-        let live = self.assignable();
+        let live = self.assignable_shared();
         let policy = AssignPolicy {
             shuffle_nodes_max: self.shuffle_nodes_max(),
             host: self.options.host_strategy,
@@ -603,11 +613,14 @@ impl Coordinator {
         };
         let mut apps = self.apps.lock();
         let now = Instant::now();
-        let load = apps.load(now);
-        let ranges = assign::assign(&live, &load, req, &policy)?;
-        apps.add_load(app_id, assign::partitions_per_server(&ranges), now);
+        let (load, expired) = apps.load(now);
+        let ranges = assign::assign(&live, load, req, &policy);
+        if let Ok(ranges) = &ranges {
+            apps.add_load(app_id, assign::partitions_per_server(ranges), now);
+        }
         drop(apps);
-        Ok(ranges
+        self.release_storages(&expired);
+        Ok(ranges?
             .iter()
             .map(|range| proto::PartitionRangeAssignment {
                 start_partition: range.start,
@@ -626,9 +639,13 @@ impl Coordinator {
         partitions: i32,
         assignments: &[proto::PartitionRangeAssignment],
     ) {
+        // Thousands of ranges over a few servers: each id is copied once, not once per range.
         let servers = assignments
             .iter()
-            .flat_map(|a| a.server.iter().map(|s| s.id.clone()))
+            .flat_map(|a| a.server.iter().map(|s| s.id.as_str()))
+            .collect::<BTreeSet<&str>>()
+            .into_iter()
+            .map(str::to_owned)
             .collect();
         self.apps.lock().record_shuffle(
             app_id,
@@ -715,7 +732,22 @@ impl Coordinator {
     /// Partitions assigned per server id, over the live apps: the load the next assignment
     /// balances against.
     pub fn load(&self) -> HashMap<String, u64> {
-        self.apps.lock().load(Instant::now())
+        let mut apps = self.apps.lock();
+        let (load, expired) = apps.load(Instant::now());
+        let load = load.clone();
+        drop(apps);
+        self.release_storages(&expired);
+        load
+    }
+
+    /// Releases the remote storage choice of apps that expired.
+    fn release_storages(&self, expired: &[String]) {
+        if !expired.is_empty() {
+            let mut storages = self.storages.lock();
+            for app_id in expired {
+                storages.release(app_id);
+            }
+        }
     }
 
     /// A fresh id for `accessCluster`. Clients may append it to their app id, so it holds only
@@ -761,12 +793,7 @@ impl Coordinator {
         self.servers.sweep();
         let now = Instant::now();
         let expired = self.apps.lock().sweep(now);
-        if !expired.is_empty() {
-            let mut storages = self.storages.lock();
-            for app_id in &expired {
-                storages.release(app_id);
-            }
-        }
+        self.release_storages(&expired);
         self.quotas.lock().expire(now);
     }
 

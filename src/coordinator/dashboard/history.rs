@@ -2,6 +2,7 @@
 //! once per interval, read by every page render; nothing else touches it.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -45,7 +46,8 @@ pub struct Sample {
 pub struct History {
     interval: Duration,
     capacity: usize,
-    samples: Mutex<VecDeque<Sample>>,
+    /// Shared, so a page render takes the hour of samples without copying every server's.
+    samples: Mutex<VecDeque<Arc<Sample>>>,
 }
 
 impl History {
@@ -79,16 +81,16 @@ impl History {
         if samples.len() == self.capacity {
             samples.pop_front();
         }
-        samples.push_back(sample);
+        samples.push_back(Arc::new(sample));
     }
 
     /// The samples, oldest first.
-    pub fn samples(&self) -> Vec<Sample> {
+    pub fn samples(&self) -> Vec<Arc<Sample>> {
         self.samples.lock().iter().cloned().collect()
     }
 
     /// The most recent sample.
-    pub fn last(&self) -> Option<Sample> {
+    pub fn last(&self) -> Option<Arc<Sample>> {
         self.samples.lock().back().cloned()
     }
 }
