@@ -59,6 +59,7 @@ if [[ $PRETOUCH -gt 0 && -w /sys/module/page_reporting/parameters/page_reporting
 fi
 
 stamp=$(date -u +%Y%m%d-%H%M)
+commit=$(git rev-parse --short HEAD)
 log="$WORKDIR/tpc-$stamp.log"
 rc=0
 TMPDIR="$WORKDIR" SPILLWAY_BIN="$ROOT/target/release/spillway" SPILLWAY_BIN_PREBUILT=1 \
@@ -69,7 +70,7 @@ TMPDIR="$WORKDIR" SPILLWAY_BIN="$ROOT/target/release/spillway" SPILLWAY_BIN_PREB
 work=$(grep -o 'logs and configs kept in .*' "$log" | tail -n 1 | sed 's/.* in //')
 [[ -n $work && -f $work/tpc-summary.tsv ]] || { echo "tpc.sh: no summary (log $log)" >&2; exit 1; }
 
-python3 - "$work" "$OUT/tpc-$stamp.md" "$TPC_SPEC" "$MEMORY" "$SINGLE_SPILL" "$(git rev-parse --short HEAD)" <<'EOF'
+python3 - "$work" "$OUT/tpc-$stamp.md" "$TPC_SPEC" "$MEMORY" "$SINGLE_SPILL" "$commit" <<'EOF'
 import csv, glob, os, re, statistics, sys
 from collections import defaultdict
 

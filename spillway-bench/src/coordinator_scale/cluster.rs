@@ -343,7 +343,7 @@ impl Cluster {
             application_info: apps
                 .iter()
                 .map(|(j, p)| {
-                    let bytes = i64::from(*p) * 8 << 20;
+                    let bytes = (i64::from(*p) * 8) << 20;
                     proto::ApplicationInfo {
                         app_id: self.apps[*j as usize].clone(),
                         partition_num: i64::from(*p),
@@ -428,7 +428,7 @@ impl Cluster {
         let app = (rng.next() % self.apps.len() as u64) as usize;
         let partitions = rng.pick(&[200, 200, 400, 500, 1000, 2000]);
         let concurrency = rng.pick(&[100, 200, 400, 800]).min(partitions);
-        let transport = if rng.next() % 3 == 0 {
+        let transport = if rng.next().is_multiple_of(3) {
             "GRPC_NETTY"
         } else {
             "GRPC"
