@@ -30,7 +30,8 @@ enum Command {
         opts: Box<spillway_bench::Options>,
     },
     /// Measure cost curves at growing scale (heap per block id and partition, descriptors,
-    /// journal and restart, block-id call latencies); tables, CSV and SVG plots.
+    /// journal and restart, block-id call latencies, call latencies against concurrent apps,
+    /// back-pressure fairness); tables, CSV and SVG plots.
     Curves(Box<spillway_bench::curves::CurveOptions>),
     /// A 3-server cluster under continuous apps and seeded faults; fails on a lost block, a
     /// panic or a resource growing past its bound (see `spillway_bench::soak`).

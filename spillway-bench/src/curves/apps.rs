@@ -278,8 +278,16 @@ async fn point(opts: &CurveOptions, tag: &str, n: u64, tasks: u64) -> anyhow::Re
         }
     }
     drop(due_tx);
+    let mut failed = None;
     for w in workers {
-        w.await??;
+        if let Err(e) = w.await.map_err(anyhow::Error::from).and_then(|r| r) {
+            failed.get_or_insert(e);
+        }
+    }
+    if let Some(e) = failed {
+        // Stopped first, so its data dir goes too.
+        point.stop().await;
+        return Err(e.context(format!("{n} apps")));
     }
     let elapsed = started.elapsed().as_secs_f64();
     let busy = cpu() - cpu0;

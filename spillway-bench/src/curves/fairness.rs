@@ -169,7 +169,7 @@ async fn point(opts: &CurveOptions, tag: &str, n: usize) -> anyhow::Result<Vec<f
     let mut runs = Vec::with_capacity(n);
     let mut failed = None;
     for t in tasks {
-        match t.await? {
+        match t.await.map_err(anyhow::Error::from).and_then(|r| r) {
             Ok(r) => runs.push(r),
             Err(e) => {
                 failed.get_or_insert(e);
