@@ -9,6 +9,7 @@
 #                              [--scale N] [--servers "spillway discard"] [--keep] [--no-build]
 #                              [--profile DIR [--profile-seconds 20]]
 #                              [--spillway-bins "before=/path/spillway after=target/release/spillway"]
+#                              [--apps-points "500 1000 2000" [--apps-tasks 20000]]
 #
 # Per run: server CPU-seconds (utime + stime of /proc/PID/stat, before and after the client) per
 # GB moved (payload written + payload read back; 10^9 bytes), and peak RSS (VmHWM of
@@ -25,6 +26,15 @@
 #                  whole client run (.perf.txt), and its flamegraph (.perf.svg, drawn by
 #                  benches/perf_flamegraph.py). Profiled runs carry the profilers' own cost:
 #                  take figures from runs without --profile.
+# --apps-points    instead of the presets: latency against concurrent apps (benches/README
+#                  "Send latency against concurrent apps"). Per point N, a fresh Spillway (1 GiB,
+#                  gRPC) and ClientBench --apps N: N apps, each its own ShuffleWriteClient, app id
+#                  and 4-partition shuffle; --apps-tasks map tasks (default 20000, as the load
+#                  generator's curve) of one 4 KiB block per partition, round-robin over the
+#                  apps, 32 at once; then getShuffleResult of every app's partitions (checked).
+#                  Prints the client's p50/p99/p999 of sendShuffleData (requireBuffer + send,
+#                  as the client sees it), reportShuffleResult and getShuffleResult, and the
+#                  server's own p99 of the four RPCs (executionTimeUs of its RPC audit log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -38,6 +48,8 @@ BUILD=1
 PROFILE_DIR=""
 PROFILE_SECONDS=20
 SPILLWAY_BINS="spillway=target/release/spillway"
+APPS_POINTS=""
+APPS_TASKS=20000
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --presets) PRESETS=$2; shift ;;
@@ -49,7 +61,9 @@ while [[ $# -gt 0 ]]; do
     --profile) PROFILE_DIR=$2; shift ;;
     --profile-seconds) PROFILE_SECONDS=$2; shift ;;
     --spillway-bins) SPILLWAY_BINS=$2; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --apps-points) APPS_POINTS=$2; shift ;;
+    --apps-tasks) APPS_TASKS=$2; shift ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "realclient.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -141,6 +155,8 @@ disk_high_watermark = 1.0
 disk_low_watermark = 0.99
 [metrics]
 http_port = $HTTP_PORT
+[audit]
+rpc_log_path = "$dir/rpc_audit.log"
 [coordinator]
 enabled = false
 EOF
@@ -175,6 +191,66 @@ for k in $SERVERS; do
     KINDS+=("$k")
   fi
 done
+
+# ---- latency against concurrent apps (--apps-points)
+# The server's own execution time of RPC $1 at quantile $2 (nearest rank), in ms: its RPC
+# audit log's executionTimeUs, one line per call.
+server_q() {
+  { grep -P "cmd=$1\t" "$3" || true; } | grep -o 'executionTimeUs=[0-9]*' | cut -d= -f2 | sort -n \
+    | awk -v q="$2" '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit }
+        i = int(q * NR); if (i < q * NR) i++; if (i < 1) i = 1; printf "%.3f", v[i] / 1000 }'
+}
+lat() { { grep "^LATENCY op=$1 " "$2" || true; } | grep -o "$3=[0-9.]*" | cut -d= -f2; }
+if [[ -n $APPS_POINTS ]]; then
+  label=${SPILLWAY_BINS%% *}
+  BIN[${label%%=*}]=${label#*=}
+  ROWS=()
+  FAILED=0
+  for apps in $APPS_POINTS; do
+    dir="$WORK/apps-$apps"
+    mkdir -p "$dir"
+    start_server "${label%%=*}" 1G "$dir"
+    log "apps $apps: ClientBench --apps $apps --maps $APPS_TASKS (server pid $SERVER_PID, load $(cut -d' ' -f1-3 /proc/loadavg))"
+    c0=$(cpu_ticks "$SERVER_PID")
+    rc=0
+    timeout -k 10 900 java "${JAVA_OPTS[@]}" -cp "$CP" io.spillway.sparktest.ClientBench \
+      --grpc-port "$GRPC_PORT" --netty-port "$NETTY_PORT" --client-type GRPC --apps "$apps" \
+      --maps "$APPS_TASKS" --partitions 4 --block-size 4k --total "$((APPS_TASKS * 16))k" \
+      --concurrency 32 --read results --label "apps-$apps" >"$dir/client.out" 2>"$dir/client.log" || rc=$?
+    c1=$(cpu_ticks "$SERVER_PID")
+    stop_server
+    load=$(cut -d' ' -f1-3 /proc/loadavg)
+    result=$(grep '^RESULT' "$dir/client.out" || true)
+    if [[ $rc -ne 0 || -z $result ]]; then
+      FAILED=$((FAILED + 1))
+      log "FAILED (exit $rc): $(grep -m1 '^FAIL' "$dir/client.out" || tail -1 "$dir/client.log")"
+      ROWS+=("| $apps | FAILED |")
+      KEEP=1
+      continue
+    fi
+    ws=$(field write_s "$result")
+    row="| $apps"
+    for op in sendShuffleData reportShuffleResult getShuffleResult; do
+      for q in p50_ms p99_ms p999_ms; do row+=" | $(lat "$op" "$dir/client.out" "$q")"; done
+    done
+    for op in requireBuffer sendShuffleData reportShuffleResult getShuffleResult; do
+      row+=" | $(server_q "$op" 0.99 "$dir/rpc_audit.log")"
+    done
+    row+=" | $(awk -v t="$APPS_TASKS" -v s="$ws" 'BEGIN { printf "%.0f", t / s }')"
+    row+=" | $(awk -v c="$((c1 - c0))" -v hz="$HZ" -v t="$APPS_TASKS" 'BEGIN { printf "%.0f", c / hz / t * 1e6 }')"
+    row+=" | $(field register_s "$result") | $load |"
+    ROWS+=("$row")
+    log "$row"
+  done
+  echo
+  echo "Uniffle $VER client (ClientBench --apps), $APPS_TASKS tasks of 4 x 4 KiB, 32 at once, capacity 1 GiB, gRPC."
+  echo
+  echo "| apps | send p50 ms | send p99 ms | send p999 ms | report p50 ms | report p99 ms | report p999 ms | getShuffleResult p50 ms | getShuffleResult p99 ms | getShuffleResult p999 ms | server requireBuffer p99 ms | server send p99 ms | server report p99 ms | server getShuffleResult p99 ms | tasks/s | server CPU µs per task | register all s | load after |"
+  echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+  printf '%s\n' "${ROWS[@]}"
+  [[ $FAILED -eq 0 ]] || { echo "$FAILED run(s) failed; logs in $WORK"; exit 1; }
+  exit 0
+fi
 
 ROWS=()
 FAILED=0

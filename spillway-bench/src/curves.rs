@@ -10,7 +10,10 @@
 //!              peak/after fds, spill MB/s
 //!  journal     apps × block ids, SIGTERM + start → journal bytes, time until it answers
 //!  latency     report / getShuffleResult / getShuffleResultForMultiPart p50, p99
-//!  latency-apps  1 → 2,000 apps writing at a fixed load → requireBuffer / send p50, p99
+//!  latency-apps  1 → 2,000 apps writing at a fixed load → requireBuffer / send / report /
+//!              getShuffleResult p50, p99, p999, server CPU and its own p99s
+//!  backpressure  500 and 2,000 apps over a 64 MiB store → per-app requireBuffer waits,
+//!              fairness (Jain's index), no app starved
 //! ```
 //!
 //! Heap, not RSS: jemalloc's `stats.allocated` counts the bytes the server's structures
@@ -42,7 +45,9 @@ use spillway::procstat::Proc;
 use spillway::proto::shuffle_server_client::ShuffleServerClient;
 use spillway::proto::{self, StatusCode};
 
+mod app_writer;
 mod apps;
+mod fairness;
 
 /// Which curve(s) to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -55,8 +60,11 @@ pub enum Which {
     Journal,
     /// Latency of the block-id calls against their size.
     Latency,
-    /// requireBuffer and sendShuffleData latency against concurrent apps.
+    /// requireBuffer, sendShuffleData, reportShuffleResult and getShuffleResult latency
+    /// against concurrent apps.
     LatencyApps,
+    /// Back-pressure with many apps over a small store: per-app waits and fairness.
+    Backpressure,
     /// All of them, in this order.
     All,
 }
@@ -82,6 +90,10 @@ pub struct CurveOptions {
     /// Parent of the servers' data dirs (default: the temp dir); each point gets a fresh one.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Test only: the curves that read block ids back leave one report out but still expect
+    /// its ids, so their checks must fail the run (the smoke test's proof that they can).
+    #[arg(long, hide = true)]
+    pub check_fault: bool,
 }
 
 /// A table and the plots drawn from it.
@@ -215,6 +227,7 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::Journal,
             Which::Latency,
             Which::LatencyApps,
+            Which::Backpressure,
         ],
         one => vec![one],
     };
@@ -225,7 +238,8 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::Blockids => vec![block_ids(opts).await?],
             Which::Partitions => vec![partitions(opts).await?],
             Which::Journal => journal(opts).await?,
-            Which::LatencyApps => vec![apps::latency_apps(opts).await?],
+            Which::LatencyApps => apps::latency_apps(opts).await?,
+            Which::Backpressure => vec![fairness::backpressure(opts).await?],
             _ => latency(opts).await?,
         };
         for c in curves {
@@ -292,14 +306,15 @@ impl Point {
         })
     }
 
+    /// The server's metrics, every registry, as Prometheus text.
+    async fn metrics(&self) -> anyhow::Result<String> {
+        let url = format!("http://{}/prometheus/metrics/all", self.server.http);
+        Ok(self.http.get(url).send().await?.text().await?)
+    }
+
     /// jemalloc's allocated bytes, read from the server's metrics.
     async fn heap(&self) -> anyhow::Result<u64> {
-        let url = format!("http://{}/prometheus/metrics/all", self.server.http);
-        let text = self.http.get(url).send().await?.text().await?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("jemalloc_allocated_bytes"))
-            .and_then(|rest| rest.split_whitespace().last())
-            .and_then(|v| v.parse::<f64>().ok())
+        metric(&self.metrics().await?, "jemalloc_allocated_bytes", None)
             .map(|v| v as u64)
             .context("no jemalloc_allocated_bytes in /metrics (a server built without jemalloc?)")
     }
@@ -325,6 +340,30 @@ impl Point {
         tracing::info!("data dir removed in {:.1} s", t.elapsed().as_secs_f64());
         exit
     }
+}
+
+/// The value of the first sample of family `name` in Prometheus `text` (with `quantile`: the
+/// sample carrying that quantile label).
+fn metric(text: &str, name: &str, quantile: Option<&str>) -> Option<f64> {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .find(|l| quantile.is_none_or(|q| l.contains(&format!("quantile=\"{q}\""))))
+        .and_then(|l| l.split_whitespace().last())
+        .and_then(|v| v.parse::<f64>().ok())
+}
+
+/// The machine's load averages (1, 5, 15 min), printed with the latency figures: the machine
+/// is shared, and a p99 is its scheduling as much as the server's.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn count_fds(pid: u32) -> u64 {

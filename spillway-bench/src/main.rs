@@ -30,7 +30,8 @@ enum Command {
         opts: Box<spillway_bench::Options>,
     },
     /// Measure cost curves at growing scale (heap per block id and partition, descriptors,
-    /// journal and restart, block-id call latencies); tables, CSV and SVG plots.
+    /// journal and restart, block-id call latencies, call latencies against concurrent apps,
+    /// back-pressure fairness); tables, CSV and SVG plots.
     Curves(Box<spillway_bench::curves::CurveOptions>),
     /// The coordinator at cluster scale: a coordinator-only process under simulated servers,
     /// apps and assignments (every answer checked); latency, CPU, RSS, REST and dashboard

@@ -48,6 +48,9 @@ pub struct Spillway {
     pub bin: PathBuf,
     /// The config file written for it.
     pub config: PathBuf,
+    /// Its RPC audit log (one line per call with the server's own execution time), beside
+    /// the config: not the shared default under /tmp/spillway.
+    pub audit_log: PathBuf,
 }
 
 impl Spillway {
@@ -82,6 +85,7 @@ impl Spillway {
             super::client::Transport::Netty => Some(netty),
         };
         let netty_port = netty.map_or(-1, i32::from);
+        let audit_log = data_dir.join("rpc_audit.log");
         let config = format!(
             "store_type = \"MEMORY_LOCALFILE\"\n\
              grpc_port = {grpc}\nnetty_port = {netty_port}\n\
@@ -89,6 +93,7 @@ impl Spillway {
              [memory_store]\ncapacity = \"{cap}B\"\n\
              [localfile_store]\ndata_paths = [{data:?}]\nsync_on_write = {sync}\n\
              [metrics]\nhttp_port = {http}\n\
+             [audit]\nrpc_log_path = {audit_log:?}\n\
              [coordinator]\nenabled = false\n",
             cap = opts.capacity.0,
             sync = opts.sync,
@@ -138,6 +143,7 @@ impl Spillway {
             owns_dir,
             bin,
             config: config_path,
+            audit_log,
         })
     }
 

@@ -210,7 +210,9 @@ fn curves_run_at_tiny_sizes_and_write_their_files() {
         "#### Journal and restart against apps",
         "#### Block-id calls against blocks per partition",
         "#### getShuffleResultForMultiPart against partitions per request",
-        "#### requireBuffer + sendShuffleData against concurrent apps",
+        "#### requireBuffer, sendShuffleData, reportShuffleResult, getShuffleResult against concurrent apps",
+        "#### The server against concurrent apps",
+        "#### Back-pressure: apps x",
     ] {
         assert!(text.contains(heading), "{heading:?} missing:\n{text}");
     }
@@ -221,10 +223,13 @@ fn curves_run_at_tiny_sizes_and_write_their_files() {
         ("latency-blocks", 4),
         ("latency-multipart", 2),
         ("latency-apps", 2),
+        ("latency-apps-server", 2),
+        ("backpressure-apps", 1),
     ] {
         let body = std::fs::read_to_string(out.path().join(format!("{csv}.csv"))).unwrap();
         assert!(body.lines().count() > points, "{csv}.csv:\n{body}");
-        let svg = std::fs::read_to_string(out.path().join(format!("{csv}.svg"))).unwrap();
+        let svg = std::fs::read_to_string(out.path().join(format!("{csv}{}.svg", svg_suffix(csv))))
+            .unwrap();
         assert!(
             svg.starts_with("<svg") && svg.contains("<polyline"),
             "{csv}.svg"
@@ -232,6 +237,39 @@ fn curves_run_at_tiny_sizes_and_write_their_files() {
     }
     assert!(out.path().join("partitions-fds.svg").exists());
     assert!(out.path().join("journal-apps-restart.svg").exists());
+    assert!(out.path().join("latency-apps-p999.svg").exists());
+    assert!(out.path().join("backpressure-apps-apps.svg").exists());
+}
+
+/// The plot of `csv` the curve test opens (the server-side table has no plain one).
+fn svg_suffix(csv: &str) -> &'static str {
+    if csv == "latency-apps-server" {
+        "-cpu"
+    } else {
+        ""
+    }
+}
+
+/// The curves that read block ids back fail the run on a wrong answer: with `--check-fault`
+/// one app leaves a report out but still expects its ids.
+#[test]
+fn curves_fail_when_get_shuffle_result_misses_reported_ids() {
+    for curve in ["latency-apps", "backpressure"] {
+        let out = tempfile::TempDir::new().unwrap();
+        let (ok, code, text) = bench(
+            &["curves", curve],
+            &[
+                "--shrink",
+                "1000",
+                "--check-fault",
+                "--out",
+                out.path().to_str().unwrap(),
+            ],
+        );
+        assert!(!ok, "{curve}: a missing report went unnoticed:\n{text}");
+        assert_eq!(code, 2, "a curve that fails exits 2 ({curve}):\n{text}");
+        assert!(text.contains("getShuffleResult of"), "{curve}:\n{text}");
+    }
 }
 
 /// Heap per spilled partition, measured at 10,000 partitions: 1,434 B with the dev build;

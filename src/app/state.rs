@@ -41,6 +41,9 @@ pub struct App {
     data_bytes: AtomicU64,
     /// Set when the first of its partitions became huge (`total_app_with_huge_partition_num`).
     has_huge: AtomicBool,
+    /// The memory claim id of this app's first `requireBuffer` refused and not served since
+    /// (0: none): its later requests wait in line from there (`memory::Claim::rank_by`).
+    refused_since: AtomicU64,
 }
 
 impl App {
@@ -55,6 +58,7 @@ impl App {
             shuffle_gates: Mutex::new(HashMap::new()),
             data_bytes: AtomicU64::new(0),
             has_huge: AtomicBool::new(false),
+            refused_since: AtomicU64::new(0),
         }
     }
 
@@ -69,6 +73,25 @@ impl App {
     }
 
     /// Marks that the app has a huge partition; true only for the call that marked it.
+    /// [`App::refused_since`]'s rank for this app's next waiting request (0: none).
+    pub(crate) fn refused_since(&self) -> u64 {
+        self.refused_since.load(Ordering::Relaxed)
+    }
+
+    /// Records a refusal under claim `id` unless an earlier one is still unserved.
+    pub(crate) fn note_refused(&self, id: u64) {
+        let _ = self
+            .refused_since
+            .compare_exchange(0, id, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// A request ranked `rank` was served: the app's place in line is given up.
+    pub(crate) fn note_served(&self, rank: u64) {
+        let _ = self
+            .refused_since
+            .compare_exchange(rank, 0, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
     pub(crate) fn mark_huge(&self) -> bool {
         !self.has_huge.swap(true, Ordering::AcqRel)
     }

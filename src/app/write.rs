@@ -156,6 +156,11 @@ impl AppRegistry {
     /// While it holds the claim and bytes are on their way out, it waits for them up to
     /// [`SPILL_WAIT`] instead of answering at `require_buffer_wait`: a client back-off after
     /// `NO_BUFFER` is 2 s or more, and the spill it caused is usually done in less.
+    ///
+    /// Waiters are in line by app: a request of an app refused earlier and not served since
+    /// ranks from that refusal (`Claim::rank_by`), so an app whose client backs off after
+    /// `NO_BUFFER` keeps its place instead of queueing behind every request that arrived
+    /// while it slept (measured: 2,000 apps over 64 MiB, `curves backpressure`).
     pub async fn require_buffer_waiting(
         &self,
         app: Option<&AppId>,
@@ -175,6 +180,13 @@ impl AppRegistry {
             start + wait.max(SPILL_WAIT)
         };
         let claim = budget.claim();
+        let waiting_app = app.and_then(|id| self.verify(id).ok());
+        if let Some(a) = &waiting_app {
+            let since = a.refused_since();
+            if since != 0 {
+                claim.rank_by(since);
+            }
+        }
         loop {
             let freed = budget.freed();
             let for_claimant = budget.freed_for_claimant();
@@ -196,6 +208,9 @@ impl AppRegistry {
                 Some(&claim),
             );
             if let Err(Error::NoBuffer { .. }) = result {
+                if let Some(a) = &waiting_app {
+                    a.note_refused(claim.id());
+                }
                 let held = claim.is_held();
                 if held && !armed {
                     // This refusal made it the claimant: try once more with its wake-up armed,
@@ -225,6 +240,9 @@ impl AppRegistry {
                 }
             }
             if result.is_ok() {
+                if let Some(a) = &waiting_app {
+                    a.note_served(claim.rank());
+                }
                 // The release that woke us may have room for the next waiter too.
                 budget.pass_on();
             }

@@ -14,6 +14,8 @@
 //! start (issue 34: 51 MB cached under a 54 MB high mark, 16 MB requests refused for good). A
 //! waiting request may hold the one [`Claim`]: while it is unserved, other reservations must
 //! leave its bytes free, so the room its spill makes is not taken by later, smaller requests.
+//! The claim goes to the oldest waiter by rank ([`Claim::rank_by`]): a request whose app was
+//! refused earlier, and came back after its client's back-off, takes it from a younger one.
 
 use std::sync::Arc;
 
@@ -100,6 +102,8 @@ struct Counters {
     /// The [`Claim`] that holds `claimed` bytes back (0: none). One at a time: the oldest
     /// waiter, so requests are served in turn instead of the largest one starving.
     claimant: u64,
+    /// The claimant's rank ([`Claim::rank_by`]): an older waiter (lower rank) takes the claim.
+    claimant_rank: u64,
     claimed: u64,
     /// Largest refused request not yet seen by the spiller (see [`MemoryBudget::next_spill`]).
     wanted: u64,
@@ -174,7 +178,8 @@ impl MemoryBudget {
     /// [`MemoryBudget::try_reserve`] for a request that waits for room under `claim`. Refused,
     /// it takes the claim when none is held, so the room the spill makes is kept for it.
     pub fn try_reserve_claimed(&self, len: u64, claim: &Claim) -> Result<Reservation> {
-        let result = self.reserve(len, Some(claim.id));
+        let rank = claim.rank.load(std::sync::atomic::Ordering::Relaxed);
+        let result = self.reserve(len, Some((claim.id, rank)));
         if result.is_err() {
             claim
                 .refused
@@ -183,14 +188,20 @@ impl MemoryBudget {
         result
     }
 
-    fn reserve(&self, len: u64, claim: Option<u64>) -> Result<Reservation> {
+    fn reserve(&self, len: u64, claim: Option<(u64, u64)>) -> Result<Reservation> {
         let mut c = self.inner.counters.lock();
-        let mine = claim.is_some_and(|id| id == c.claimant);
+        let mine = claim.is_some_and(|(id, _)| id == c.claimant);
         let held_back = if mine { 0 } else { c.claimed };
         if c.reserved + c.used + held_back + len > self.inner.capacity {
             match claim {
-                Some(id) if c.claimant == 0 => {
+                Some((id, rank)) if c.claimant == 0 || (!mine && rank < c.claimant_rank) => {
+                    // Taken from a younger claimant: its bytes stay a demand for room (it is
+                    // still waiting, and retries as an ordinary waiter).
+                    if c.claimant != 0 {
+                        c.wanted = c.wanted.max(c.claimed);
+                    }
                     c.claimant = id;
+                    c.claimant_rank = rank;
                     c.claimed = len;
                 }
                 Some(_) if mine => c.claimed = len,
@@ -209,6 +220,7 @@ impl MemoryBudget {
         }
         if mine {
             c.claimant = 0;
+            c.claimant_rank = 0;
             c.claimed = 0;
         }
         c.reserved += len;
@@ -220,13 +232,15 @@ impl MemoryBudget {
 
     /// A claim handle for one waiting request (it holds nothing until a refusal under it).
     pub fn claim(&self) -> Claim {
+        let id = self
+            .inner
+            .next_claim
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Claim {
             budget: self.clone(),
             refused: std::sync::atomic::AtomicBool::new(false),
-            id: self
-                .inner
-                .next_claim
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id,
+            rank: std::sync::atomic::AtomicU64::new(id),
         }
     }
 
@@ -322,9 +336,31 @@ pub struct Claim {
     /// Set by a refusal under this claim, the only way it can come to be held: a request
     /// granted at once (the common case) never takes the budget's lock for its claim.
     refused: std::sync::atomic::AtomicBool,
+    /// Its place in line: its own id, or an earlier claim's ([`Claim::rank_by`]).
+    rank: std::sync::atomic::AtomicU64,
 }
 
 impl Claim {
+    /// Its id: claims are numbered in the order they were made, so an id is also a time.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// This claim's place in line: its own id, or the earlier `rank` when lower. The caller
+    /// passes the id of the first refused claim of the same app that has not been served
+    /// since: a client refused with `NO_BUFFER` backs off and comes back as a new request,
+    /// and without its rank it would queue behind every request that arrived meanwhile and
+    /// could be overtaken again and again. Set before the first reservation attempt.
+    pub fn rank_by(&self, rank: u64) {
+        self.rank
+            .fetch_min(rank.max(1), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Its place in line ([`Claim::rank_by`]).
+    pub fn rank(&self) -> u64 {
+        self.rank.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether a refusal under this claim happened, so that it may be held.
     pub fn may_be_held(&self) -> bool {
         self.refused.load(std::sync::atomic::Ordering::Relaxed)
@@ -350,6 +386,7 @@ impl Drop for Claim {
                 // only as long as the refused call).
                 c.wanted = c.wanted.max(c.claimed);
                 c.claimant = 0;
+                c.claimant_rank = 0;
                 c.claimed = 0;
             }
             held
@@ -549,6 +586,63 @@ mod tests {
         let mut r = b.try_reserve(900).unwrap();
         let _c = r.commit(850).unwrap();
         assert_eq!(b.next_spill(), 650);
+    }
+
+    #[test]
+    fn an_older_waiter_takes_the_claim_from_a_younger_one() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let full = b.try_reserve(900).unwrap();
+        let first = b.claim(); // an app refused earlier, now sleeping its back-off
+        let young = b.claim();
+        assert!(b.try_reserve_claimed(200, &young).is_err());
+        assert!(young.is_held(), "the only waiter holds the claim");
+        // The first app's next request: a new claim, ranked by its first refusal.
+        let back = b.claim();
+        back.rank_by(first.id());
+        assert_eq!(back.rank(), first.id());
+        assert!(b.try_reserve_claimed(300, &back).is_err());
+        assert!(
+            back.is_held() && !young.is_held(),
+            "the older waiter took the claim"
+        );
+        assert_eq!(b.snapshot().claimed, 300);
+        assert_eq!(
+            b.snapshot().wanted,
+            200,
+            "the younger one's bytes are still wanted"
+        );
+        // A younger claim cannot take it back.
+        assert!(b.try_reserve_claimed(200, &young).is_err());
+        assert!(back.is_held());
+        drop(full);
+        // Room for both: the claimant first, then the other.
+        let r = b.try_reserve_claimed(300, &back).unwrap();
+        assert_eq!(b.snapshot().claimed, 0);
+        let r2 = b.try_reserve_claimed(200, &young).unwrap();
+        assert_eq!(b.snapshot().reserved, r.len() + r2.len());
+        // A rank never moves a claim behind its own id.
+        let late = b.claim();
+        late.rank_by(late.id() + 10);
+        assert_eq!(late.rank(), late.id());
+    }
+
+    #[test]
+    fn a_younger_waiter_leaves_the_older_claim_alone() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let _full = b.try_reserve(900).unwrap();
+        let old = b.claim();
+        let young = b.claim();
+        assert!(b.try_reserve_claimed(200, &old).is_err());
+        assert!(b.try_reserve_claimed(200, &young).is_err());
+        assert!(old.is_held() && !young.is_held());
+        drop(old);
+        assert_eq!(
+            b.snapshot().claimed,
+            0,
+            "a dropped claim gives its bytes back"
+        );
+        assert!(b.try_reserve_claimed(200, &young).is_err());
+        assert!(young.is_held(), "the next waiter takes the free claim");
     }
 
     #[test]

@@ -15,6 +15,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.uniffle.client.api.ShuffleReadClient;
@@ -66,6 +67,17 @@ import org.apache.uniffle.common.util.ChecksumUtils;
  * the harness compiles this class against each; so it is never named: bitmaps are typed by
  * {@code var} from {@code getShuffleResult}'s return type and new ones made like it.
  *
+ * <p>Many apps ({@code --apps N}, benches/realclient.sh {@code --apps-points}): N apps, each with
+ * its own {@code ShuffleWriteClient}, app id and shuffle (the clients share the factory's one
+ * connection per server, as executors of one JVM would); map task m belongs to app m mod N with
+ * task attempt id m / N, so the tasks spread over the apps round-robin, and each app's partitions
+ * are read and checked against its own tasks. {@code --read results} reads only the block-id
+ * bitmaps (getShuffleResult, checked), not the data.
+ *
+ * <p>Latency as the client sees it: every {@code sendShuffleData} (requireBuffer, then the send,
+ * inside the client), {@code reportShuffleResult} and {@code getShuffleResult} call is timed, and
+ * "LATENCY op=... count=... p50_ms=... p99_ms=... p999_ms=... max_ms=..." lines are printed.
+ *
  * <p>Output: "RESULT key=value ..." (GB/s are 10^9 bytes of payload per second), then
  * "PASS label" or "FAIL label: reason" (label: {@code --label}, default clientbench); exit code 0
  * only on PASS.
@@ -80,6 +92,52 @@ public final class ClientBench {
   private final BlockIdLayout layout = BlockIdLayout.DEFAULT;
   private final int minBlock;
   private final int maxBlock;
+  private final Latencies latencies = new Latencies();
+
+  /** Call durations (ns) per operation, for the LATENCY lines. */
+  static final class Latencies {
+    private final Map<String, long[]> samples = new HashMap<>();
+    private final Map<String, Integer> counts = new HashMap<>();
+
+    synchronized void record(String op, long nanos) {
+      long[] v = samples.computeIfAbsent(op, k -> new long[1024]);
+      int n = counts.getOrDefault(op, 0);
+      if (n == v.length) {
+        v = java.util.Arrays.copyOf(v, n * 2);
+        samples.put(op, v);
+      }
+      v[n] = nanos;
+      counts.put(op, n + 1);
+    }
+
+    <T> T time(String op, Supplier<T> call) {
+      long t0 = System.nanoTime();
+      T r = call.get();
+      record(op, System.nanoTime() - t0);
+      return r;
+    }
+
+    synchronized String lines() {
+      StringBuilder b = new StringBuilder();
+      for (String op : new String[] {"sendShuffleData", "reportShuffleResult", "getShuffleResult"}) {
+        int n = counts.getOrDefault(op, 0);
+        if (n == 0) {
+          continue;
+        }
+        long[] v = java.util.Arrays.copyOf(samples.get(op), n);
+        java.util.Arrays.sort(v);
+        b.append(String.format("LATENCY op=%s count=%d p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f%n",
+            op, n, at(v, 0.5), at(v, 0.99), at(v, 0.999), v[n - 1] / 1e6));
+      }
+      return b.toString();
+    }
+
+    /** The q quantile (nearest rank) of sorted v, in ms. */
+    private static double at(long[] v, double q) {
+      int i = (int) Math.ceil(q * v.length) - 1;
+      return v[Math.max(0, Math.min(v.length - 1, i))] / 1e6;
+    }
+  }
 
   private ClientBench(Map<String, String> opts) {
     this.opts = opts;
@@ -130,7 +188,8 @@ public final class ClientBench {
             + " [--client-type GRPC|GRPC_NETTY] [--maps 16] [--partitions 16]"
             + " [--block-size 64k | 4k-16k] [--total 512m] [--concurrency 8]"
             + " [--request-size 16m] [--read-size 14m] [--read-concurrency 2]"
-            + " [--commit false] [--read true] [--app-id ID] [--label clientbench]");
+            + " [--commit false] [--read true|false|results] [--apps 1] [--app-id ID]"
+            + " [--label clientbench]");
     System.exit(2);
   }
 
@@ -197,8 +256,14 @@ public final class ClientBench {
     long readSize = parseSize(opt("read-size", "14m"));
     int readConcurrency = intOpt("read-concurrency", 2);
     boolean commit = Boolean.parseBoolean(opt("commit", "false"));
-    boolean read = Boolean.parseBoolean(opt("read", "true"));
+    String readMode = opt("read", "true");
+    boolean read = !readMode.equals("false");
+    boolean readData = !readMode.equals("results");
+    int apps = intOpt("apps", 1);
     String appId = opt("app-id", "clientbench_" + System.currentTimeMillis());
+    if (apps < 1 || maps < apps) {
+      throw new IllegalArgumentException("--apps must be between 1 and --maps");
+    }
     long avgBlock = (minBlock + (long) maxBlock) / 2;
     int blocksPerMapPartition = (int) Math.max(1, total / ((long) maps * partitions * avgBlock));
     if (partitions > layout.maxNumPartitions || blocksPerMapPartition > layout.maxSequenceNo) {
@@ -211,46 +276,40 @@ public final class ClientBench {
     RssConf rssConf = new RssConf();
     rssConf.setString("rss.storage.type", "MEMORY_LOCALFILE");
     rssConf.setString("rss.client.type", clientType);
-    // Same values as RssShuffleManager's defaults in 0.9 (spark.rss.client.retry.max = 50
-    // would turn a broken server into minutes of retries: 3 is enough for a benchmark).
-    ShuffleWriteClient writeClient =
-        ShuffleClientFactory.getInstance()
-            .createShuffleWriteClient(
-                ShuffleClientFactory.newWriteBuilder()
-                    .clientType(clientType)
-                    .retryMax(3)
-                    .retryIntervalMax(2000)
-                    .heartBeatThreadNum(1)
-                    .replica(1)
-                    .replicaWrite(1)
-                    .replicaRead(1)
-                    .replicaSkipEnabled(true)
-                    .dataTransferPoolSize(Math.max(concurrency, 4))
-                    .dataCommitPoolSize(4)
-                    .unregisterThreadPoolSize(2)
-                    .unregisterRequestTimeSec(10)
-                    .rssConf(rssConf));
-    writeClient.registerApplicationInfo(appId, 60_000, "clientbench");
+    // One app per client, as a Spark application has one: with many apps, each gets a small
+    // transfer pool (about one task of it runs at a time).
+    int transferPool = apps == 1 ? Math.max(concurrency, 4) : 2;
+    String[] appIds = new String[apps];
+    ShuffleWriteClient[] clients = new ShuffleWriteClient[apps];
     List<PartitionRange> ranges = new ArrayList<>();
     for (int p = 0; p < partitions; p++) {
       ranges.add(new PartitionRange(p, p));
     }
-    writeClient.registerShuffle(
-        server,
-        appId,
-        SHUFFLE_ID,
-        ranges,
-        RemoteStorageInfo.EMPTY_REMOTE_STORAGE,
-        ShuffleDataDistributionType.NORMAL,
-        -1);
+    long reg0 = System.nanoTime();
+    for (int a = 0; a < apps; a++) {
+      appIds[a] = apps == 1 ? appId : appId + "_" + a;
+      clients[a] = newWriteClient(clientType, transferPool, rssConf);
+      clients[a].registerApplicationInfo(appIds[a], 60_000, "clientbench");
+      clients[a].registerShuffle(
+          server,
+          appIds[a],
+          SHUFFLE_ID,
+          ranges,
+          RemoteStorageInfo.EMPTY_REMOTE_STORAGE,
+          ShuffleDataDistributionType.NORMAL,
+          -1);
+    }
+    double registerS = (System.nanoTime() - reg0) / 1e9;
     // The Spark client's heartbeat keeps the app alive on the server while it runs.
     ScheduledExecutorService heartbeat = Executors.newSingleThreadScheduledExecutor();
     heartbeat.scheduleAtFixedRate(
         () -> {
-          try {
-            writeClient.sendAppHeartbeat(appId, 10_000);
-          } catch (Throwable t) {
-            System.err.println("heartbeat failed: " + t);
+          for (int a = 0; a < apps; a++) {
+            try {
+              clients[a].sendAppHeartbeat(appIds[a], 10_000);
+            } catch (Throwable t) {
+              System.err.println("heartbeat of " + appIds[a] + " failed: " + t);
+            }
           }
         },
         0,
@@ -264,65 +323,108 @@ public final class ClientBench {
     long t0 = System.nanoTime();
     List<Future<?>> futures = new ArrayList<>();
     for (int m = 0; m < maps; m++) {
-      final long taskAttemptId = m;
+      final int app = m % apps;
+      final long taskAttemptId = m / apps;
       futures.add(
           tasks.submit(
               () -> {
                 writeTask(
-                    writeClient, appId, servers, taskAttemptId, partitions, blocksPerMapPartition,
-                    requestSize, written, blocksWritten);
+                    clients[app], appIds[app], servers, taskAttemptId, partitions,
+                    blocksPerMapPartition, requestSize, written, blocksWritten);
                 return null;
               }));
     }
     for (Future<?> f : futures) {
       f.get();
     }
-    if (commit && !writeClient.sendCommit(Collections.singleton(server), appId, SHUFFLE_ID, maps)) {
-      throw new IllegalStateException("sendCommit failed");
+    if (commit) {
+      for (int a = 0; a < apps; a++) {
+        int mapsOfApp = (maps - a + apps - 1) / apps;
+        if (!clients[a].sendCommit(Collections.singleton(server), appIds[a], SHUFFLE_ID, mapsOfApp)) {
+          throw new IllegalStateException("sendCommit failed");
+        }
+      }
     }
     double writeS = (System.nanoTime() - t0) / 1e9;
     tasks.shutdown();
     StringBuilder result = new StringBuilder("RESULT");
-    result.append(String.format(" client_type=%s write_bytes=%d write_blocks=%d write_s=%.3f write_gbps=%.3f",
-        clientType, written.get(), blocksWritten.get(), writeS, written.get() / writeS / 1e9));
+    result.append(String.format(" client_type=%s apps=%d register_s=%.3f write_bytes=%d write_blocks=%d"
+            + " write_s=%.3f write_gbps=%.3f",
+        clientType, apps, registerS, written.get(), blocksWritten.get(), writeS,
+        written.get() / writeS / 1e9));
 
     // ---- read phase
     if (read) {
       AtomicLong readBytes = new AtomicLong();
       AtomicLong readBlocks = new AtomicLong();
-      ExecutorService readers = Executors.newFixedThreadPool(readConcurrency);
+      ExecutorService readers = Executors.newFixedThreadPool(readData ? readConcurrency : concurrency);
       long r0 = System.nanoTime();
       List<Future<?>> reads = new ArrayList<>();
-      for (int p = 0; p < partitions; p++) {
-        final int partition = p;
-        reads.add(
-            readers.submit(
-                () -> {
-                  readPartition(
-                      writeClient, appId, servers, clientType, partition, partitions, maps,
-                      blocksPerMapPartition, readSize, rssConf, readBytes, readBlocks);
-                  return null;
-                }));
+      for (int a = 0; a < apps; a++) {
+        final int app = a;
+        final int mapsOfApp = (maps - a + apps - 1) / apps;
+        for (int p = 0; p < partitions; p++) {
+          final int partition = p;
+          reads.add(
+              readers.submit(
+                  () -> {
+                    readPartition(
+                        clients[app], appIds[app], servers, clientType, partition, partitions,
+                        mapsOfApp, blocksPerMapPartition, readSize, rssConf, readData, readBytes,
+                        readBlocks);
+                    return null;
+                  }));
+        }
       }
       for (Future<?> f : reads) {
         f.get();
       }
       double readS = (System.nanoTime() - r0) / 1e9;
       readers.shutdown();
-      if (readBlocks.get() != blocksWritten.get() || readBytes.get() != written.get()) {
+      if (readData
+          && (readBlocks.get() != blocksWritten.get() || readBytes.get() != written.get())) {
         throw new IllegalStateException(
             "read " + readBlocks.get() + " blocks / " + readBytes.get() + " bytes, wrote "
                 + blocksWritten.get() + " / " + written.get());
       }
-      result.append(String.format(" read_bytes=%d read_blocks=%d read_s=%.3f read_gbps=%.3f",
-          readBytes.get(), readBlocks.get(), readS, readBytes.get() / readS / 1e9));
+      if (readData) {
+        result.append(String.format(" read_bytes=%d read_blocks=%d read_s=%.3f read_gbps=%.3f",
+            readBytes.get(), readBlocks.get(), readS, readBytes.get() / readS / 1e9));
+      } else {
+        result.append(String.format(" results_read=%d results_s=%.3f", reads.size(), readS));
+      }
     }
     heartbeat.shutdownNow();
-    writeClient.unregisterShuffle(appId);
-    writeClient.close();
+    for (int a = 0; a < apps; a++) {
+      clients[a].unregisterShuffle(appIds[a]);
+      clients[a].close();
+    }
+    System.out.print(latencies.lines());
     System.out.println(result);
     System.out.println("PASS " + opt("label", "clientbench"));
     return 0;
+  }
+
+  private static ShuffleWriteClient newWriteClient(
+      String clientType, int transferPool, RssConf rssConf) {
+    // Same values as RssShuffleManager's defaults in 0.9 (spark.rss.client.retry.max = 50
+    // would turn a broken server into minutes of retries: 3 is enough for a benchmark).
+    return ShuffleClientFactory.getInstance()
+        .createShuffleWriteClient(
+            ShuffleClientFactory.newWriteBuilder()
+                .clientType(clientType)
+                .retryMax(3)
+                .retryIntervalMax(2000)
+                .heartBeatThreadNum(1)
+                .replica(1)
+                .replicaWrite(1)
+                .replicaRead(1)
+                .replicaSkipEnabled(true)
+                .dataTransferPoolSize(transferPool)
+                .dataCommitPoolSize(4)
+                .unregisterThreadPoolSize(2)
+                .unregisterRequestTimeSec(10)
+                .rssConf(rssConf));
   }
 
   private void writeTask(
@@ -364,11 +466,17 @@ public final class ClientBench {
     }
     Map<ShuffleServerInfo, Map<Integer, Set<Long>>> report = new HashMap<>();
     report.put(servers.get(0), reported);
-    client.reportShuffleResult(report, appId, SHUFFLE_ID, taskAttemptId, 1);
+    latencies.time(
+        "reportShuffleResult",
+        () -> {
+          client.reportShuffleResult(report, appId, SHUFFLE_ID, taskAttemptId, 1);
+          return null;
+        });
   }
 
-  private static void send(ShuffleWriteClient client, String appId, List<ShuffleBlockInfo> batch) {
-    SendShuffleDataResult r = client.sendShuffleData(appId, batch, () -> false);
+  private void send(ShuffleWriteClient client, String appId, List<ShuffleBlockInfo> batch) {
+    SendShuffleDataResult r =
+        latencies.time("sendShuffleData", () -> client.sendShuffleData(appId, batch, () -> false));
     if (!r.getFailedBlockIds().isEmpty()) {
       throw new IllegalStateException(
           r.getFailedBlockIds().size() + " of " + batch.size() + " blocks failed to send");
@@ -396,11 +504,15 @@ public final class ClientBench {
       int blocksPerPartition,
       long readSize,
       RssConf rssConf,
+      boolean readData,
       AtomicLong readBytes,
       AtomicLong readBlocks) {
     var reported =
-        writeClient.getShuffleResult(
-            clientType, new HashSet<>(servers), appId, SHUFFLE_ID, partition);
+        latencies.time(
+            "getShuffleResult",
+            () ->
+                writeClient.getShuffleResult(
+                    clientType, new HashSet<>(servers), appId, SHUFFLE_ID, partition));
     var expected = emptyLike(reported);
     var taskIds = emptyLike(reported);
     for (long m = 0; m < maps; m++) {
@@ -413,6 +525,9 @@ public final class ClientBench {
       throw new IllegalStateException(
           "partition " + partition + ": getShuffleResult has " + reported.getLongCardinality()
               + " block ids, expected " + expected.getLongCardinality());
+    }
+    if (!readData) {
+      return;
     }
     ShuffleReadClient reader =
         ShuffleClientFactory.getInstance()
