@@ -569,9 +569,11 @@ mod tests {
         assert!(assign(&servers, &HashMap::new(), &request(0, 1), &round(9))
             .unwrap()
             .is_empty());
-        assert!(assign(&[], &HashMap::new(), &request(0, 1), &round(9))
-            .unwrap()
-            .is_empty());
+        assert!(
+            assign::<ServerNode>(&[], &HashMap::new(), &request(0, 1), &round(9))
+                .unwrap()
+                .is_empty()
+        );
         for req in [
             request(-1, 1),
             request(4, 0),
@@ -599,7 +601,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            assign(&[], &HashMap::new(), &request(4, 1), &round(9)),
+            assign::<ServerNode>(&[], &HashMap::new(), &request(4, 1), &round(9)),
             Err(AssignError::NotEnoughServers { found: 0, .. })
         ));
         // Huge ranges need not be many.
