@@ -775,18 +775,22 @@ async fn app_infos_sum_the_storage_the_servers_report() {
     const APP: &str = "app_storage_1";
     register_app(&mut coord, APP, "alice").await;
     register_app(&mut coord, "app_idle_1", "bob").await;
-    let mut payload = 0i64;
+    let mut per_server = Vec::new();
     for (server, shuffle, partitions) in [(&mut a, 0, 0..4), (&mut b, 1, 0..3)] {
         let n = partitions.end;
         common::register(&mut server.client, APP, shuffle, partitions, false).await;
         let written =
             common::write_shuffle(&mut server.client, APP, shuffle, 2, n, 3, 8 << 10).await;
-        payload += written
-            .values()
-            .flat_map(|blocks| blocks.values())
-            .map(|b| b.len() as i64)
-            .sum::<i64>();
+        per_server.push(
+            written
+                .values()
+                .flat_map(|blocks| blocks.values())
+                .map(|b| b.len() as i64)
+                .sum::<i64>(),
+        );
     }
+    let payload: i64 = per_server.iter().sum();
+    let (payload_a, payload_b) = (per_server[0], per_server[1]);
     common::finish(&mut a.client, APP, 0).await;
     let coordinator = a.running.coordinator().unwrap().clone();
     let (ida, idb) = (a.running.server_id.clone(), b.running.server_id.clone());
@@ -796,9 +800,11 @@ async fn app_infos_sum_the_storage_the_servers_report() {
             .get_report(id)
             .and_then(|(_, r)| r.app_infos.into_iter().find(|i| i.app_id == APP))
     };
+    // Each server's report must be one sent after all of its writes (a heartbeat can fall in
+    // the middle of them).
     common::eventually("A reports its spill, B its memory", || {
-        reported(&ida).is_some_and(|i| i.memory_size == 0 && i.local_total_size > 0)
-            && reported(&idb).is_some_and(|i| i.memory_size > 0)
+        reported(&ida).is_some_and(|i| i.memory_size == 0 && i.local_total_size >= payload_a)
+            && reported(&idb).is_some_and(|i| i.memory_size >= payload_b)
     })
     .await;
     let (ra, rb) = (reported(&ida).unwrap(), reported(&idb).unwrap());

@@ -334,6 +334,12 @@ fn coordinator_scale_checks_every_assignment() {
             "600,2000",
             "--shrink",
             "50",
+            // A debug build beside the other tests on 2 cores: 1 s heartbeats and 20
+            // assignments a second keep the run about checking answers, not about load.
+            "--heartbeat-ms",
+            "50000",
+            "--assign-rate",
+            "20",
             "--no-chromium",
             "--out",
             &dir,
@@ -360,6 +366,12 @@ fn coordinator_scale_fails_on_wrong_answers() {
             "600",
             "--shrink",
             "50",
+            // A debug build beside the other tests on 2 cores: 1 s heartbeats and 20
+            // assignments a second keep the run about checking answers, not about load.
+            "--heartbeat-ms",
+            "50000",
+            "--assign-rate",
+            "20",
             "--no-chromium",
             "--no-failover",
             "--nodes-max",

@@ -518,16 +518,7 @@ async fn decommissioning_refuses_new_apps_only() {
     f.registry.status().decommission().unwrap();
     let err = f
         .registry
-        .register(Registration {
-            app: app("app_new"),
-            shuffle: 0,
-            ranges: vec![PartitionRange::new(0, 0).unwrap()],
-            local_order: false,
-            user: String::new(),
-            remote_storage: None,
-            properties: Default::default(),
-            partition_writers: 0,
-        })
+        .register(shuffle_registration(&app("app_new"), 0))
         .await
         .unwrap_err();
     assert_eq!(err.status(), StatusCode::InvalidRequest);

@@ -517,6 +517,11 @@ impl Cluster {
     }
 
     /// The outcomes since the last call, and a fresh record.
+    /// Correct answers counted since the last [`Cluster::take_stats`].
+    pub fn correct_so_far(&self) -> u64 {
+        self.stats.lock().correct
+    }
+
     pub fn take_stats(&self) -> AssignStats {
         std::mem::replace(&mut *self.stats.lock(), AssignStats::new())
     }

@@ -475,6 +475,12 @@ async fn failover(
     }
     cluster.start_assignments(opts.assign_rate);
     tokio::time::sleep(interval.min(Duration::from_secs(5))).await;
+    // A slow build on a busy machine may not have answered within one interval yet: wait for
+    // a first correct answer (bounded), so the fail-over starts from a working pair.
+    let started = Instant::now();
+    while cluster.correct_so_far() == 0 && started.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let before = cluster.take_stats();
     let mut errors = before.errors.clone();
     anyhow::ensure!(
