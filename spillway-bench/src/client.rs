@@ -368,19 +368,12 @@ impl Client {
     ) -> anyhow::Result<()> {
         let r = self
             .grpc
-            .report_shuffle_result(proto::ReportShuffleResultRequest {
-                app_id: self.app.clone(),
-                shuffle_id: self.shuffle,
-                task_attempt_id: task,
-                bitmap_num: 1,
-                partition_to_block_ids: ids
-                    .into_iter()
-                    .map(|(partition_id, block_ids)| proto::PartitionToBlockIds {
-                        partition_id,
-                        block_ids,
-                    })
-                    .collect(),
-            })
+            .report_shuffle_result(crate::client::report_request(
+                &self.app,
+                self.shuffle,
+                task,
+                ids,
+            ))
             .await?
             .into_inner();
         check("reportShuffleResult", r.status, &r.ret_msg)?;
@@ -645,5 +638,28 @@ impl Client {
             );
         }
         Ok(data)
+    }
+}
+
+/// One map task's `reportShuffleResult`: its ids per partition, in one bitmap as the Java
+/// client sends them by default.
+pub(crate) fn report_request(
+    app: &str,
+    shuffle: i32,
+    task: i64,
+    ids: Vec<(i32, Vec<i64>)>,
+) -> proto::ReportShuffleResultRequest {
+    proto::ReportShuffleResultRequest {
+        app_id: app.to_owned(),
+        shuffle_id: shuffle,
+        task_attempt_id: task,
+        bitmap_num: 1,
+        partition_to_block_ids: ids
+            .into_iter()
+            .map(|(partition_id, block_ids)| proto::PartitionToBlockIds {
+                partition_id,
+                block_ids,
+            })
+            .collect(),
     }
 }

@@ -233,19 +233,12 @@ impl AppWriter {
         let start = Instant::now();
         let r = self
             .grpc
-            .report_shuffle_result(proto::ReportShuffleResultRequest {
-                app_id: self.app.clone(),
-                shuffle_id: self.shuffle,
-                task_attempt_id: task,
-                bitmap_num: 1,
-                partition_to_block_ids: ids
-                    .into_iter()
-                    .map(|(partition_id, block_ids)| proto::PartitionToBlockIds {
-                        partition_id,
-                        block_ids,
-                    })
-                    .collect(),
-            })
+            .report_shuffle_result(crate::client::report_request(
+                &self.app,
+                self.shuffle,
+                task,
+                ids,
+            ))
             .await?
             .into_inner();
         rpcs.record(Rpc::Report, start);
