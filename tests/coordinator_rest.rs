@@ -798,7 +798,7 @@ async fn app_infos_sum_the_storage_the_servers_report() {
         coordinator
             .servers()
             .get_report(id)
-            .and_then(|(_, r)| r.app_infos.into_iter().find(|i| i.app_id == APP))
+            .and_then(|(_, r)| r.app_infos.iter().find(|i| i.app_id == APP).cloned())
     };
     // Each server's report must be one sent after all of its writes (a heartbeat can fall in
     // the middle of them).

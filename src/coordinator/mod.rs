@@ -164,10 +164,14 @@ struct FileState {
 pub struct Coordinator {
     options: CoordinatorOptions,
     servers: ServerRegistry,
-    /// One lock over all apps so that reading the load, choosing servers and recording the new
-    /// load is a single step: two concurrent assignments do not both pick the idlest server.
-    /// Sections are short and never await.
+    /// The apps and their load. Sections are short (a lookup, a snapshot of the load, an
+    /// addition) and never await: app heartbeats take it a thousand times a second at 10,000
+    /// apps, so the assignment rule does not run under it.
     apps: Mutex<Apps>,
+    /// Held from reading the load to recording the new one, so that two concurrent
+    /// assignments do not both pick the idlest servers (Java's balance strategy assigns under
+    /// a lock too). Taken before `apps`, never the other way.
+    assign_turn: Mutex<()>,
     /// Tells this instance's `accessCluster` ids apart from another's.
     instance_tag: u32,
     /// Counts `accessCluster` calls, so each id is unique within the instance; also
@@ -242,6 +246,7 @@ impl Coordinator {
         let coordinator = Coordinator {
             servers: ServerRegistry::new(options.server_timeout),
             apps: Mutex::new(Apps::new(options.app_timeout)),
+            assign_turn: Mutex::new(()),
             quotas: Mutex::new(Quotas::new(options.app_timeout)),
             instance_tag: hasher.finish() as u32,
             access_count: AtomicU64::new(0),
@@ -611,14 +616,17 @@ impl Coordinator {
             host: self.options.host_strategy,
             partition: self.options.partition_strategy,
         };
-        let mut apps = self.apps.lock();
+        let turn = self.assign_turn.lock();
         let now = Instant::now();
-        let (load, expired) = apps.load(now);
-        let ranges = assign::assign(&live, load, req, &policy);
+        let (load, expired) = self.apps.lock().load(now);
+        let ranges = assign::assign(&live, &load, req, &policy);
+        // Dropped before the load changes, so adding to it does not copy it.
+        drop(load);
         if let Ok(ranges) = &ranges {
-            apps.add_load(app_id, assign::partitions_per_server(ranges), now);
+            let added = assign::partitions_per_server(ranges);
+            self.apps.lock().add_load(app_id, added, now);
         }
-        drop(apps);
+        drop(turn);
         self.release_storages(&expired);
         Ok(ranges?
             .iter()
@@ -698,7 +706,9 @@ impl Coordinator {
 
     /// The live apps, sorted by app id.
     pub fn apps(&self) -> Vec<AppSnapshot> {
-        self.apps.lock().snapshots(Instant::now())
+        let mut apps = self.apps.lock().snapshots(Instant::now());
+        apps.sort_unstable_by(|a, b| a.app_id.cmp(&b.app_id));
+        apps
     }
 
     /// Adds server ids to the exclude set: they are not assigned from the next assignment on,
@@ -734,8 +744,8 @@ impl Coordinator {
     pub fn load(&self) -> HashMap<String, u64> {
         let mut apps = self.apps.lock();
         let (load, expired) = apps.load(Instant::now());
-        let load = load.clone();
         drop(apps);
+        let load = HashMap::clone(&load);
         self.release_storages(&expired);
         load
     }

@@ -199,13 +199,18 @@ impl AppStorage {
     }
 }
 
-/// A server as the registry holds it. The node is shared so that an assignment takes the
-/// live servers without copying each one (their ids, addresses and tags).
+/// A server as the registry holds it. Both halves are shared so that readers copy pointers,
+/// not servers, under the lock: an assignment takes the live nodes 200 times a second, and the
+/// REST list and the dashboard take every report (each with its disks and its apps), while
+/// heartbeats and assignments wait on the same lock.
 #[derive(Debug, Clone)]
 struct Entry {
     node: Arc<ServerNode>,
-    report: NodeReport,
+    report: Arc<NodeReport>,
 }
+
+/// A server and its last report, shared with the registry (see [`Entry`]).
+pub type Reported = (Arc<ServerNode>, Arc<NodeReport>);
 
 /// The live shuffle servers. A server silent for longer than the timeout is never returned,
 /// even before [`ServerRegistry::sweep`] removes it, so expiry does not depend on sweep timing.
@@ -266,7 +271,7 @@ impl ServerRegistry {
             id.clone(),
             Entry {
                 node: Arc::new(node),
-                report,
+                report: Arc::new(report),
             },
         );
         drop(servers);
@@ -294,45 +299,42 @@ impl ServerRegistry {
         sums
     }
 
-    /// Live servers with their reports, sorted by id.
-    pub fn live_reports(&self) -> Vec<(ServerNode, NodeReport)> {
+    /// Live servers with their reports, sorted by id (the map's order).
+    pub fn live_reports(&self) -> Vec<Reported> {
         let now = Instant::now();
-        let mut live: Vec<(ServerNode, NodeReport)> = self
-            .servers
+        self.servers
             .lock()
             .values()
             .filter(|e| self.is_live(&e.node, now))
-            .map(|e| (ServerNode::clone(&e.node), e.report.clone()))
-            .collect();
-        live.sort_by(|a, b| a.0.id.cmp(&b.0.id));
-        live
+            .map(|e| (Arc::clone(&e.node), Arc::clone(&e.report)))
+            .collect()
     }
 
     /// The live server `id` with its report.
-    pub fn get_report(&self, id: &str) -> Option<(ServerNode, NodeReport)> {
+    pub fn get_report(&self, id: &str) -> Option<Reported> {
         let now = Instant::now();
         self.servers
             .lock()
             .get(id)
             .filter(|e| self.is_live(&e.node, now))
-            .map(|e| (ServerNode::clone(&e.node), e.report.clone()))
+            .map(|e| (Arc::clone(&e.node), Arc::clone(&e.report)))
     }
 
     /// Servers lost to the heartbeat timeout, status LOST, sorted by id: those the sweep moved
     /// out and those silent but not yet swept, so the answer does not depend on sweep timing.
-    pub fn lost(&self) -> Vec<(ServerNode, NodeReport)> {
+    pub fn lost(&self) -> Vec<Reported> {
         let now = Instant::now();
-        let mut lost: BTreeMap<String, (ServerNode, NodeReport)> = self
+        let mut lost: BTreeMap<String, Reported> = self
             .lost
             .lock()
             .iter()
-            .map(|(id, e)| (id.clone(), (ServerNode::clone(&e.node), e.report.clone())))
+            .map(|(id, e)| (id.clone(), (Arc::clone(&e.node), Arc::clone(&e.report))))
             .collect();
         for e in self.servers.lock().values() {
             if !self.is_live(&e.node, now) {
                 let mut node = ServerNode::clone(&e.node);
                 node.status = ServerStatus::Lost;
-                lost.insert(node.id.clone(), (node, e.report.clone()));
+                lost.insert(node.id.clone(), (Arc::new(node), Arc::clone(&e.report)));
             }
         }
         lost.into_values().collect()

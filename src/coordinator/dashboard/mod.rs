@@ -25,21 +25,21 @@ pub mod history;
 pub mod sampler;
 mod view;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use minijinja::Value;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use history::{History, Sample, ServerSample};
 
 use super::registry::{AppStorage, NodeReport, ServerNode};
-use super::rest::RestContext;
+use super::rest::{walk, RestContext};
 use crate::proto::{self, ServerStatus};
 use chart::{line_chart, Series, Unit};
 use view::{ago, href, human_bytes, or_na, svg, time, Views, REFRESH_SECS};
@@ -297,8 +297,9 @@ fn charts(samples: &[Arc<Sample>], pick: impl Fn(&ServerSample) -> bool) -> (Val
         samples
             .iter()
             .map(|s| {
-                let known: Vec<f64> = s.servers.iter().filter(|x| pick(x)).filter_map(f).collect();
-                (s.at_ms, (!known.is_empty()).then(|| known.iter().sum()))
+                // An hour of samples × every server, per series: summed without collecting.
+                let known = s.servers.iter().filter(|x| pick(x)).filter_map(f);
+                (s.at_ms, known.fold(None, |sum, v| Some(sum.unwrap_or(0.0) + v)))
             })
             .collect()
     };
@@ -369,95 +370,178 @@ struct AppRow {
     updated: String,
 }
 
-async fn cluster(State(d): Dash) -> Response {
-    let c = &d.ctx.coordinator;
-    let now_ms = crate::clock::now_ms();
-    let live = c.servers().live_reports();
-    let lost = c.servers().lost();
-    let samples = c.history().samples();
-    let last = samples.last();
+/// Rows per page of the cluster page's server and app tables.
+const PAGE_ROWS: usize = 100;
 
-    let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
-    for (node, _) in live.iter().chain(lost.iter()) {
-        *by_status.entry(node.status.as_str_name()).or_insert(0) += 1;
-    }
-    let count = |s: ServerStatus| by_status.get(s.as_str_name()).copied().unwrap_or(0);
-    let cards = vec![
-        card("Active", count(ServerStatus::Active), "ACTIVE"),
-        card("Unhealthy", count(ServerStatus::Unhealthy), "UNHEALTHY"),
-        card(
-            "Decommissioning",
-            count(ServerStatus::Decommissioning),
-            "DECOMMISSIONING",
-        ),
-        card(
-            "Decommissioned",
-            count(ServerStatus::Decommissioned),
-            "DECOMMISSIONED",
-        ),
-        card("Lost", count(ServerStatus::Lost), "LOST"),
-        card("Excluded", c.excluded_count(), ""),
-        card("Apps", c.app_count(), ""),
-        Card {
-            label: "Apps since start",
-            value: c.app_total().to_string(),
-            class: "",
-        },
-    ];
+/// The cluster page's query: which page of each table (from 1). The two are independent, so a
+/// link that pages one table keeps the other where it was, and the page's own reload keeps both.
+#[derive(Debug, Default, Deserialize)]
+struct ClusterQuery {
+    server_page: Option<usize>,
+    app_page: Option<usize>,
+}
 
-    let servers: Vec<ServerView> = live
-        .iter()
-        .chain(lost.iter())
-        .map(|(node, report)| server_view(node, report, last_of(last, &node.id), now_ms))
-        .collect();
+/// One table's place in its rows, with the links to its neighbours (`None` at either end).
+#[derive(Debug, Serialize, PartialEq)]
+struct Pager {
+    /// Rows in the table, all pages.
+    total: usize,
+    page: usize,
+    pages: usize,
+    /// First and last row shown, from 1 (0 and 0 for an empty table).
+    first_row: usize,
+    last_row: usize,
+    first: Option<String>,
+    prev: Option<String>,
+    next: Option<String>,
+    last: Option<String>,
+}
 
-    let mut footprints: BTreeMap<&str, Footprint> = BTreeMap::new();
-    for (_, report) in &live {
-        for info in &report.app_infos {
-            let f = footprints.entry(info.app_id.as_str()).or_default();
-            f.servers += 1;
-            f.partitions += info.partition_num;
-            f.total += info.total_size;
+impl Pager {
+    /// Page `asked` (clamped into range: a page past the end, as a table shrinks under a
+    /// reloading page, shows the last one) of `total` rows; `link(k)` is the URL of page k.
+    fn new(total: usize, asked: Option<usize>, link: impl Fn(usize) -> String) -> Self {
+        let pages = total.div_ceil(PAGE_ROWS).max(1);
+        let page = asked.unwrap_or(1).clamp(1, pages);
+        let first_row = if total == 0 { 0 } else { (page - 1) * PAGE_ROWS + 1 };
+        let to = |k: usize, show: bool| show.then(|| link(k));
+        Pager {
+            total,
+            page,
+            pages,
+            first_row,
+            last_row: (page * PAGE_ROWS).min(total),
+            first: to(1, page > 2),
+            prev: to(page.saturating_sub(1), page > 1),
+            next: to(page + 1, page < pages),
+            last: to(pages, page + 1 < pages),
         }
     }
-    let apps: Vec<AppRow> = c
-        .apps()
-        .into_iter()
-        .map(|a| {
-            let f = footprints.get(a.app_id.as_str());
-            AppRow {
-                href: href("app", &a.app_id),
-                user: or_na(&a.user),
-                servers: f.map_or("n/a".into(), |f| f.servers.to_string()),
-                partitions: f.map_or("n/a".into(), |f| f.partitions.to_string()),
-                size: f.map_or("n/a".into(), |f| human_bytes(f.total)),
-                size_bytes: f.map_or(String::new(), |f| f.total.to_string()),
-                registered: time(a.registration_ms),
-                updated: ago(a.update_ms, now_ms),
-                id: a.app_id,
-            }
-        })
-        .collect();
 
-    let (memory_chart, throughput_chart) = charts(&samples, |_| true);
-    #[derive(Serialize)]
-    struct Page {
-        cards: Vec<Card>,
-        servers: Vec<ServerView>,
-        apps: Vec<AppRow>,
-        memory_chart: Value,
-        throughput_chart: Value,
-        interval: String,
+    /// The rows of this page.
+    fn range(&self) -> std::ops::Range<usize> {
+        self.first_row.saturating_sub(1)..self.last_row
     }
-    let page = Page {
-        cards,
-        servers,
-        apps,
-        memory_chart,
-        throughput_chart,
-        interval: format!("{:?}", c.history().interval()),
-    };
-    d.page(StatusCode::OK, "cluster.html", "Cluster".into(), page)
+}
+
+/// `/dashboard` with the two tables at the given pages.
+fn cluster_href(server_page: usize, app_page: usize) -> String {
+    format!("/dashboard?server_page={server_page}&app_page={app_page}")
+}
+
+async fn cluster(State(d): Dash, Query(q): Query<ClusterQuery>) -> Response {
+    walk(move || {
+        let c = &d.ctx.coordinator;
+        let now_ms = crate::clock::now_ms();
+        let live = c.servers().live_reports();
+        let lost = c.servers().lost();
+        let samples = c.history().samples();
+        let last = samples.last();
+
+        let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
+        for (node, _) in live.iter().chain(lost.iter()) {
+            *by_status.entry(node.status.as_str_name()).or_insert(0) += 1;
+        }
+        let count = |s: ServerStatus| by_status.get(s.as_str_name()).copied().unwrap_or(0);
+        let cards = vec![
+            card("Active", count(ServerStatus::Active), "ACTIVE"),
+            card("Unhealthy", count(ServerStatus::Unhealthy), "UNHEALTHY"),
+            card(
+                "Decommissioning",
+                count(ServerStatus::Decommissioning),
+                "DECOMMISSIONING",
+            ),
+            card(
+                "Decommissioned",
+                count(ServerStatus::Decommissioned),
+                "DECOMMISSIONED",
+            ),
+            card("Lost", count(ServerStatus::Lost), "LOST"),
+            card("Excluded", c.excluded_count(), ""),
+            card("Apps", c.app_count(), ""),
+            Card {
+                label: "Apps since start",
+                value: c.app_total().to_string(),
+                class: "",
+            },
+        ];
+
+        let all_apps = c.apps();
+        // Each pager's links keep the other table's page as the request gave it, clamped.
+        let app_page = Pager::new(all_apps.len(), q.app_page, |_| String::new()).page;
+        let server_pager = Pager::new(live.len() + lost.len(), q.server_page, |k| {
+            cluster_href(k, app_page)
+        });
+        let app_pager = Pager::new(all_apps.len(), q.app_page, |k| {
+            cluster_href(server_pager.page, k)
+        });
+        let servers: Vec<ServerView> = live
+            .iter()
+            .chain(lost.iter())
+            .skip(server_pager.range().start)
+            .take(server_pager.range().len())
+            .map(|(node, report)| server_view(node, report, last_of(last, &node.id), now_ms))
+            .collect();
+        let page_apps = &all_apps[app_pager.range()];
+
+        // Footprints of this page's apps only; `None` until a server reports the app.
+        let mut footprints: HashMap<&str, Option<Footprint>> = page_apps
+            .iter()
+            .map(|a| (a.app_id.as_str(), None))
+            .collect();
+        for (_, report) in &live {
+            for info in &report.app_infos {
+                if let Some(slot) = footprints.get_mut(info.app_id.as_str()) {
+                    let f = slot.get_or_insert_with(Footprint::default);
+                    f.servers += 1;
+                    f.partitions += info.partition_num;
+                    f.total += info.total_size;
+                }
+            }
+        }
+        let apps: Vec<AppRow> = page_apps
+            .iter()
+            .map(|a| {
+                let f = footprints.get(a.app_id.as_str()).and_then(Option::as_ref);
+                AppRow {
+                    href: href("app", &a.app_id),
+                    user: or_na(&a.user),
+                    servers: f.map_or("n/a".into(), |f| f.servers.to_string()),
+                    partitions: f.map_or("n/a".into(), |f| f.partitions.to_string()),
+                    size: f.map_or("n/a".into(), |f| human_bytes(f.total)),
+                    size_bytes: f.map_or(String::new(), |f| f.total.to_string()),
+                    registered: time(a.registration_ms),
+                    updated: ago(a.update_ms, now_ms),
+                    id: a.app_id.clone(),
+                }
+            })
+            .collect();
+
+        let (memory_chart, throughput_chart) = charts(&samples, |_| true);
+        #[derive(Serialize)]
+        struct Page {
+            cards: Vec<Card>,
+            servers: Vec<ServerView>,
+            server_pager: Pager,
+            apps: Vec<AppRow>,
+            app_pager: Pager,
+            memory_chart: Value,
+            throughput_chart: Value,
+            interval: String,
+        }
+        let page = Page {
+            cards,
+            servers,
+            server_pager,
+            apps,
+            app_pager,
+            memory_chart,
+            throughput_chart,
+            interval: format!("{:?}", c.history().interval()),
+        };
+        d.page(StatusCode::OK, "cluster.html", "Cluster".into(), page)
+    })
+    .await
 }
 
 fn card(label: &'static str, n: usize, class: &'static str) -> Card {
@@ -489,63 +573,66 @@ struct DiskRow {
 }
 
 async fn server(State(d): Dash, Path(id): Path<String>) -> Response {
-    let c = &d.ctx.coordinator;
-    let found = c
-        .servers()
-        .get_report(&id)
-        .or_else(|| c.servers().lost().into_iter().find(|(n, _)| n.id == id));
-    let Some((node, report)) = found else {
-        tracing::info!(server_id = %id, "dashboard: unknown server");
-        return d.not_found("Server", &id);
-    };
-    let samples = c.history().samples();
-    let s = server_view(
-        &node,
-        &report,
-        last_of(samples.last(), &id),
-        crate::clock::now_ms(),
-    );
-    let disks = report
-        .storage_info
-        .iter()
-        .map(|(mount, info)| DiskRow {
-            mount: mount.clone(),
-            media: disk_media(info),
-            status: disk_status(info),
-            used: human_bytes(info.used_bytes),
-            capacity: human_bytes(info.capacity),
-        })
-        .collect::<Vec<_>>();
-    let apps = report
-        .app_infos
-        .iter()
-        .map(|a| AppOnServer {
-            id: a.app_id.clone(),
-            href: href("app", &a.app_id),
-            partitions: a.partition_num,
-            memory: human_bytes(a.memory_size),
-            local: tier_size(a, a.local_total_size),
-            hadoop: tier_size(a, a.hadoop_total_size),
-            total: human_bytes(a.total_size),
-        })
-        .collect::<Vec<_>>();
-    let (memory_chart, throughput_chart) = charts(&samples, |x| x.id == id);
-    #[derive(Serialize)]
-    struct Page {
-        s: ServerView,
-        disks: Vec<DiskRow>,
-        apps: Vec<AppOnServer>,
-        memory_chart: Value,
-        throughput_chart: Value,
-    }
-    let page = Page {
-        s,
-        disks,
-        apps,
-        memory_chart,
-        throughput_chart,
-    };
-    d.page(StatusCode::OK, "server.html", format!("Server {id}"), page)
+    walk(move || {
+        let c = &d.ctx.coordinator;
+        let found = c
+            .servers()
+            .get_report(&id)
+            .or_else(|| c.servers().lost().into_iter().find(|(n, _)| n.id == id));
+        let Some((node, report)) = found else {
+            tracing::info!(server_id = %id, "dashboard: unknown server");
+            return d.not_found("Server", &id);
+        };
+        let samples = c.history().samples();
+        let s = server_view(
+            &node,
+            &report,
+            last_of(samples.last(), &id),
+            crate::clock::now_ms(),
+        );
+        let disks = report
+            .storage_info
+            .iter()
+            .map(|(mount, info)| DiskRow {
+                mount: mount.clone(),
+                media: disk_media(info),
+                status: disk_status(info),
+                used: human_bytes(info.used_bytes),
+                capacity: human_bytes(info.capacity),
+            })
+            .collect::<Vec<_>>();
+        let apps = report
+            .app_infos
+            .iter()
+            .map(|a| AppOnServer {
+                id: a.app_id.clone(),
+                href: href("app", &a.app_id),
+                partitions: a.partition_num,
+                memory: human_bytes(a.memory_size),
+                local: tier_size(a, a.local_total_size),
+                hadoop: tier_size(a, a.hadoop_total_size),
+                total: human_bytes(a.total_size),
+            })
+            .collect::<Vec<_>>();
+        let (memory_chart, throughput_chart) = charts(&samples, |x| x.id == id);
+        #[derive(Serialize)]
+        struct Page {
+            s: ServerView,
+            disks: Vec<DiskRow>,
+            apps: Vec<AppOnServer>,
+            memory_chart: Value,
+            throughput_chart: Value,
+        }
+        let page = Page {
+            s,
+            disks,
+            apps,
+            memory_chart,
+            throughput_chart,
+        };
+        d.page(StatusCode::OK, "server.html", format!("Server {id}"), page)
+    })
+    .await
 }
 
 #[derive(Serialize)]
@@ -602,111 +689,114 @@ struct AppStorageView {
 }
 
 async fn app(State(d): Dash, Path(id): Path<String>) -> Response {
-    let c = &d.ctx.coordinator;
-    let Some(detail) = c.app_detail(&id) else {
-        tracing::info!(app_id = %id, "dashboard: unknown application");
-        return d.not_found("Application", &id);
-    };
-    let now_ms = crate::clock::now_ms();
-    let link = |server: &str| Link {
-        id: server.to_owned(),
-        href: href("server", server),
-    };
-    // Servers that hold data of the app (heartbeats) or were assigned some of it.
-    let mut rows: BTreeMap<String, AppServerRow> = BTreeMap::new();
-    let mut sum = AppStorage::default();
-    for (node, report) in c.servers().live_reports() {
-        if let Some(info) = report.app_infos.iter().find(|a| a.app_id == id) {
-            sum.add(info);
-            rows.insert(
-                node.id.clone(),
-                AppServerRow {
-                    href: href("server", &node.id),
-                    assigned: "—".into(),
-                    partitions: info.partition_num.to_string(),
-                    memory: human_bytes(info.memory_size),
-                    local: tier_size(info, info.local_total_size),
-                    hadoop: tier_size(info, info.hadoop_total_size),
-                    total: human_bytes(info.total_size),
-                    total_bytes: info.total_size.to_string(),
-                    id: node.id,
-                },
-            );
-        }
-    }
-    for (server, n) in &detail.assigned {
-        let row = rows.entry(server.clone()).or_insert_with(|| AppServerRow {
-            id: server.clone(),
+    walk(move || {
+        let c = &d.ctx.coordinator;
+        let Some(detail) = c.app_detail(&id) else {
+            tracing::info!(app_id = %id, "dashboard: unknown application");
+            return d.not_found("Application", &id);
+        };
+        let now_ms = crate::clock::now_ms();
+        let link = |server: &str| Link {
+            id: server.to_owned(),
             href: href("server", server),
-            assigned: String::new(),
-            partitions: "n/a".into(),
-            memory: "n/a".into(),
-            local: "n/a".into(),
-            hadoop: "n/a".into(),
-            total: "n/a".into(),
-            total_bytes: String::new(),
-        });
-        row.assigned = n.to_string();
-    }
-    let a = &detail.snapshot;
-    let page_app = AppView {
-        id: a.app_id.clone(),
-        user: or_na(&a.user),
-        version: or_na(&a.version),
-        git_commit: a.git_commit_id.clone(),
-        registered: time(a.registration_ms),
-        updated: ago(a.update_ms, now_ms),
-    };
-    // The app's figures summed over the servers, as `/api/app/appInfos` gives them; "n/a" when
-    // no live server's heartbeat names the app.
-    let reported = sum.servers > 0;
-    let shown = |text: String| if reported { text } else { "n/a".into() };
-    let storage = AppStorageView {
-        servers: sum.servers,
-        partitions: shown(sum.partition_num.to_string()),
-        memory: shown(human_bytes(sum.memory_size)),
-        memory_bytes: sum.memory_size,
-        local: shown(summed_tier(&sum, sum.local_total_size)),
-        local_bytes: sum.local_total_size,
-        local_files: shown(file_count(sum.local_file_num, sum.local_total_size)),
-        remote: shown(summed_tier(&sum, sum.hadoop_total_size)),
-        remote_bytes: sum.hadoop_total_size,
-        remote_files: shown(file_count(sum.hadoop_file_num, sum.hadoop_total_size)),
-        size: shown(human_bytes(sum.total_size)),
-        size_bytes: if reported {
-            sum.total_size.to_string()
-        } else {
-            String::new()
-        },
-    };
-    let shuffles = detail
-        .shuffles
-        .iter()
-        .map(|s| ShuffleRow {
-            id: s.shuffle_id,
-            partitions: s.partitions,
-            servers: s.servers.iter().map(|id| link(id)).collect(),
-        })
-        .collect::<Vec<_>>();
-    #[derive(Serialize)]
-    struct Page {
-        a: AppView,
-        storage: AppStorageView,
-        shuffles: Vec<ShuffleRow>,
-        servers: Vec<AppServerRow>,
-    }
-    let page = Page {
-        a: page_app,
-        storage,
-        shuffles,
-        servers: rows.into_values().collect(),
-    };
-    d.page(
-        StatusCode::OK,
-        "app.html",
-        format!("Application {id}"),
-        page,
-    )
+        };
+        // Servers that hold data of the app (heartbeats) or were assigned some of it.
+        let mut rows: BTreeMap<String, AppServerRow> = BTreeMap::new();
+        let mut sum = AppStorage::default();
+        for (node, report) in c.servers().live_reports() {
+            if let Some(info) = report.app_infos.iter().find(|a| a.app_id == id) {
+                sum.add(info);
+                rows.insert(
+                    node.id.clone(),
+                    AppServerRow {
+                        href: href("server", &node.id),
+                        assigned: "—".into(),
+                        partitions: info.partition_num.to_string(),
+                        memory: human_bytes(info.memory_size),
+                        local: tier_size(info, info.local_total_size),
+                        hadoop: tier_size(info, info.hadoop_total_size),
+                        total: human_bytes(info.total_size),
+                        total_bytes: info.total_size.to_string(),
+                        id: node.id.clone(),
+                    },
+                );
+            }
+        }
+        for (server, n) in &detail.assigned {
+            let row = rows.entry(server.clone()).or_insert_with(|| AppServerRow {
+                id: server.clone(),
+                href: href("server", server),
+                assigned: String::new(),
+                partitions: "n/a".into(),
+                memory: "n/a".into(),
+                local: "n/a".into(),
+                hadoop: "n/a".into(),
+                total: "n/a".into(),
+                total_bytes: String::new(),
+            });
+            row.assigned = n.to_string();
+        }
+        let a = &detail.snapshot;
+        let page_app = AppView {
+            id: a.app_id.clone(),
+            user: or_na(&a.user),
+            version: or_na(&a.version),
+            git_commit: a.git_commit_id.clone(),
+            registered: time(a.registration_ms),
+            updated: ago(a.update_ms, now_ms),
+        };
+        // The app's figures summed over the servers, as `/api/app/appInfos` gives them; "n/a" when
+        // no live server's heartbeat names the app.
+        let reported = sum.servers > 0;
+        let shown = |text: String| if reported { text } else { "n/a".into() };
+        let storage = AppStorageView {
+            servers: sum.servers,
+            partitions: shown(sum.partition_num.to_string()),
+            memory: shown(human_bytes(sum.memory_size)),
+            memory_bytes: sum.memory_size,
+            local: shown(summed_tier(&sum, sum.local_total_size)),
+            local_bytes: sum.local_total_size,
+            local_files: shown(file_count(sum.local_file_num, sum.local_total_size)),
+            remote: shown(summed_tier(&sum, sum.hadoop_total_size)),
+            remote_bytes: sum.hadoop_total_size,
+            remote_files: shown(file_count(sum.hadoop_file_num, sum.hadoop_total_size)),
+            size: shown(human_bytes(sum.total_size)),
+            size_bytes: if reported {
+                sum.total_size.to_string()
+            } else {
+                String::new()
+            },
+        };
+        let shuffles = detail
+            .shuffles
+            .iter()
+            .map(|s| ShuffleRow {
+                id: s.shuffle_id,
+                partitions: s.partitions,
+                servers: s.servers.iter().map(|id| link(id)).collect(),
+            })
+            .collect::<Vec<_>>();
+        #[derive(Serialize)]
+        struct Page {
+            a: AppView,
+            storage: AppStorageView,
+            shuffles: Vec<ShuffleRow>,
+            servers: Vec<AppServerRow>,
+        }
+        let page = Page {
+            a: page_app,
+            storage,
+            shuffles,
+            servers: rows.into_values().collect(),
+        };
+        d.page(
+            StatusCode::OK,
+            "app.html",
+            format!("Application {id}"),
+            page,
+        )
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -30,14 +30,15 @@ th{background:#eef1f5;font-weight:600}td.num{text-align:right;font-variant-numer
 <main>{{ body }}</main></body></html>
 "#;
 
-const CLUSTER: &str = r#"<h1>Cluster</h1>
+const CLUSTER: &str = r#"{% macro pager(p, id) %}{% if p.pages > 1 %}<p class="pager" id="{{ id }}">Rows {{ p.first_row }}–{{ p.last_row }} of {{ p.total }} · page {{ p.page }} of {{ p.pages }}{% if p.first %} · <a href="{{ p.first }}" rel="first">first</a>{% endif %}{% if p.prev %} · <a href="{{ p.prev }}" rel="prev">previous</a>{% endif %}{% if p.next %} · <a href="{{ p.next }}" rel="next">next</a>{% endif %}{% if p.last %} · <a href="{{ p.last }}" rel="last">last</a>{% endif %}</p>{% endif %}{% endmacro %}<h1>Cluster</h1>
 <div class="cards">
 {% for c in cards %}<div class="card {{ c.class }}" data-card="{{ c.label }}">{{ c.label }}<b>{{ c.value }}</b></div>{% endfor %}
 </div>
 <h2>Last hour</h2>
 <div class="charts">{{ memory_chart }}{{ throughput_chart }}</div>
 <p class="note">Memory from heartbeats; throughput from each server's total_received_data / total_read_data counters on its HTTP port, sampled every {{ interval }}. Gaps are unknown values.</p>
-<h2>Servers ({{ servers|length }})</h2>
+<h2>Servers ({{ server_pager.total }})</h2>
+{{ pager(server_pager, "server-pager") }}
 {% if servers %}<table id="servers"><tr><th>Server</th><th>Status</th><th>Tags</th><th>Memory used / capacity</th><th>Pre-allocated</th><th>Disks</th><th>Write</th><th>Read</th><th>Version</th><th>Last heartbeat</th></tr>
 {% for s in servers %}<tr data-server="{{ s.id }}">
 <td><a href="{{ s.href }}">{{ s.id }}</a></td><td class="{{ s.status }}">{{ s.status }}</td>
@@ -47,7 +48,8 @@ const CLUSTER: &str = r#"<h1>Cluster</h1>
 <td class="num">{{ s.write_rate }}</td><td class="num">{{ s.read_rate }}</td>
 <td>{{ s.version }}</td><td>{{ s.heartbeat }}</td></tr>{% endfor %}
 </table>{% else %}<p class="na">No server has sent a heartbeat.</p>{% endif %}
-<h2>Applications ({{ apps|length }})</h2>
+<h2>Applications ({{ app_pager.total }})</h2>
+{{ pager(app_pager, "app-pager") }}
 {% if apps %}<table id="apps"><tr><th>Application</th><th>User</th><th>Servers holding data</th><th>Partitions</th><th>Size</th><th>Registered</th><th>Last heartbeat</th></tr>
 {% for a in apps %}<tr data-app="{{ a.id }}">
 <td><a href="{{ a.href }}">{{ a.id }}</a></td><td>{{ a.user }}</td><td class="num">{{ a.servers }}</td>

@@ -61,3 +61,22 @@ pub(super) fn json_body<T: serde::de::DeserializeOwned>(
 /// A request answered with a bare HTTP error instead of the envelope, as Jersey does for a
 /// body it cannot read.
 pub(super) type Refused = (StatusCode, String);
+
+/// Runs a handler that walks every server or every app (the node list, the app list, the
+/// dashboard's pages) on the blocking pool. At 2,000 servers and 10,000 apps such a walk takes
+/// hundreds of milliseconds; on a tokio worker it held back every heartbeat and assignment
+/// queued behind it, which was most of the assignment p99 (`docs/performance.md`, "The
+/// coordinator at cluster scale").
+pub(in crate::coordinator) async fn walk<F>(handler: F) -> Response
+where
+    F: FnOnce() -> Response + Send + 'static,
+{
+    crate::runtime::blocking(handler).await.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "coordinator HTTP handler failed");
+        (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the handler failed; see the coordinator's log\n",
+        )
+            .into_response()
+    })
+}

@@ -30,6 +30,7 @@ use serde_json::{json, Value};
 mod applications;
 mod envelope;
 
+pub(super) use envelope::walk;
 pub use envelope::RestContext;
 use envelope::{fail, json_body, success, Ctx, Refused};
 
@@ -163,40 +164,45 @@ struct StatusQuery {
 /// lists; anything else lists the live servers that are not excluded, filtered by status name
 /// (so an unknown status answers an empty list). Sorted by id.
 async fn nodes(State(ctx): Ctx, Query(q): Query<StatusQuery>) -> Response {
-    let c = &ctx.coordinator;
-    let wanted = q.status.as_deref();
-    let is = |s: ServerStatus| wanted.is_some_and(|w| w.eq_ignore_ascii_case(s.as_str_name()));
-    let excluded = c.excluded();
-    let mut list: Vec<(String, Value)> = if is(ServerStatus::Unhealthy) {
-        c.servers()
-            .live_reports()
-            .into_iter()
-            .filter(|(n, _)| n.status == ServerStatus::Unhealthy)
-            .map(|(n, r)| (n.id.clone(), node_json(&n, &r)))
-            .collect()
-    } else if is(ServerStatus::Lost) {
-        c.servers()
-            .lost()
-            .into_iter()
-            .map(|(n, r)| (n.id.clone(), node_json(&n, &r)))
-            .collect()
-    } else if is(ServerStatus::Excluded) {
-        let now = crate::clock::now_ms();
-        excluded
-            .iter()
-            .map(|id| (id.clone(), excluded_json(id, now)))
-            .collect()
-    } else {
-        c.servers()
-            .live_reports()
-            .into_iter()
-            .filter(|(n, _)| !excluded.contains(&n.id))
-            .filter(|(n, _)| wanted.is_none_or(|w| w.eq_ignore_ascii_case(n.status.as_str_name())))
-            .map(|(n, r)| (n.id.clone(), node_json(&n, &r)))
-            .collect()
-    };
-    list.sort_by(|a, b| a.0.cmp(&b.0));
-    success(Value::Array(list.into_iter().map(|(_, v)| v).collect()))
+    walk(move || {
+        let c = &ctx.coordinator;
+        let wanted = q.status.as_deref();
+        let is = |s: ServerStatus| wanted.is_some_and(|w| w.eq_ignore_ascii_case(s.as_str_name()));
+        let excluded = c.excluded();
+        let mut list: Vec<(String, Value)> = if is(ServerStatus::Unhealthy) {
+            c.servers()
+                .live_reports()
+                .into_iter()
+                .filter(|(n, _)| n.status == ServerStatus::Unhealthy)
+                .map(|(n, r)| (n.id.clone(), node_json(&n, &r)))
+                .collect()
+        } else if is(ServerStatus::Lost) {
+            c.servers()
+                .lost()
+                .into_iter()
+                .map(|(n, r)| (n.id.clone(), node_json(&n, &r)))
+                .collect()
+        } else if is(ServerStatus::Excluded) {
+            let now = crate::clock::now_ms();
+            excluded
+                .iter()
+                .map(|id| (id.clone(), excluded_json(id, now)))
+                .collect()
+        } else {
+            c.servers()
+                .live_reports()
+                .into_iter()
+                .filter(|(n, _)| !excluded.contains(&n.id))
+                .filter(|(n, _)| {
+                    wanted.is_none_or(|w| w.eq_ignore_ascii_case(n.status.as_str_name()))
+                })
+                .map(|(n, r)| (n.id.clone(), node_json(&n, &r)))
+                .collect()
+        };
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        success(Value::Array(list.into_iter().map(|(_, v)| v).collect()))
+    })
+    .await
 }
 
 /// `GET /api/server/nodes/{id}`: a live server, excluded or not.
@@ -216,31 +222,34 @@ fn not_found(id: &str) -> String {
 /// in this order, as Java's `distinct()` over its lists does: live and not excluded (their own
 /// status), lost (LOST), excluded (EXCLUDED).
 async fn summary(State(ctx): Ctx) -> Response {
-    let c = &ctx.coordinator;
-    let excluded = c.excluded();
-    let mut seen = HashSet::new();
-    let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let live = c.servers().live_reports();
-    let lost = c.servers().lost();
-    let statuses = live
-        .iter()
-        .filter(|(n, _)| !excluded.contains(&n.id))
-        .map(|(n, _)| (n.id.as_str(), n.status))
-        .chain(
-            lost.iter()
-                .map(|(n, _)| (n.id.as_str(), ServerStatus::Lost)),
-        )
-        .chain(
-            excluded
-                .iter()
-                .map(|id| (id.as_str(), ServerStatus::Excluded)),
-        );
-    for (id, status) in statuses {
-        if seen.insert(id) {
-            *counts.entry(status.as_str_name()).or_insert(0) += 1;
+    walk(move || {
+        let c = &ctx.coordinator;
+        let excluded = c.excluded();
+        let mut seen = HashSet::new();
+        let mut counts: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let live = c.servers().live_reports();
+        let lost = c.servers().lost();
+        let statuses = live
+            .iter()
+            .filter(|(n, _)| !excluded.contains(&n.id))
+            .map(|(n, _)| (n.id.as_str(), n.status))
+            .chain(
+                lost.iter()
+                    .map(|(n, _)| (n.id.as_str(), ServerStatus::Lost)),
+            )
+            .chain(
+                excluded
+                    .iter()
+                    .map(|id| (id.as_str(), ServerStatus::Excluded)),
+            );
+        for (id, status) in statuses {
+            if seen.insert(id) {
+                *counts.entry(status.as_str_name()).or_insert(0) += 1;
+            }
         }
-    }
-    success(json!(counts))
+        success(json!(counts))
+    })
+    .await
 }
 
 /// Java's `DecommissionRequest` / `CancelDecommissionRequest`.
@@ -403,17 +412,20 @@ async fn app_total(State(ctx): Ctx) -> Response {
 
 /// `GET /api/app/userTotal`: `[{userName, appNum}]`, most apps first (ties by name).
 async fn user_total(State(ctx): Ctx) -> Response {
-    let mut per_user: BTreeMap<String, u64> = BTreeMap::new();
-    for app in ctx.coordinator.apps() {
-        *per_user.entry(app.user).or_insert(0) += 1;
-    }
-    let mut rows: Vec<(String, u64)> = per_user.into_iter().collect();
-    rows.sort_by_key(|(user, n)| (Reverse(*n), user.clone()));
-    success(Value::Array(
-        rows.into_iter()
-            .map(|(user, n)| json!({"userName": user, "appNum": n}))
-            .collect(),
-    ))
+    walk(move || {
+        let mut per_user: BTreeMap<String, u64> = BTreeMap::new();
+        for app in ctx.coordinator.apps() {
+            *per_user.entry(app.user).or_insert(0) += 1;
+        }
+        let mut rows: Vec<(String, u64)> = per_user.into_iter().collect();
+        rows.sort_by_key(|(user, n)| (Reverse(*n), user.clone()));
+        success(Value::Array(
+            rows.into_iter()
+                .map(|(user, n)| json!({"userName": user, "appNum": n}))
+                .collect(),
+        ))
+    })
+    .await
 }
 
 /// `GET /api/app/appInfos`: Java's `AppInfoVO` per live app, newest registration first, with
@@ -423,35 +435,38 @@ async fn user_total(State(ctx): Ctx) -> Response {
 /// Differs on purpose: Java 0.10 fills `userName` with the app id here (it passes the inner
 /// map's key); we give the user, as `/api/app/userTotal` and the 0.9 coordinator do.
 async fn app_infos(State(ctx): Ctx) -> Response {
-    let storage = ctx.coordinator.servers().app_storage();
-    let mut apps = ctx.coordinator.apps();
-    apps.sort_by(|a, b| {
-        b.registration_ms
-            .cmp(&a.registration_ms)
-            .then_with(|| a.app_id.cmp(&b.app_id))
-    });
-    success(Value::Array(
-        apps.into_iter()
-            .map(|a| {
-                let s = storage.get(&a.app_id).copied().unwrap_or_default();
-                json!({
-                    "userName": a.user,
-                    "appId": a.app_id,
-                    "updateTime": a.update_ms,
-                    "registrationTime": a.registration_ms,
-                    "version": a.version,
-                    "gitCommitId": a.git_commit_id,
-                    "partitionNum": s.partition_num,
-                    "memorySize": s.memory_size,
-                    "localFileNum": s.local_file_num,
-                    "localTotalSize": s.local_total_size,
-                    "hadoopFileNum": s.hadoop_file_num,
-                    "hadoopTotalSize": s.hadoop_total_size,
-                    "totalSize": s.total_size,
+    walk(move || {
+        let storage = ctx.coordinator.servers().app_storage();
+        let mut apps = ctx.coordinator.apps();
+        apps.sort_by(|a, b| {
+            b.registration_ms
+                .cmp(&a.registration_ms)
+                .then_with(|| a.app_id.cmp(&b.app_id))
+        });
+        success(Value::Array(
+            apps.into_iter()
+                .map(|a| {
+                    let s = storage.get(&a.app_id).copied().unwrap_or_default();
+                    json!({
+                        "userName": a.user,
+                        "appId": a.app_id,
+                        "updateTime": a.update_ms,
+                        "registrationTime": a.registration_ms,
+                        "version": a.version,
+                        "gitCommitId": a.git_commit_id,
+                        "partitionNum": s.partition_num,
+                        "memorySize": s.memory_size,
+                        "localFileNum": s.local_file_num,
+                        "localTotalSize": s.local_total_size,
+                        "hadoopFileNum": s.hadoop_file_num,
+                        "hadoopTotalSize": s.hadoop_total_size,
+                        "totalSize": s.total_size,
+                    })
                 })
-            })
-            .collect(),
-    ))
+                .collect(),
+        ))
+    })
+    .await
 }
 
 /// `GET /api/admin/refreshChecker` (the admin CLI's `refreshAccessChecker`): Java reloads each
