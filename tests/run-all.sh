@@ -55,18 +55,64 @@ bash tests/s3/install.sh --maven
 stage "mdBook (tests/docs: builds the manual in docs/ as a book; tests/docs_book.rs)"
 bash tests/docs/install.sh
 stage "tests (unit, integration incl. the console feature build, benches in test mode)"
-cargo test --locked --workspace --all-targets
+cargo test --locked --workspace --all-targets --no-run
+# Cargo runs test binaries one at a time, and most of them wait (timeouts, child servers, JVMs,
+# Chromium) more than they compute; in one line they took 16 minutes. They run in three lanes at
+# once: A is the unit tests, the benches in test mode and the listed integration tests; C is
+# tests/console.rs, which compiles a second build of the server (other RUSTFLAGS: about 5
+# minutes of CPU); B is every other integration test, so a new test file lands in B by itself.
+# Each lane's output is printed after all three end.
+LANE_A=(limits soak_smoke deploy fuzz_sequences fuzz_decoders observability)
+lane_b=()
+for f in tests/*.rs spillway-bench/tests/*.rs; do
+  t=$(basename "$f" .rs)
+  [[ $t == console || " ${LANE_A[*]} " == *" $t "* ]] || lane_b+=(--test "$t")
+done
+lane_a=(--lib --bins --benches)
+for t in "${LANE_A[@]}"; do lane_a+=(--test "$t"); done
+declare -A lane_pid
+for lane in A B C; do
+  case $lane in
+    A) args=("${lane_a[@]}") ;;
+    B) args=("${lane_b[@]}") ;;
+    C) args=(--test console) ;;
+  esac
+  cargo test --locked --workspace "${args[@]}" >"target/test-lane-$lane.log" 2>&1 &
+  lane_pid[$lane]=$!
+done
+failed=()
+for lane in A B C; do
+  wait "${lane_pid[$lane]}" || failed+=("$lane")
+done
+for lane in A B C; do
+  echo "== test lane $lane"
+  cat "target/test-lane-$lane.log"
+done
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "== test lane(s) ${failed[*]} failed (their output is above)" >&2
+  exit 1
+fi
 stage "chaos soak (3 servers, seeded faults; the debug binaries cargo test built; docs/reliability.md: Chaos soak)"
 # The issue asks for a 5-minute run in CI. A release build would add about 5 minutes on 2 cores,
 # so the debug binaries run it. Results are in target/soak-ci/report.md. Its Spark jobs need the
 # harness's 0.9.2 client built (Maven, cached by a stamp; the Spark phase below reuses it), and
 # --spark-jobs makes a missing build a failure instead of a soak without Spark.
 bash tests/spark/run.sh --build-only --versions 0.9.2
+# The soak runs for a fixed time, so the glibc build's lint (--no-default-features: no
+# jemalloc; about 2 minutes of CPU) runs beside it rather than after it.
+cargo clippy --locked --workspace --all-targets --no-default-features -- -D warnings \
+  >target/clippy-glibc.log 2>&1 &
+clippy_pid=$!
 target/debug/spillway-bench soak --duration "${SOAK_DURATION:-5m}" --seed 24 \
   --server-bin target/debug/spillway --out target/soak-ci --spark-jobs
-stage "the glibc build (--no-default-features: no jemalloc): lint"
-cargo clippy --locked --workspace --all-targets --no-default-features -- -D warnings
+stage "the glibc build (--no-default-features: no jemalloc): lint, started beside the soak"
+clippy_rc=0
+wait "$clippy_pid" || clippy_rc=$?
+cat target/clippy-glibc.log
+[[ $clippy_rc == 0 ]] || { echo "== the glibc build's lint failed" >&2; exit 1; }
 stage "Spark end to end (real Spark 3.5 + released Uniffle clients 0.9.2 and 0.9.0)"
-bash tests/spark/run.sh
+# The debug server cargo test built, which the soak ran: a plain `cargo build --bin spillway`
+# resolves other dependency features than the workspace's test build and compiles it again.
+SPILLWAY_BIN_PREBUILT=1 bash tests/spark/run.sh
 df -h . | sed 's/^/== disk at the end: /'
 stage "done"
