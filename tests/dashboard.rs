@@ -447,8 +447,14 @@ async fn the_cluster_page_pages_its_tables_in_chromium() {
     let first = render(format!("{base}/dashboard")).await;
     assert_eq!(rows(&first, "data-server"), 100);
     assert_eq!(rows(&first, "data-app"), 100);
-    assert_eq!(pager(&first, "server-pager"), "Rows 1–100 of 131 · page 1 of 2");
-    assert_eq!(pager(&first, "app-pager"), "Rows 1–100 of 250 · page 1 of 3");
+    assert_eq!(
+        pager(&first, "server-pager"),
+        "Rows 1–100 of 131 · page 1 of 2"
+    );
+    assert_eq!(
+        pager(&first, "app-pager"),
+        "Rows 1–100 of 250 · page 1 of 3"
+    );
     assert!(first.contains("data-app=\"app_page_099\"") && !first.contains("app_page_100"));
     assert!(
         first.contains("href=\"/dashboard?server_page=1&amp;app_page=2\""),
@@ -459,14 +465,23 @@ async fn the_cluster_page_pages_its_tables_in_chromium() {
     let second = render(format!("{base}/dashboard?server_page=2&app_page=2")).await;
     assert_eq!(rows(&second, "data-server"), 31);
     assert_eq!(rows(&second, "data-app"), 100);
-    assert_eq!(pager(&second, "app-pager"), "Rows 101–200 of 250 · page 2 of 3");
+    assert_eq!(
+        pager(&second, "app-pager"),
+        "Rows 101–200 of 250 · page 2 of 3"
+    );
     assert!(second.contains("data-app=\"app_page_100\"") && !second.contains("app_page_099\""));
-    assert!(second.contains("data-server=\"10.7.0.99-19999\""), "sorted by id");
+    assert!(
+        second.contains("data-server=\"10.7.0.99-19999\""),
+        "sorted by id"
+    );
 
     // Past the end: the last page, its links built from the clamped pages.
     let past = render(format!("{base}/dashboard?server_page=7&app_page=9")).await;
     assert_eq!(rows(&past, "data-app"), 50);
-    assert_eq!(pager(&past, "app-pager"), "Rows 201–250 of 250 · page 3 of 3");
+    assert_eq!(
+        pager(&past, "app-pager"),
+        "Rows 201–250 of 250 · page 3 of 3"
+    );
     assert!(past.contains("data-app=\"app_page_249\""));
     assert!(past.contains("href=\"/dashboard?server_page=2&amp;app_page=2\""));
     screenshot(

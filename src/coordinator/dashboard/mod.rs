@@ -299,7 +299,10 @@ fn charts(samples: &[Arc<Sample>], pick: impl Fn(&ServerSample) -> bool) -> (Val
             .map(|s| {
                 // An hour of samples × every server, per series: summed without collecting.
                 let known = s.servers.iter().filter(|x| pick(x)).filter_map(f);
-                (s.at_ms, known.fold(None, |sum, v| Some(sum.unwrap_or(0.0) + v)))
+                (
+                    s.at_ms,
+                    known.fold(None, |sum, v| Some(sum.unwrap_or(0.0) + v)),
+                )
             })
             .collect()
     };
@@ -403,7 +406,11 @@ impl Pager {
     fn new(total: usize, asked: Option<usize>, link: impl Fn(usize) -> String) -> Self {
         let pages = total.div_ceil(PAGE_ROWS).max(1);
         let page = asked.unwrap_or(1).clamp(1, pages);
-        let first_row = if total == 0 { 0 } else { (page - 1) * PAGE_ROWS + 1 };
+        let first_row = if total == 0 {
+            0
+        } else {
+            (page - 1) * PAGE_ROWS + 1
+        };
         let to = |k: usize, show: bool| show.then(|| link(k));
         Pager {
             total,
