@@ -44,16 +44,21 @@ if ! command -v systemd-analyze >/dev/null; then
 fi
 bash tests/docker/setup.sh
 
+# The test parts install beside the lint: downloads and a Java build, then mdBook's compile,
+# which fills the cores clippy leaves idle on its last, serial crates. Their output follows.
+stage "installs, beside the lint: HDFS test cluster (tests/hdfs: MiniHdfs launcher), S3 test server (tests/s3: moto from PyPI; Hadoop's s3a jars), mdBook (tests/docs)"
+mkdir -p target
+(bash tests/hdfs/install.sh && bash tests/s3/install.sh --maven && bash tests/docs/install.sh) \
+  >target/installs.log 2>&1 &
+installs_pid=$!
 stage "format"
 cargo fmt --all -- --check
 stage "lint"
 cargo clippy --locked --workspace --all-targets -- -D warnings
-stage "HDFS test cluster (tests/hdfs: MiniHdfs launcher, built once, cached by a stamp)"
-bash tests/hdfs/install.sh
-stage "S3 test server (tests/s3: moto's S3 server from PyPI; Hadoop's s3a jars for the Spark suites)"
-bash tests/s3/install.sh --maven
-stage "mdBook (tests/docs: builds the manual in docs/ as a book; tests/docs_book.rs)"
-bash tests/docs/install.sh
+installs_rc=0
+wait "$installs_pid" || installs_rc=$?
+cat target/installs.log
+[[ $installs_rc == 0 ]] || { echo "== an install failed (its output is above)" >&2; exit 1; }
 stage "tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --workspace --all-targets --no-run
 # Cargo runs test binaries one at a time, and most of them wait (timeouts, child servers, JVMs,
