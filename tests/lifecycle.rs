@@ -209,10 +209,14 @@ async fn too_few_healthy_disks_make_the_server_unhealthy_and_new_partitions_avoi
         c.localfile_store.disk_health_check_interval = Duration::from_millis(50);
     })
     .await;
-    // Break disk 0: its data path becomes a regular file, so probes and writes fail.
+    // Break disk 0: its data path becomes a regular file, so probes and writes fail. The
+    // directory is renamed away first, not removed: the server's health probe writes into it
+    // every 50 ms, and a removal racing with a probe file fails with "directory not empty".
     let bad = s.disks[0].path().to_path_buf();
-    std::fs::remove_dir_all(&bad).unwrap();
+    let moved = bad.with_extension("moved-away");
+    std::fs::rename(&bad, &moved).unwrap();
     std::fs::write(&bad, b"not a directory").unwrap();
+    let _ = std::fs::remove_dir_all(&moved);
     let registry = s.running.registry().clone();
     eventually("status UNHEALTHY", || {
         registry.status().get() == proto::ServerStatus::Unhealthy
