@@ -34,7 +34,10 @@ tpc_data_dir() { echo "$HERE/target/tpc-data/$1-sf$2"; }
 tpc_data() {
   local suite=$1 scale=$2 data raw d
   data=$(tpc_data_dir "$suite" "$scale")
-  if [[ -f $data/_COMPLETE && $(cat "$data/_COMPLETE") == "$suite $scale" ]]; then
+  # TpcQueries writes the scale as a double ("tpch 1.0"): compared as numbers, so "tpch:1" keeps
+  # the tables of an earlier run too.
+  if [[ -f $data/_COMPLETE ]] && awk -v s="$suite" -v f="$scale" \
+      '$1 == s && $2 + 0 == f + 0 { ok = 1 } END { exit !ok }' "$data/_COMPLETE"; then
     log "$suite sf$scale: tables kept ($data)"
     return 0
   fi
