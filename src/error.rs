@@ -116,6 +116,19 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The app's remote storage refused the server for a reason no retry changes (a wrong
+    /// key, a missing bucket, a path the server's user may not write, a name service that
+    /// does not resolve). Final: a store that answers this way will answer so to every retry,
+    /// so the app fails at once with the cause instead of waiting in back-pressure.
+    #[error("remote storage {path} refused the shuffle server: {answer}. Fix: {fix}")]
+    StorageRefused {
+        /// The path the app registered (no secret is ever part of it).
+        path: String,
+        /// The store's answer (its error code and message, never a credential).
+        answer: String,
+        /// The setting to correct, named by its key.
+        fix: String,
+    },
     /// Server start-up or shutdown failure (bind, config); never sent to a client.
     #[error("{0}")]
     Startup(String),
@@ -146,6 +159,9 @@ impl Error {
             Error::Internal { .. } => StatusCode::InternalError,
             Error::Io { .. } => StatusCode::InternalError,
             Error::TierFailed { .. } => StatusCode::InternalError,
+            // The one code every released client treats as final on requireBuffer and
+            // sendShuffleData (0.9 knows no other; INTERNAL_NOT_RETRY_ERROR is 0.10-only).
+            Error::StorageRefused { .. } => StatusCode::NoRegister,
             Error::Startup(_) => StatusCode::InternalError,
         }
     }

@@ -787,3 +787,138 @@ async fn an_app_asks_for_its_own_hdfs_writers_per_partition() {
     }
     s.running.shutdown().await;
 }
+
+/// `MEMORY_HDFS` has nothing to fall back to: a path the server's HDFS user may not write, a
+/// host that does not resolve, and no remote path at all are refused at `registerShuffle` with
+/// a final status whose message names the path, HDFS's answer and what to fix, before a block
+/// is accepted. The same path made writable registers, and the check left no file behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_hdfs_refuses_paths_it_cannot_write_at_registration() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let superuser = admin(&url);
+    let mut s = start(0, |c| {
+        c.store_type = StoreType::MemoryHdfs;
+        c.hdfs_store.user = Some("rss".into());
+    })
+    .await;
+    // Owned by the superuser, 755: the server's user "rss" may not create in it.
+    let locked = format!("/{}", unique("locked"));
+    superuser.mkdirs(&locked, 0o755, true).await.unwrap();
+    let path = format!("{url}{locked}/rss");
+    let conf = || vec![("dfs.client.socket-timeout".to_owned(), "20000".to_owned())];
+    let t = std::time::Instant::now();
+    let r =
+        register_remote_answer(&mut s.client, "app_locked", 0, 0..2, &path, "alice", conf()).await;
+    println!(
+        "unwritable path refused in {:?}: {}",
+        t.elapsed(),
+        r.ret_msg
+    );
+    assert_eq!(status_of(r.status), StatusCode::NoRegister, "{}", r.ret_msg);
+    for part in [path.as_str(), "AccessControlException", "write access"] {
+        assert!(r.ret_msg.contains(part), "names {part}: {}", r.ret_msg);
+    }
+
+    let unresolvable = "hdfs://no-such-nameservice.invalid:8020/rss";
+    let t = std::time::Instant::now();
+    let r = register_remote_answer(
+        &mut s.client,
+        "app_ns",
+        0,
+        0..2,
+        unresolvable,
+        "alice",
+        conf(),
+    )
+    .await;
+    println!(
+        "unresolvable host refused in {:?}: {}",
+        t.elapsed(),
+        r.ret_msg
+    );
+    assert_eq!(status_of(r.status), StatusCode::NoRegister, "{}", r.ret_msg);
+    for part in [unresolvable, "does not resolve", "dfs.nameservices"] {
+        assert!(r.ret_msg.contains(part), "names {part}: {}", r.ret_msg);
+    }
+
+    let r = s
+        .client
+        .register_shuffle(proto::ShuffleRegisterRequest {
+            app_id: "app_no_path".into(),
+            shuffle_id: 0,
+            partition_ranges: vec![proto::ShufflePartitionRange { start: 0, end: 0 }],
+            user: "alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    for part in [
+        "MEMORY_HDFS",
+        "registered no remote storage path",
+        "spark.rss.remote.storage.path",
+    ] {
+        assert!(r.ret_msg.contains(part), "names {part}: {}", r.ret_msg);
+    }
+    assert_eq!(
+        s.running.registry().app_count(),
+        0,
+        "nothing was registered"
+    );
+
+    // Fixed by the operator: the path is checked again on the next registration with other
+    // settings, or after the refusal's cache time; a new path is a new check.
+    superuser
+        .set_owner(&locked, Some("rss"), None)
+        .await
+        .unwrap();
+    let fixed = format!("{url}{locked}/rss2");
+    register_remote_with(&mut s.client, "app_fixed", 0, 0..2, &fixed, "alice", conf()).await;
+    let names: Vec<String> = superuser
+        .list_status(&format!("{locked}/rss2"), false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert!(names.is_empty(), "the check's file is gone: {names:?}");
+    s.running.shutdown().await;
+}
+
+/// `MEMORY_LOCALFILE_HDFS` serves an app whose HDFS path it may not write from local disk:
+/// registration succeeds, every spill (all over the cold threshold) lands in local files
+/// without trying HDFS again, and every block reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_localfile_hdfs_serves_an_unwritable_path_from_local_disk() {
+    let _one = healthy_cluster().await;
+    let url = cluster().await.url.clone();
+    let superuser = admin(&url);
+    let mut s = start(1, |c| {
+        c.store_type = StoreType::MemoryLocalfileHdfs;
+        c.hdfs_store.user = Some("rss".into());
+        c.hdfs_store.cold_storage_threshold_size = ByteSize(1);
+    })
+    .await;
+    let locked = format!("/{}", unique("locked"));
+    superuser.mkdirs(&locked, 0o755, true).await.unwrap();
+    let path = format!("{url}{locked}/rss");
+    let app = "app_local_instead";
+    register_remote(&mut s.client, app, 0, 0..2, &path, "alice").await;
+    let expected = write_shuffle(&mut s.client, app, 0, 2, 2, 3, 4_000).await;
+    finish(&mut s.client, app, 0).await;
+    for (p, want) in &expected {
+        let got = read_partition(&mut s.client, app, 0, *p).await;
+        assert_eq!(&got.blocks, want, "partition {p}");
+        assert_eq!(got.from_memory, 0, "partition {p} from local files");
+    }
+    assert!(
+        superuser
+            .get_file_info(&format!("{locked}/rss/{app}"))
+            .await
+            .is_err(),
+        "nothing went to HDFS"
+    );
+    s.running.shutdown().await;
+}

@@ -313,6 +313,11 @@ impl AppRegistry {
                 .map(|r| (r.path.clone(), r.conf.clone())),
             at_ms: crate::clock::now_ms().unsigned_abs(),
         };
+        // The remote storage is checked before anything is recorded: an app that cannot be
+        // served is refused with the cause (see `TierRouter::admit`).
+        self.store
+            .admit(&reg.app, &reg.user, reg.remote_storage.as_ref())
+            .await?;
         let (app, shuffle) = (reg.app.clone(), reg.shuffle);
         // Waits out an `unregisterShuffle` of this shuffle that is still purging (see
         // `App::shuffle_gate`). A brand-new app has no purge to wait for.
@@ -461,6 +466,7 @@ impl AppRegistry {
             app: app.to_string(),
         });
         self.tickets.purge_app(app);
+        self.store.forget_app(app);
         let scope = PurgeScope::App(app.clone());
         let in_memory = self.store.memory().purge(&scope);
         // Java moves the app's flushed-file count to `total_delete_file_num` when it removes

@@ -65,6 +65,9 @@ impl AppRegistry {
         let verified = app
             .map(|id| self.verify_and_touch(id).map(|a| (id, a)))
             .transpose()?;
+        if let Some(refused) = app.and_then(|id| self.store().failed(id)) {
+            return Err(refused);
+        }
         if size < 0 {
             return Err(Error::bad_request(format!(
                 "requireSize {size} is negative"
@@ -346,6 +349,10 @@ impl AppRegistry {
         }
         let mut reservation = self.tickets().take(ticket_id, app_id)?;
         seen.require_size = Some(reservation.len());
+        if let Some(refused) = self.store().failed(app_id) {
+            // Its storage refused the app for good: the reservation goes back with the error.
+            return Err(refused);
+        }
         reservation.release(frame_overhead);
         app.touch();
         let need: u64 = parts
@@ -473,6 +480,11 @@ impl AppRegistry {
                     "Shuffle data commit timeout for {} ms: {app_id}/{shuffle} not durable yet, data may be lost",
                     self.opts.commit_timeout.as_millis()
                 ),
-            })
+            })?;
+        // A spill its storage refused for good ends the wait without making anything durable.
+        match self.store().failed(app_id) {
+            Some(refused) => Err(refused),
+            None => Ok(()),
+        }
     }
 }

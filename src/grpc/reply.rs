@@ -80,6 +80,11 @@ pub(crate) fn log(method: &'static str, app_id: &str, e: &Error) {
         Error::NoBuffer { .. } | Error::NoBufferForHugePartition { .. } => {
             tracing::debug!(method, app_id, status, error = %e, "request refused")
         }
+        // Logged once per app when the store refused it (`store::refusal`); every request it
+        // fails after that would repeat the same line.
+        Error::StorageRefused { .. } => {
+            tracing::debug!(method, app_id, status, error = %e, "request refused")
+        }
         Error::AppNotFound { .. }
         | Error::AppStateMissing { .. }
         | Error::NotRegistered { .. }

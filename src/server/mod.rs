@@ -23,7 +23,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::app::{AppRegistry, RegistryOptions};
 use crate::audit::AuditLogs;
-use crate::config::Config;
+use crate::config::{Config, StoreType};
 use crate::coordinator::service::CoordinatorService;
 use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
@@ -323,12 +323,20 @@ pub async fn start(config: Config) -> Result<Running> {
         })
     });
     let store = Arc::new(if hdfs.is_some() {
-        let router = Arc::new(TierRouter::new(
-            local.clone(),
-            hdfs.clone(),
-            object.clone(),
-            config.hdfs_store.cold_storage_threshold_size.as_u64(),
-        )?);
+        let router = Arc::new(
+            TierRouter::new(
+                local.clone(),
+                hdfs.clone(),
+                object.clone(),
+                config.hdfs_store.cold_storage_threshold_size.as_u64(),
+            )?
+            .with_store_type(
+                StoreType::ALL
+                    .iter()
+                    .find(|(_, t)| *t == config.store_type)
+                    .map_or("", |(name, _)| name),
+            ),
+        );
         tracing::info!(store_type = ?config.store_type, "spills go through the remote-tier router (HDFS or object storage, by the app's path)");
         TieredStore::with_router(
             hot,

@@ -23,6 +23,7 @@ pub mod localfile;
 pub mod memory;
 pub mod object;
 pub mod pairs;
+pub mod refusal;
 pub mod router;
 pub mod spill;
 pub mod spill_pools;
@@ -273,6 +274,13 @@ pub trait Tier: Send + Sync + 'static {
     /// Default: none.
     fn sites(&self, _app: &AppId) -> Vec<StorageSite> {
         Vec::new()
+    }
+
+    /// The cause `app` fails with when its storage refused it for good and nothing can take
+    /// its spills instead (see `store::refusal`); the spiller then stops retrying and frees
+    /// the app's memory. Default: never (a tier of its own retries what fails).
+    fn failed(&self, _app: &AppId) -> Option<crate::error::Error> {
+        None
     }
 
     /// Appends like [`Tier::append`] and says where the batch landed. Only a tier that routes

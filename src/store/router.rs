@@ -30,6 +30,7 @@ use crate::ids::{AppId, PartitionKey};
 use crate::store::hdfs::HdfsTier;
 use crate::store::localfile::LocalFileTier;
 use crate::store::object::{is_object_path, ObjectTier};
+use crate::store::refusal::{CauseLog, Checks, Outcome, Refusal, Refusals, Refused};
 use crate::store::{
     BlockBatch, Health, Placement, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -44,6 +45,14 @@ pub struct TierRouter {
     cold_threshold: u64,
     /// Partitions found huge; all their spills prefer HDFS.
     huge: parking_lot::Mutex<HashSet<PartitionKey>>,
+    /// Registration checks of remote paths, cached.
+    checks: Checks,
+    /// Apps whose remote storage refused for good.
+    refusals: Refusals,
+    /// One WARN per app and cause on the spill path.
+    causes: CauseLog,
+    /// The store type's name, for messages (`MEMORY_HDFS`, …).
+    store_type: String,
 }
 
 impl TierRouter {
@@ -63,7 +72,128 @@ impl TierRouter {
             object,
             cold_threshold,
             huge: parking_lot::Mutex::new(HashSet::new()),
+            checks: Checks::default(),
+            refusals: Refusals::default(),
+            causes: CauseLog::default(),
+            store_type: String::new(),
         })
+    }
+
+    /// Names the store type in the messages of refused registrations.
+    pub fn with_store_type(mut self, name: &str) -> Self {
+        self.store_type = name.to_owned();
+        self
+    }
+
+    /// The registration check (`registerShuffle`, before the app is recorded): whether the
+    /// app's remote storage can take its spills, asked of the store once per path, user and
+    /// settings (cached, see [`Checks`]).
+    ///
+    /// - A store type with no local tier (`MEMORY_HDFS`, `HDFS`) has nothing to fall back to:
+    ///   an app that registers no remote path, or one the store refuses for good, is refused
+    ///   here with the cause, instead of filling memory with blocks no spill can take.
+    /// - With local disks (`MEMORY_LOCALFILE_HDFS`) a refused app is served from them: one
+    ///   WARN, and its spills never try the remote tier.
+    /// - A transient answer (throttling, 5xx, timeout, unreachable) refuses nothing: today's
+    ///   retries and fallback handle it, as they did before there was a check.
+    pub async fn admit(
+        &self,
+        app: &AppId,
+        user: &str,
+        remote: Option<&RemoteStorage>,
+    ) -> Result<()> {
+        if !self.has_remote() {
+            return Ok(());
+        }
+        let Some(remote) = remote.filter(|r| !r.path.is_empty()) else {
+            if self.local.is_none() {
+                return Err(Error::InvalidState {
+                    reason: format!(
+                        "this server's storage type {} spills only to remote storage, and app \
+                         {app} registered no remote storage path: set spark.rss.remote.storage.path \
+                         (or the coordinator's rss.coordinator.remote.storage.path), or run the \
+                         server with a storage type that has local disks",
+                        self.store_type_name()
+                    ),
+                });
+            }
+            return Ok(());
+        };
+        let outcome = if is_object_path(&remote.path) {
+            match &self.object {
+                Some(o) => self.checks.check(user, remote, o.probe(remote)).await,
+                None => return Ok(()),
+            }
+        } else {
+            match &self.hdfs {
+                Some(h) => self.checks.check(user, remote, h.probe(user, remote)).await,
+                None => return Ok(()),
+            }
+        };
+        match outcome {
+            Outcome::Usable => {
+                self.refusals.clear(app);
+                Ok(())
+            }
+            Outcome::Transient(why) => {
+                if self.causes.first(app, "registration check", &why) {
+                    tracing::warn!(app_id = %app, path = %remote.path, cause = %why,
+                        "the remote storage did not answer the registration check; registering anyway, its spills retry");
+                }
+                Ok(())
+            }
+            Outcome::Refused(refusal) => self.refused(app, refusal, "registration"),
+        }
+    }
+
+    /// Records that `app`'s remote storage refused for good: logged once per app and cause,
+    /// and an error for the caller when there is no local tier to serve the app instead. A
+    /// registered app is marked (its spills skip the remote tier, or its requests fail); an
+    /// app refused at registration is not recorded at all, so nothing of it is kept.
+    fn refused(
+        &self,
+        app: &AppId,
+        refusal: std::sync::Arc<Refusal>,
+        when: &'static str,
+    ) -> Result<()> {
+        let fallback = self.local.is_some();
+        let first = self.causes.first(app, "refused", &refusal.answer);
+        if fallback || when == "flush" {
+            self.refusals.mark(
+                app,
+                Refused {
+                    refusal: std::sync::Arc::clone(&refusal),
+                    fallback,
+                },
+            );
+        }
+        if fallback {
+            if first {
+                tracing::warn!(app_id = %app, path = %refusal.path, answer = %refusal.answer, fix = %refusal.fix, when,
+                    "remote storage refused this app for good; its spills go to local disk");
+            }
+            Ok(())
+        } else {
+            if first {
+                tracing::warn!(app_id = %app, path = %refusal.path, answer = %refusal.answer, fix = %refusal.fix, when,
+                    "remote storage refused this app for good; it fails (the storage type has no local disk to fall back to)");
+            }
+            Err(refusal.error())
+        }
+    }
+
+    /// The app is gone: forget its refusal and log its causes' counts.
+    pub fn forget_app(&self, app: &AppId) {
+        self.refusals.clear(app);
+        self.causes.forget_app(app);
+    }
+
+    fn store_type_name(&self) -> &str {
+        if self.store_type.is_empty() {
+            "MEMORY_HDFS"
+        } else {
+            &self.store_type
+        }
     }
 
     /// The local-file tier, if the store type has one.
@@ -95,12 +225,18 @@ impl TierRouter {
         };
         if let Some(Err(e)) = registered {
             // The error names the path or the s3a key, never a secret's value.
-            tracing::warn!(app_id = %app, error = %e, "remote storage unusable; spills of this app stay off the remote tier");
+            if self.causes.first(app, "registration", &e.to_string()) {
+                tracing::warn!(app_id = %app, error = %e, "remote storage unusable; spills of this app stay off the remote tier");
+            }
         }
     }
 
-    /// The app's remote tier and whether to try it now (outside its failure cooldown).
+    /// The app's remote tier and whether to try it now (outside its failure cooldown); none
+    /// for an app its remote storage refused for good.
     fn remote(&self, app: &AppId) -> Option<(Arc<dyn Tier>, bool)> {
+        if self.refusals.get(app).is_some() {
+            return None;
+        }
         if let Some(h) = self.hdfs.as_ref().filter(|h| h.serves(app)) {
             return Some((Arc::clone(h) as Arc<dyn Tier>, h.may_try()));
         }
@@ -173,6 +309,9 @@ impl Tier for TierRouter {
     async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
         let order = self.order(part, batch);
         let Some(preferred) = order.first().map(|(t, _)| Arc::clone(t)) else {
+            if let Some(e) = self.failed(&part.app) {
+                return Err(e);
+            }
             return Err(Error::TierFailed {
                 tier: "hdfs",
                 reason: format!(
@@ -185,15 +324,36 @@ impl Tier for TierRouter {
         let mut last_err = None;
         for (tier, _) in order.iter().filter(|(_, usable)| *usable) {
             tried += 1;
+            let place = match tier.kind() {
+                TierKind::LocalFile => "local spill",
+                _ => "remote spill",
+            };
             match tier.append_placed(part, batch).await {
                 Ok(placed) => {
-                    if tried > 1 || !Arc::ptr_eq(tier, &preferred) {
-                        tracing::info!(partition = %part, tier = tier.kind().as_str(), bytes = batch.data_bytes(), "spill went to the fallback tier");
+                    self.causes.passed(&part.app, place);
+                    if (tried > 1 || !Arc::ptr_eq(tier, &preferred))
+                        && self.causes.first(&part.app, "fallback", place)
+                    {
+                        tracing::info!(partition = %part, tier = tier.kind().as_str(), bytes = batch.data_bytes(),
+                            "spill went to the fallback tier (logged once per app; the count follows when it passes)");
                     }
                     return Ok(placed);
                 }
                 Err(e) => {
-                    tracing::warn!(partition = %part, tier = tier.kind().as_str(), error = %e, "spill to tier failed");
+                    if let Some(refusal) = Refusal::of(&e) {
+                        // No retry changes this answer: stop sending the app's spills there.
+                        match self.refused(&part.app, std::sync::Arc::new(refusal), "flush") {
+                            Ok(()) => {
+                                last_err = Some(e);
+                                continue;
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    if self.causes.first(&part.app, place, &e.to_string()) {
+                        tracing::warn!(partition = %part, tier = tier.kind().as_str(), error = %e,
+                            "spill to tier failed (logged once per app and cause; the count follows when it passes)");
+                    }
                     last_err = Some(e);
                 }
             }
@@ -236,6 +396,15 @@ impl Tier for TierRouter {
             Some(e) => Err(e),
             None => Ok(freed),
         }
+    }
+
+    /// Its remote storage refused the app for good and there is no local tier to serve it
+    /// instead. `requireBuffer` and `sendShuffleData` answer with it too.
+    fn failed(&self, app: &AppId) -> Option<Error> {
+        self.refusals
+            .get(app)
+            .filter(|r| !r.fallback)
+            .map(|r| r.refusal.error())
     }
 
     /// Both tiers' storages, local disks first (a purge deletes from both).

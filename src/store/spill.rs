@@ -65,6 +65,8 @@ struct Shared {
     pools: SpillPools,
     tracker: TaskTracker,
     cancel: CancellationToken,
+    /// One WARN per app and cause for failing spills.
+    causes: crate::store::refusal::CauseLog,
 }
 
 /// Cheap-to-clone handle on the spill machinery.
@@ -103,6 +105,7 @@ impl Spiller {
                 pools,
                 tracker,
                 cancel,
+                causes: crate::store::refusal::CauseLog::default(),
             }),
         }
     }
@@ -259,7 +262,7 @@ impl Spiller {
                         started.elapsed(),
                     );
                     if attempt > 0 {
-                        tracing::info!(partition = %key, attempt, "spill succeeded after retries");
+                        self.shared.causes.passed(&key.app, "spill");
                     }
                     if batch.buffer.is_purged() && self.shared.memory.get(&key).is_none() {
                         // The partition was purged while we wrote, so our append may have
@@ -278,9 +281,24 @@ impl Spiller {
                     attempt += 1;
                     self.shared.failures.fetch_add(1, Ordering::Relaxed);
                     stats.failed_attempt();
-                    if attempt == 1 || attempt.is_power_of_two() {
+                    if let Some(cause) = self.shared.target.failed(&key.app) {
+                        // The app's storage refused it for good, with nothing to fall back
+                        // to: no retry can write these blocks, and the app's requests now fail
+                        // with the cause. Its memory goes back to the other apps at once.
+                        let freed = self
+                            .shared
+                            .memory
+                            .purge(&crate::store::PurgeScope::App(key.app.clone()));
+                        stats.gave_up(kind);
+                        if self.shared.causes.first(&key.app, "spill", "refused") {
+                            tracing::warn!(app_id = %key.app, freed, error = %cause,
+                                "the app's spills are refused for good: its blocks in memory are dropped and its requests fail with the cause");
+                        }
+                        return;
+                    }
+                    if self.shared.causes.first(&key.app, "spill", &e.to_string()) {
                         tracing::warn!(partition = %key, attempt, blocks = batch.batch.len(),
-                            error = %e, "spill failed; blocks stay in memory, retrying");
+                            error = %e, "spill failed; blocks stay in memory, retrying (logged once per app and cause; the count follows when it passes)");
                     }
                     // A failed batch waits for its retry in the fallback pool, as a pended
                     // event waits in Java's flush queue.
@@ -311,6 +329,11 @@ impl Spiller {
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// The app is gone: log the counts of causes it left.
+    pub fn forget_app(&self, app: &crate::ids::AppId) {
+        self.shared.causes.forget_app(app);
     }
 
     /// Batches handed out and not yet finished.

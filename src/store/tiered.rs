@@ -120,6 +120,34 @@ impl TieredStore {
         }
     }
 
+    /// The registration check of the app's remote storage (see [`TierRouter::admit`]); Ok
+    /// when the store type has no remote tier.
+    pub async fn admit(
+        &self,
+        app: &AppId,
+        user: &str,
+        remote: Option<&RemoteStorage>,
+    ) -> crate::error::Result<()> {
+        match &self.router {
+            Some(r) => r.admit(app, user, remote).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The cause `app` fails with, when its storage refused it for good with nothing to fall
+    /// back to (see `store::refusal`).
+    pub fn failed(&self, app: &AppId) -> Option<crate::error::Error> {
+        self.target.failed(app)
+    }
+
+    /// The app is gone: forget its refusal and log the counts of its logged causes.
+    pub fn forget_app(&self, app: &AppId) {
+        if let Some(r) = &self.router {
+            r.forget_app(app);
+        }
+        self.spiller.forget_app(app);
+    }
+
     /// The HDFS writers per partition an app asked for at registration (0: the server's).
     pub fn set_partition_writers(&self, app: &AppId, requested: i32) {
         if let Some(hdfs) = self.router.as_ref().and_then(|r| r.hdfs()) {

@@ -560,7 +560,26 @@ pub async fn register_remote_with(
     user: &str,
     conf: Vec<(String, String)>,
 ) {
-    let resp = client
+    let resp = register_remote_answer(client, app, shuffle, partitions, path, user, conf).await;
+    assert_eq!(
+        status_of(resp.status),
+        StatusCode::Success,
+        "{}",
+        resp.ret_msg
+    );
+}
+
+/// [`register_remote_with`]'s request, answered as it is (for refusals).
+pub async fn register_remote_answer(
+    client: &mut Client,
+    app: &str,
+    shuffle: i32,
+    partitions: std::ops::Range<i32>,
+    path: &str,
+    user: &str,
+    conf: Vec<(String, String)>,
+) -> proto::ShuffleRegisterResponse {
+    client
         .register_shuffle(proto::ShuffleRegisterRequest {
             app_id: app.into(),
             shuffle_id: shuffle,
@@ -579,13 +598,7 @@ pub async fn register_remote_with(
         })
         .await
         .unwrap()
-        .into_inner();
-    assert_eq!(
-        status_of(resp.status),
-        StatusCode::Success,
-        "{}",
-        resp.ret_msg
-    );
+        .into_inner()
 }
 
 /// One partition's blocks as the Uniffle client reads them from HDFS: every `*.index` in the

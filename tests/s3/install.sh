@@ -10,6 +10,22 @@ MOTO=5.2.5
 mkdir -p "$HERE/target"
 exec 9>"$HERE/target/.install.lock"
 flock 9
+# S3Proxy (Maven Central, org.gaul:s3proxy, one jar with its dependencies): the S3 server
+# that checks request signatures, which moto does not (a wrong secret passes there). The
+# configuration-mistake tests start it (src/store/object/s3proxy.rs), as does the Spark
+# harness's refusal suite.
+S3PROXY=2.6.0
+if [[ ${1:-} == --maven || ${1:-} == --s3proxy ]]; then
+  jar=$HERE/target/s3proxy-$S3PROXY.jar
+  if [[ ! -s $jar ]]; then
+    art=org.gaul:s3proxy:$S3PROXY:jar:jar-with-dependencies
+    mvn -q -B -o dependency:copy -Dartifact=$art -DoutputDirectory="$HERE/target" >/dev/null 2>&1 \
+      || mvn -q -B dependency:copy -Dartifact=$art -DoutputDirectory="$HERE/target"
+    mv "$HERE/target/s3proxy-$S3PROXY-jar-with-dependencies.jar" "$jar"
+    echo "tests/s3/install.sh: S3Proxy $S3PROXY installed at $jar" >&2
+  fi
+  [[ ${1:-} == --s3proxy ]] && exit 0
+fi
 if [[ ${1:-} == --maven ]]; then
   stamp=$HERE/target/.s3a-deps
   want=$(sha256sum "$HERE/pom.xml" | cut -d' ' -f1)

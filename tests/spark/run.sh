@@ -864,6 +864,130 @@ HDFS_KRB5_CONF=""
 HDFS_KEYTABS=""
 HDFS_START_TIMEOUT=180
 
+# ---- Settings mistakes (docs/operating.md, "When it does not start or a job fails at once") ---
+
+# start_s3proxy: S3Proxy (tests/s3/install.sh: Maven Central), the S3 server that checks request
+# signatures (moto accepts any), on a free loopback port with a filesystem backend under
+# WORK/s3proxy; sets S3P_ENDPOINT and S3P_DATA (a bucket is a folder there).
+start_s3proxy() {
+  bash "$ROOT/tests/s3/install.sh" --s3proxy >"$WORK/s3proxy-install.log" 2>&1 \
+    || { tail -n 20 "$WORK/s3proxy-install.log"; return 1; }
+  local port jar dir=$WORK/s3proxy
+  port=$(free_port)
+  jar=$(ls "$ROOT"/tests/s3/target/s3proxy-*.jar | head -1)
+  S3P_DATA=$dir/data
+  mkdir -p "$S3P_DATA"
+  cat >"$dir/s3proxy.conf" <<CONF
+s3proxy.endpoint=http://127.0.0.1:$port
+s3proxy.authorization=aws-v2-or-v4
+s3proxy.identity=spillway-access
+s3proxy.credential=spillway-right-secret
+jclouds.provider=filesystem
+jclouds.filesystem.basedir=$S3P_DATA
+CONF
+  java -Xmx256m -jar "$jar" --properties "$dir/s3proxy.conf" >"$dir/s3proxy.log" 2>&1 &
+  PIDS+=("$!")
+  local deadline=$((SECONDS + 120))
+  until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
+    ((SECONDS < deadline)) || { tail -n 20 "$dir/s3proxy.log"; return 1; }
+    sleep 0.2
+  done
+  S3P_ENDPOINT="http://127.0.0.1:$port"
+  log "S3Proxy (checks signatures) on $S3P_ENDPOINT; log $dir/s3proxy.log"
+}
+
+# refusal_cells: a wrong s3a secret (sent with the registration, Spark's own is right), a bucket
+# that does not exist, and an HDFS path the server's user may not write. Under MEMORY_HDFS each
+# job must fail with the path and the store's answer in what the driver threw (the server
+# refuses registerShuffle); under MEMORY_LOCALFILE_HDFS the same settings must pass, served
+# from local disk, with one WARN per app in the server log. The released client retries a
+# refused registration rss.client.assignment.retry.times (3) times, rss.client.assignment.retry
+# .interval (65 s) apart; the cells serve 1 s through the coordinator's client conf, as an
+# operator can for every job. Needs MiniHdfs (HDFS_URL).
+refusal_cells() {
+  local ver=$BASE_VER STORE_TYPE cell name prefix expect bucket=rss-refusals path
+  CLIENT_TYPE=GRPC
+  phase "settings mistakes: S3Proxy start"
+  if ! start_s3proxy; then
+    fail "settings mistakes: S3Proxy did not start"
+    phase_done
+    return
+  fi
+  phase_done
+  mkdir -p "$S3P_DATA/$bucket"
+  hdfs_cmd "mkdir /rss-locked hdfs 755" || fail "settings mistakes: could not prepare /rss-locked"
+  local s3_right=(
+    "fs.s3a.endpoint=$S3P_ENDPOINT"
+    "fs.s3a.path.style.access=true"
+    "fs.s3a.connection.ssl.enabled=false"
+    "fs.s3a.endpoint.region=us-east-1"
+    "fs.s3a.access.key=spillway-access"
+    "fs.s3a.secret.key=spillway-right-secret"
+  )
+  local hadoop_conf="" kv
+  for kv in "${s3_right[@]}"; do hadoop_conf+="\"${kv%%=*}\" = \"${kv#*=}\", "; done
+  for STORE_TYPE in MEMORY_HDFS MEMORY_LOCALFILE_HDFS; do
+    prefix="r_${STORE_TYPE}_"
+    phase "settings mistakes, $STORE_TYPE, client $ver"
+    SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"\n'"hadoop_conf = { ${hadoop_conf%, } }"
+    COORDINATOR_EXTRA_TOML='client_conf = { "rss.client.assignment.retry.interval" = "1000" }'
+    export STORE_TYPE SERVER_EXTRA_TOML COORDINATOR_EXTRA_TOML
+    local started=0
+    export HADOOP_USER_NAME=rss
+    start_cluster "$ver" 1 "$prefix" && started=1
+    unset SERVER_EXTRA_TOML COORDINATOR_EXTRA_TOML HADOOP_USER_NAME
+    if [[ $started == 0 ]]; then
+      fail "settings mistakes $STORE_TYPE: cluster not ready (coordinator $COORD)"
+      stop_cluster
+      phase_done
+      continue
+    fi
+    for cell in wrong_secret missing_bucket unwritable_hdfs; do
+      local args=(--rss-conf "spark.rss.storage.type=$STORE_TYPE"
+        --rss-conf "spark.rss.dynamicClientConf.enabled=true")
+      for kv in "${s3_right[@]}"; do args+=(--rss-conf "spark.hadoop.$kv"); done
+      case $cell in
+        wrong_secret)
+          path=s3a://$bucket/rss
+          args+=(--rss-conf "spark.rss.hadoop.fs.s3a.secret.key=spillway-rihgt-secret")
+          expect="$path|SignatureDoesNotMatch|fs.s3a.secret.key" ;;
+        missing_bucket)
+          path=s3a://rss-no-such-bucket/rss
+          expect="$path|NoSuchBucket|create the bucket" ;;
+        unwritable_hdfs)
+          path=$HDFS_URL/rss-locked/rss
+          expect="$path|AccessControlException|write access" ;;
+      esac
+      args+=(--rss-conf "spark.rss.remote.storage.path=$path")
+      name="uniffle-$ver-$STORE_TYPE-$cell"
+      if [[ $STORE_TYPE == MEMORY_HDFS ]]; then
+        HADOOP_USER_NAME=alice SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" \
+          run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+          --job empty_partitions --client-type "$CLIENT_TYPE" --expect-failure "$expect" "${args[@]}"
+      else
+        HADOOP_USER_NAME=alice SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" \
+          run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+          --job sort --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" "${args[@]}"
+      fi
+    done
+    stop_cluster
+    local slog="$WORK/${prefix}0/server.log" n
+    if grep -q 'spillway-rihgt-secret\|spillway-right-secret' "$slog"; then
+      fail "settings mistakes $STORE_TYPE: an s3a secret appears in the server log ($slog)"
+    fi
+    # One WARN per refused app: three apps, three lines, whatever the number of registrations,
+    # spills and requests.
+    n=$(grep -c 'remote storage refused this app for good' "$slog" || true)
+    if [[ $n != 3 ]]; then
+      fail "settings mistakes $STORE_TYPE: $n 'refused this app for good' lines in $slog, want 3 (one per app)"
+    else
+      log "settings mistakes $STORE_TYPE: one WARN per refused app ($n lines)"
+    fi
+    unset STORE_TYPE
+    phase_done
+  done
+}
+
 # start_hdfs [NAME [ARGS...]]: builds (idempotent) and starts MiniHdfs under WORK/NAME (default
 # hdfs) with ARGS (--secure <seconds>: kerberized, see MiniHdfs.java); sets HDFS_URL, and with
 # --secure HDFS_KRB5_CONF and HDFS_KEYTABS. The launcher stops when
@@ -1228,6 +1352,7 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
       unset STORE_TYPE SERVER_EXTRA_TOML
       phase_done
     done
+    refusal_cells
   else
     fail "MiniHdfs did not start (log $WORK/hdfs.log)"
     phase_done

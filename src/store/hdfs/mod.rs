@@ -53,12 +53,17 @@ pub use self::identity::{Identity, WriteAs};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::failures::Failures;
+use crate::store::refusal::{Outcome, Refusal};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
 
 /// Mode of the directories the tier creates (`rwxr-xr-x`); files are created `rw-r--r--`.
 const DIR_PERMISSION: u32 = 0o755;
+
+/// How long the registration probe may take before its answer counts as transient (the
+/// registration then goes ahead, as it did before there was a check).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the HDFS tier is set up (from `[hdfs_store]` and the server id).
 #[derive(Clone, Debug)]
@@ -172,6 +177,86 @@ impl HdfsTier {
         Ok(())
     }
 
+    /// The registration check of a path: the root is created if missing (as the first flush
+    /// would), then an empty file `<root>/.spillway-probe-<serverId>` is created and deleted
+    /// as the user the app's files are written as. That is the NameNode's answer to exactly
+    /// the calls a flush makes, with no block written (an empty file's close does not wait
+    /// for a block report). Readers never see the file: they list `<root>/<app>/…` only.
+    pub async fn probe(&self, user: &str, remote: &RemoteStorage) -> Outcome {
+        let refused = |answer: String, fix: String| {
+            Outcome::Refused(Arc::new(Refusal {
+                path: remote.path.clone(),
+                answer,
+                fix,
+            }))
+        };
+        let root = match RemoteRoot::parse(&remote.path) {
+            Ok(r) => r,
+            Err(e) => return refused(e.to_string(), "correct the remote storage path".to_owned()),
+        };
+        let client =
+            match self.clients.get(&root, user, remote) {
+                Ok(c) => c,
+                Err(e) => return refused(
+                    e.to_string(),
+                    "correct the Hadoop settings of the path (HADOOP_CONF_DIR, the app's remote \
+                     storage conf)"
+                        .to_owned(),
+                ),
+            };
+        let dir = if root.root.is_empty() {
+            "/"
+        } else {
+            root.root.as_str()
+        };
+        let file = format!("{}/.spillway-probe-{}", root.root, self.opts.file_prefix);
+        let calls = async {
+            client
+                .mkdirs(dir, DIR_PERMISSION, true)
+                .await
+                .map_err(|e| hdfs_err("mkdirs", dir, e))?;
+            let opened = match client.create(&file, WriteOptions::default()).await {
+                Err(HdfsError::AlreadyExists(_)) => {
+                    // Left by a probe that was cut short.
+                    let _ = client.delete(&file, false).await;
+                    client.create(&file, WriteOptions::default()).await
+                }
+                other => other,
+            };
+            let mut w = opened.map_err(|e| hdfs_err("create", &file, e))?;
+            w.close().await.map_err(|e| hdfs_err("close", &file, e))?;
+            client
+                .delete(&file, false)
+                .await
+                .map_err(|e| hdfs_err("delete", &file, e))?;
+            Ok::<(), Error>(())
+        };
+        match tokio::time::timeout(PROBE_TIMEOUT, calls).await {
+            Ok(Ok(())) => Outcome::Usable,
+            Ok(Err(Error::StorageRefused { answer, fix, .. })) => refused(answer, fix),
+            Ok(Err(e)) if e.to_string().contains("RPC listener disconnected") => {
+                match self
+                    .clients
+                    .explain_refused_proxy(&root, user, remote)
+                    .await
+                {
+                    Some(why) => refused(
+                        why,
+                        "let the server's principal impersonate the app's user \
+                         (hadoop.proxyuser.<server user>.hosts/.groups on the NameNode)"
+                            .to_owned(),
+                    ),
+                    None => Outcome::Transient(e.to_string()),
+                }
+            }
+            Ok(Err(e)) => Outcome::Transient(e.to_string()),
+            Err(_) => Outcome::Transient(format!(
+                "no answer from HDFS within {PROBE_TIMEOUT:?} while checking {}",
+                remote.path
+            )),
+        }
+    }
+
     /// The writer slots per partition for `app`, as Java's `getMaxConcurrencyWriting`: what the
     /// app asked for (`maxConcurrencyPerPartitionToWrite` > 0) capped by the server's limit,
     /// else the server's own per-partition value. Partitions that already spilled keep theirs.
@@ -266,10 +351,68 @@ fn dir_of(
     dir
 }
 
+/// An HDFS error as the crate's: an answer no retry changes (see [`final_answer`]) is an
+/// [`Error::StorageRefused`] (the caller that knows the app's registered path puts it in);
+/// anything else is the retryable `TierFailed`.
 fn hdfs_err(what: &str, path: &str, e: HdfsError) -> Error {
-    Error::TierFailed {
-        tier: TIER,
-        reason: format!("{what} {path}: {e}"),
+    match final_answer(&e) {
+        Some((answer, fix)) => Error::StorageRefused {
+            path: path.to_owned(),
+            answer: format!("{what} {path}: {answer}"),
+            fix,
+        },
+        None => Error::TierFailed {
+            tier: TIER,
+            reason: format!("{what} {path}: {e}"),
+        },
+    }
+}
+
+/// The NameNode's answer and the setting to correct when `e` will not pass by retrying:
+/// permissions, impersonation refused, a path that cannot be a directory, a host or
+/// nameservice that does not resolve. Safe mode, connection failures, timeouts and
+/// DataNode trouble pass, and stay retried.
+fn final_answer(e: &HdfsError) -> Option<(String, String)> {
+    match e {
+        HdfsError::RPCError(class, msg) | HdfsError::FatalRPCError(class, msg) => {
+            let short = class.rsplit('.').next().unwrap_or(class);
+            let fix = match short {
+                "AccessControlException" => {
+                    "grant the HDFS user the server writes as (the app's user when it \
+                     impersonates, else its own) write access to the remote storage path, or \
+                     register a path it may write"
+                }
+                "AuthorizationException" => {
+                    "let the server's principal impersonate the app's user \
+                     (hadoop.proxyuser.<server user>.hosts/.groups on the NameNode)"
+                }
+                "ParentNotDirectoryException" | "InvalidPathException" => {
+                    "correct the remote storage path (spark.rss.remote.storage.path or the \
+                     coordinator's rss.coordinator.remote.storage.path)"
+                }
+                _ => return None,
+            };
+            let first_line = msg.lines().next().unwrap_or(msg);
+            Some((format!("{short}: {first_line}"), fix.to_owned()))
+        }
+        // EAI_NONAME only: "Temporary failure in name resolution" is a DNS outage, which
+        // passes.
+        HdfsError::IOError(io)
+            if io.to_string().contains("failed to lookup address")
+                && io.to_string().contains("not known") =>
+        {
+            Some((
+                format!("the NameNode's host does not resolve ({io})"),
+                "name a host that resolves, or define the nameservice (dfs.nameservices, \
+             dfs.ha.namenodes.<ns>, dfs.namenode.rpc-address.<ns>.<nn>) in hdfs-site.xml \
+             under HADOOP_CONF_DIR or in the app's remote storage conf"
+                    .to_owned(),
+            ))
+        }
+        HdfsError::InvalidPath(_) | HdfsError::UrlParseError(_) => {
+            Some((e.to_string(), "correct the remote storage path".to_owned()))
+        }
+        _ => None,
     }
 }
 
@@ -527,7 +670,19 @@ impl Tier for HdfsTier {
         }
         .await;
         drop(gate);
-        self.failures.record(&outcome);
+        let outcome = outcome.map_err(|e| match e {
+            // The app's own path or user is refused: name the path it registered; HDFS itself
+            // is fine for other apps, so it is not counted as failing.
+            Error::StorageRefused { answer, fix, .. } => Error::StorageRefused {
+                path: target.remote.path.clone(),
+                answer,
+                fix,
+            },
+            other => other,
+        });
+        if !matches!(outcome, Err(Error::StorageRefused { .. })) {
+            self.failures.record(&outcome);
+        }
         outcome
     }
 

@@ -35,6 +35,8 @@
 
 pub mod conf;
 #[cfg(any(test, feature = "test-util"))]
+pub mod s3proxy;
+#[cfg(any(test, feature = "test-util"))]
 pub mod s3server;
 #[cfg(test)]
 mod tests;
@@ -58,6 +60,7 @@ use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
+use crate::store::refusal::{Outcome, Refusal};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -103,11 +106,83 @@ struct AppEntry {
     gate: tokio::sync::RwLock<bool>,
 }
 
+/// A store error as the crate's: an answer no retry changes (see [`final_answer`]) is an
+/// [`Error::StorageRefused`] naming the object (the caller that knows the app's registered
+/// path puts that in its place); anything else is the retryable `TierFailed`.
 fn store_err(what: &str, key: &str, e: object_store::Error) -> Error {
-    Error::TierFailed {
-        tier: TIER,
-        reason: format!("{what} {key}: {e}"),
+    match final_answer(&e) {
+        Some((answer, fix)) => Error::StorageRefused {
+            path: key.to_owned(),
+            answer: format!("{what} {key}: {answer}"),
+            fix,
+        },
+        None => Error::TierFailed {
+            tier: TIER,
+            reason: format!("{what} {key}: {e}"),
+        },
     }
+}
+
+/// S3 error codes that mean the request will never succeed with these settings, each with
+/// the setting to correct. Throttling (SlowDown, 503), 5xx and timeouts are not here: they
+/// pass, and stay retried.
+const FINAL_CODES: &[(&str, &str)] = &[
+    ("InvalidAccessKeyId", "fs.s3a.access.key names a key the store does not know"),
+    ("SignatureDoesNotMatch", "fs.s3a.secret.key does not belong to fs.s3a.access.key"),
+    ("AccessDenied", "grant the credentials in fs.s3a.access.key (or fs.s3a.aws.credentials.provider) write access to the path, or use credentials that have it"),
+    ("AllAccessDisabled", "the bucket is disabled for every request: use another bucket"),
+    ("AccountProblem", "the account of the bucket is blocked: ask the store's administrator"),
+    ("NoSuchBucket", "create the bucket, or correct the bucket in the remote storage path (spark.rss.remote.storage.path or the coordinator's rss.coordinator.remote.storage.path)"),
+    ("InvalidBucketName", "correct the bucket in the remote storage path"),
+    ("AuthorizationHeaderMalformed", "fs.s3a.endpoint.region does not match the bucket's region"),
+    ("PermanentRedirect", "fs.s3a.endpoint (or fs.s3a.endpoint.region) points to another region than the bucket's"),
+    ("InvalidToken", "fs.s3a.session.token is malformed"),
+];
+
+/// The store's answer and the fix when `e` will not pass by retrying; `None` otherwise.
+/// Reads the S3 error body's `<Code>` and `<Message>` only: other elements of some answers
+/// (the string to sign, the access key id) stay out of every message.
+fn final_answer(e: &object_store::Error) -> Option<(String, String)> {
+    use object_store::Error as E;
+    let text = e.to_string();
+    let code = xml_element(&text, "Code");
+    let answer = match (&code, xml_element(&text, "Message")) {
+        (Some(c), Some(m)) => format!("{c}: {m}"),
+        (Some(c), None) => c.clone(),
+        (None, _) => status_line(&text),
+    };
+    let fix_of = |c: &str| {
+        FINAL_CODES
+            .iter()
+            .find(|(k, _)| *k == c)
+            .map(|(_, fix)| (*fix).to_owned())
+    };
+    match (e, code.as_deref()) {
+        (_, Some(c)) if fix_of(c).is_some() => Some((answer, fix_of(c)?)),
+        (E::PermissionDenied { .. }, _) => Some((answer, fix_of("AccessDenied")?)),
+        (E::Unauthenticated { .. }, _) => Some((
+            answer,
+            "fs.s3a.access.key and fs.s3a.secret.key (or fs.s3a.aws.credentials.provider)"
+                .to_owned(),
+        )),
+        _ => None,
+    }
+}
+
+/// The text of the first `<tag>…</tag>` in `text`.
+fn xml_element(text: &str, tag: &str) -> Option<String> {
+    let open = format!("<{tag}>");
+    let start = text.find(&open)? + open.len();
+    let len = text[start..].find(&format!("</{tag}>"))?;
+    Some(text[start..start + len].trim().to_owned())
+}
+
+/// "403 Forbidden" out of an answer without an S3 error body.
+fn status_line(text: &str) -> String {
+    text.split("response: ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .map_or_else(|| text.to_owned(), str::to_owned)
 }
 
 impl ObjectTier {
@@ -134,33 +209,7 @@ impl ObjectTier {
         if self.entry(app).is_some_and(|e| &e.remote == remote) {
             return Ok(());
         }
-        let root = ObjectRoot::parse(&remote.path)?;
-        let conf: Vec<(String, String)> = self
-            .opts
-            .hadoop_conf
-            .iter()
-            .chain(remote.conf.iter())
-            .cloned()
-            .collect();
-        let settings = S3Settings::from_conf(&root.bucket, &conf)?;
-        let store = {
-            let mut stores = self.stores.lock();
-            let key = (root.bucket.clone(), settings.clone());
-            match stores.get(&key) {
-                Some(s) => Arc::clone(s),
-                None => {
-                    let built: Arc<dyn ObjectStore> =
-                        Arc::new(settings.builder(&root.bucket)?.build().map_err(|e| {
-                            Error::TierFailed {
-                                tier: TIER,
-                                reason: format!("S3 client for bucket {}: {e}", root.bucket),
-                            }
-                        })?);
-                    stores.insert(key, Arc::clone(&built));
-                    built
-                }
-            }
-        };
+        let (root, settings, store) = self.resolve(remote)?;
         self.roots.lock().insert(root.clone(), Arc::clone(&store));
         self.apps.lock().insert(
             app.clone(),
@@ -173,6 +222,84 @@ impl ObjectTier {
             }),
         );
         Ok(())
+    }
+
+    /// The root, settings and S3 client of a registered path (clients are shared by bucket
+    /// and settings).
+    fn resolve(
+        &self,
+        remote: &RemoteStorage,
+    ) -> Result<(ObjectRoot, S3Settings, Arc<dyn ObjectStore>)> {
+        let root = ObjectRoot::parse(&remote.path)?;
+        let conf: Vec<(String, String)> = self
+            .opts
+            .hadoop_conf
+            .iter()
+            .chain(remote.conf.iter())
+            .cloned()
+            .collect();
+        let settings = S3Settings::from_conf(&root.bucket, &conf)?;
+        let mut stores = self.stores.lock();
+        let key = (root.bucket.clone(), settings.clone());
+        let store = match stores.get(&key) {
+            Some(s) => Arc::clone(s),
+            None => {
+                let built: Arc<dyn ObjectStore> =
+                    Arc::new(settings.builder(&root.bucket)?.build().map_err(|e| {
+                        Error::TierFailed {
+                            tier: TIER,
+                            reason: format!("S3 client for bucket {}: {e}", root.bucket),
+                        }
+                    })?);
+                stores.insert(key, Arc::clone(&built));
+                built
+            }
+        };
+        Ok((root, settings, store))
+    }
+
+    /// The registration check of a path: writes and deletes an empty object
+    /// `<root>/.spillway-probe-<serverId>` with the app's settings. A PUT is what every flush
+    /// does, so it finds what a flush would (wrong keys, a missing bucket, a policy without
+    /// PutObject), where a LIST or HEAD would pass a read-only key. Readers never see the
+    /// object: they list `<root>/<app>/…` only, and the leaked-data sweep only folders.
+    pub async fn probe(&self, remote: &RemoteStorage) -> Outcome {
+        let refused = |answer: String, fix: String| {
+            Outcome::Refused(Arc::new(Refusal {
+                path: remote.path.clone(),
+                answer,
+                fix,
+            }))
+        };
+        let (root, _, store) = match self.resolve(remote) {
+            Ok(r) => r,
+            // Settings that do not parse never will: the message names the key.
+            Err(e) => return refused(e.to_string(), "correct the setting named".to_owned()),
+        };
+        let key = root.key(&format!(".spillway-probe-{}", self.opts.file_prefix));
+        let path = Path::from(key.as_str());
+        match tokio::time::timeout(PROBE_TIMEOUT, store.put(&path, PutPayload::default())).await {
+            Err(_) => Outcome::Transient(format!(
+                "no answer from the store within {PROBE_TIMEOUT:?} to a put of {key}"
+            )),
+            Ok(Err(e)) => match store_err("put", &key, e) {
+                Error::StorageRefused { answer, fix, .. } => refused(answer, fix),
+                other => Outcome::Transient(other.to_string()),
+            },
+            Ok(Ok(_)) => {
+                match tokio::time::timeout(PROBE_TIMEOUT, store.delete(&path)).await {
+                    Ok(Ok(())) => {}
+                    failed => {
+                        tracing::debug!(
+                            key,
+                            ?failed,
+                            "the registration probe's object was not deleted"
+                        )
+                    }
+                }
+                Outcome::Usable
+            }
+        }
     }
 
     /// Whether any app writes here (or the last flush failed): only then does this tier's
@@ -337,6 +464,10 @@ impl ObjectTier {
     }
 }
 
+/// How long each request of a registration probe may take before its answer counts as
+/// transient (the registration then goes ahead, as it did before there was a check).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long the abort of a failed multipart upload may take.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -413,7 +544,19 @@ impl Tier for ObjectTier {
         }
         .await;
         drop(gate);
-        self.failures.record(&outcome);
+        let outcome = outcome.map_err(|e| match e {
+            // The app's own settings are refused: name the path it registered; the tier
+            // itself is fine for other apps, so it is not counted as failing.
+            Error::StorageRefused { answer, fix, .. } => Error::StorageRefused {
+                path: entry.remote.path.clone(),
+                answer,
+                fix,
+            },
+            other => other,
+        });
+        if !matches!(outcome, Err(Error::StorageRefused { .. })) {
+            self.failures.record(&outcome);
+        }
         outcome
     }
 

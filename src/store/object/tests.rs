@@ -218,35 +218,44 @@ async fn purges_leave_other_servers_objects() {
     assert_blocks_eq(&read_back(&theirs, &p).await, batch.blocks());
 }
 
-/// A store that refuses (a bucket that does not exist) fails the flush with a retryable
-/// tier error, reports itself unhealthy, and says no to the router for the cooldown; the
-/// next success clears it.
+/// A bucket that does not exist is an answer no retry changes: the flush fails with
+/// `StorageRefused` naming the registered path, the store's code and the setting to fix, and
+/// the tier itself stays healthy and tryable for other apps. Once the bucket exists, the same
+/// append succeeds (the router decides whether to try again; the tier keeps no verdict).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refusing_store_fails_the_flush_and_recovers() {
+async fn a_missing_bucket_refuses_the_app_not_the_tier() {
     let bucket = fresh_bucket("refuse");
     let server = s3server::shared();
     let tier = ObjectTier::new(options(SERVER_ID));
     let app = AppId::parse("app_refused").unwrap();
     let missing = format!("{bucket}-missing");
-    tier.register_app(
-        &app,
-        &RemoteStorage {
-            path: format!("s3a://{missing}/rss"),
-            conf: conf(&server.endpoint),
-        },
-    )
-    .unwrap();
+    let remote = RemoteStorage {
+        path: format!("s3a://{missing}/rss"),
+        conf: conf(&server.endpoint),
+    };
+    tier.register_app(&app, &remote).unwrap();
     let p = part(&app, 0, 0);
     let batch = BlockBatch::new(vec![test_block(1, 1, payload(1, 10))]);
     let e = tier.append(&p, &batch).await.unwrap_err();
-    assert!(matches!(e, Error::TierFailed { .. }), "{e}");
-    assert!(!tier.health().writable);
-    assert!(!tier.may_try(), "cooling down");
-    server.create_bucket(&missing);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let Error::StorageRefused { path, answer, fix } = &e else {
+        panic!("{e}");
+    };
+    assert_eq!(path, &remote.path);
+    assert!(answer.contains("NoSuchBucket"), "{answer}");
+    assert!(fix.contains("create the bucket"), "{fix}");
+    assert!(
+        tier.health().writable,
+        "one app's settings do not fail the tier"
+    );
     assert!(tier.may_try());
+    // The registration check finds the same, before any block is accepted.
+    match tier.probe(&remote).await {
+        Outcome::Refused(r) => assert!(r.answer.contains("NoSuchBucket"), "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+    server.create_bucket(&missing);
+    assert!(matches!(tier.probe(&remote).await, Outcome::Usable));
     tier.append(&p, &batch).await.unwrap();
-    assert!(tier.health().writable);
 }
 
 #[test]

@@ -61,6 +61,9 @@ import scala.Tuple2;
  *                               client versions)
  *   --conf k=v                  extra Spark setting for both runs (repeatable)
  *   --rss-conf k=v              extra Spark setting for the rss run only (repeatable)
+ *   --expect-failure "a|b|..."  rss run only: every job must fail, and the text of what the
+ *                               driver threw (every cause's message) must contain each part;
+ *                               the PASS line gives the time to fail (a settings-mistake cell)
  * </pre>
  */
 public final class SparkJobs {
@@ -151,6 +154,8 @@ public final class SparkJobs {
   final Map<String, String> opts = new LinkedHashMap<>();
   final List<String> confs = new ArrayList<>();
   final List<String> rssConfs = new ArrayList<>();
+  /** Per job, every message in the cause chain of what the driver threw (--expect-failure). */
+  final Map<String, String> thrownText = new LinkedHashMap<>();
 
   public static void main(String[] args) throws Exception {
     loginFromKeytab();
@@ -206,6 +211,7 @@ public final class SparkJobs {
         case "--label":
         case "--baseline-in":
         case "--baseline-out":
+        case "--expect-failure":
           opts.put(a.substring(2), v);
           break;
         default:
@@ -281,6 +287,34 @@ public final class SparkJobs {
 
     int passed = 0;
     int failed = 0;
+    if (opts.containsKey("expect-failure")) {
+      for (String job : jobs) {
+        String text = thrownText.get(job);
+        List<String> why = new ArrayList<>();
+        if (text == null) {
+          why.add("the job did not fail");
+        } else {
+          for (String part : opts.get("expect-failure").split("\\|")) {
+            if (!text.contains(part)) {
+              why.add("what the driver threw does not name '" + part + "'");
+            }
+          }
+        }
+        String time = String.format(Locale.ROOT, " failed_after=%.1fs", rssMs.getOrDefault(job, 0L) / 1000.0);
+        if (why.isEmpty()) {
+          passed++;
+          System.out.println("PASS " + label + "/" + job + time + " driver saw: "
+              + abbrev(firstLine(text.substring(Math.max(0, text.indexOf("remote storage"))))));
+        } else {
+          failed++;
+          System.out.println("FAIL " + label + "/" + job + ": " + String.join("; ", why) + time
+              + (text == null ? "" : " (driver saw: " + abbrev(text.replace('\n', ' ')) + ")"));
+        }
+      }
+      System.out.println(label + ": " + passed + " passed, " + failed + " failed");
+      System.out.flush();
+      return failed;
+    }
     for (String job : jobs) {
       List<String> why = new ArrayList<>();
       if (!mode.equals("rss")) {
@@ -407,6 +441,11 @@ public final class SparkJobs {
         } catch (Throwable t) {
           t.printStackTrace();
           errors.put(job, describe(t));
+          StringBuilder all = new StringBuilder();
+          for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
+            all.append(c).append('\n');
+          }
+          thrownText.put(job, all.toString());
         }
         long ms = (System.nanoTime() - t0) / 1_000_000;
         millis.put(job, ms);

@@ -1,0 +1,169 @@
+//! An S3 server for tests that checks request signatures: S3Proxy (Maven Central,
+//! `org.gaul:s3proxy`, installed into `tests/s3/target` by `tests/s3/install.sh --s3proxy`),
+//! on its filesystem backend, started on 127.0.0.1 on a free port. moto accepts any
+//! signature, so a wrong secret passes there; S3Proxy answers it `403
+//! SignatureDoesNotMatch`, as S3 and every S3-compatible store do.
+//!
+//! Self-contained (std only), like the moto launcher beside it, so integration tests include
+//! it through `#[path]`. The JVM runs under a `bash` that kills it when this process's end of
+//! its stdin closes. Anything that keeps it from starting panics: a test that needs it fails,
+//! it never skips.
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The access key S3Proxy knows.
+pub const ACCESS_KEY: &str = "spillway-access";
+/// The secret that belongs to [`ACCESS_KEY`].
+pub const SECRET_KEY: &str = "spillway-right-secret";
+
+/// A JVM's cold start with the jar's 40 MB of classes: 2-5 s; far more on a loaded machine.
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A running S3Proxy; stopped when dropped (or when the test process exits).
+pub struct S3Proxy {
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    /// Where the server logs.
+    pub log: PathBuf,
+    /// The backend's directory: a bucket is a folder in it.
+    pub data: PathBuf,
+    child: Mutex<Child>,
+}
+
+fn tests_s3() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = if here.join("tests/s3").is_dir() {
+        here
+    } else {
+        here.join("..")
+    };
+    root.join("tests/s3")
+}
+
+/// Starts a server of its own; panics when it cannot.
+pub fn start() -> S3Proxy {
+    try_start().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Starts a server of its own, or says why it could not.
+pub fn try_start() -> Result<S3Proxy, String> {
+    let dir = tests_s3();
+    let status = Command::new("bash")
+        .arg(dir.join("install.sh"))
+        .arg("--s3proxy")
+        .status()
+        .map_err(|e| format!("run tests/s3/install.sh --s3proxy: {e}"))?;
+    if !status.success() {
+        return Err(format!("tests/s3/install.sh --s3proxy failed: {status}"));
+    }
+    let jar = std::fs::read_dir(dir.join("target"))
+        .map_err(|e| format!("tests/s3/target: {e}"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("s3proxy-") && n.ends_with(".jar"))
+        })
+        .ok_or("no s3proxy jar in tests/s3/target after install.sh")?;
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("free port: {e}"))?
+        .port();
+    let base = std::env::temp_dir().join(format!("spillway-s3proxy-{}-{port}", std::process::id()));
+    let data = base.join("data");
+    std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let props = base.join("s3proxy.conf");
+    std::fs::write(
+        &props,
+        format!(
+            "s3proxy.endpoint=http://127.0.0.1:{port}\n\
+             s3proxy.authorization=aws-v2-or-v4\n\
+             s3proxy.identity={ACCESS_KEY}\n\
+             s3proxy.credential={SECRET_KEY}\n\
+             jclouds.provider=filesystem\n\
+             jclouds.filesystem.basedir={}\n",
+            data.display()
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", props.display()))?;
+    let log = base.join("s3proxy.log");
+    // `read` returns when our stdin end closes (this process exited), then the JVM dies.
+    let script = format!(
+        "java -Xmx256m -jar {} --properties {} >{} 2>&1 & pid=$!; read -r _; kill $pid; wait $pid",
+        jar.display(),
+        props.display(),
+        log.display()
+    );
+    let child = Command::new("bash")
+        .args(["-c", &script])
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("start S3Proxy: {e}"))?;
+    let started = Instant::now();
+    loop {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::Write;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = s.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+            let mut buf = [0u8; 12];
+            if s.read_exact(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.") {
+                break;
+            }
+        }
+        if started.elapsed() >= START_TIMEOUT {
+            return Err(format!(
+                "S3Proxy did not answer on port {port} within {START_TIMEOUT:?}; log {}",
+                log.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(S3Proxy {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        log,
+        data,
+        child: Mutex::new(child),
+    })
+}
+
+impl S3Proxy {
+    /// Creates `bucket` (a folder of the filesystem backend; no signed request needed).
+    pub fn create_bucket(&self, bucket: &str) {
+        std::fs::create_dir_all(self.data.join(bucket)).expect("create the bucket's folder");
+    }
+
+    /// Deletes `bucket` with everything in it: requests for it answer `NoSuchBucket`.
+    pub fn delete_bucket(&self, bucket: &str) {
+        std::fs::remove_dir_all(self.data.join(bucket)).expect("remove the bucket's folder");
+    }
+
+    /// The s3a settings of a client of this server, with `secret` as `fs.s3a.secret.key`.
+    pub fn s3a_conf(&self, secret: &str) -> Vec<(String, String)> {
+        [
+            ("fs.s3a.endpoint", self.endpoint.as_str()),
+            ("fs.s3a.path.style.access", "true"),
+            ("fs.s3a.access.key", ACCESS_KEY),
+            ("fs.s3a.secret.key", secret),
+            ("fs.s3a.endpoint.region", "us-east-1"),
+            ("fs.s3a.retry.limit", "1"),
+            ("fs.s3a.retry.interval", "50ms"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+}
+
+impl Drop for S3Proxy {
+    fn drop(&mut self) {
+        let child = self.child.get_mut().unwrap_or_else(|p| p.into_inner());
+        // Closing stdin ends the wrapper's `read`, which kills the JVM.
+        drop(child.stdin.take());
+        let _ = child.wait();
+    }
+}
