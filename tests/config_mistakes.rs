@@ -255,3 +255,239 @@ fn walk(dir: &std::path::Path) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// A config for the binary: loopback, free ports, the given data paths and extra lines.
+fn binary_config(
+    dir: &std::path::Path,
+    data_paths: &[std::path::PathBuf],
+    extra: &str,
+) -> std::path::PathBuf {
+    let paths: Vec<String> = data_paths
+        .iter()
+        .map(|p| format!("{:?}", p.display().to_string()))
+        .collect();
+    let text = format!(
+        "grpc_port = 0\nnetty_port = 0\nbind_ip = \"127.0.0.1\"\nworker_ip = \"127.0.0.1\"\n{extra}\n\
+         [metrics]\nhttp_port = 0\n[audit]\nrpc_log = false\ncoordinator_rpc_log = false\n\
+         [localfile_store]\ndata_paths = [{}]\n",
+        paths.join(", ")
+    );
+    let path = dir.join("config.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Runs the binary on `config` until it exits by itself (a start-up mistake); its exit code
+/// and everything it printed.
+fn exits_with(config: &std::path::Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_spillway"));
+    cmd.arg("--config").arg(config).env("RUST_LOG", "info");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let t = Instant::now();
+    let out = output_within(&mut cmd, Duration::from_secs(60));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = text
+        .lines()
+        .find(|l| l.starts_with("Error:"))
+        .unwrap_or_default();
+    println!(
+        "exited {:?} after {:?}: {said}",
+        out.status.code(),
+        t.elapsed()
+    );
+    (out.status.code(), text)
+}
+
+/// A data path that cannot be created and one on a read-only mount stop the server at
+/// start-up, exit code 1, with the key, the path and the OS's answer named (the state lock's
+/// file used to be what the message named).
+#[test]
+fn data_paths_that_cannot_be_created_or_written_stop_the_start() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let bad = file.join("data");
+    let good = dir.path().join("good");
+    let config = binary_config(dir.path(), &[good.clone(), bad.clone()], "");
+    let (code, text) = exits_with(&config, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    for part in [
+        "localfile_store.data_paths",
+        &bad.display().to_string(),
+        "cannot create it",
+        "init_max_failed_paths",
+    ] {
+        assert!(text.contains(part), "names {part}: {text}");
+    }
+
+    // Read-only: a tmpfs mounted ro (root writes through file modes, not through ro mounts).
+    let ro = dir.path().join("ro");
+    std::fs::create_dir_all(&ro).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs"])
+        .arg(&ro)
+        .status()
+        .expect("run mount (the test needs root, as CI has)");
+    assert!(
+        mounted.success(),
+        "mount a read-only tmpfs on {}",
+        ro.display()
+    );
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(ro.clone());
+    let config = binary_config(dir.path(), &[ro.clone()], "");
+    let (code, text) = exits_with(&config, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    for part in [
+        "localfile_store.data_paths",
+        &ro.display().to_string(),
+        "cannot write to it",
+        "Read-only file system",
+    ] {
+        assert!(text.contains(part), "names {part}: {text}");
+    }
+}
+
+/// A Hadoop conf file that does not parse stops a server with a remote tier at start-up,
+/// naming the variable, the file and the position, instead of failing every flush later.
+#[test]
+fn a_hadoop_conf_file_that_does_not_parse_stops_the_start() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let conf = dir.path().join("hadoop-conf");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(
+        conf.join("core-site.xml"),
+        "<configuration><property><name>fs.defaultFS</name><value>hdfs://nn:8020</value></property></configuration>",
+    )
+    .unwrap();
+    std::fs::write(
+        conf.join("hdfs-site.xml"),
+        "<configuration>\n<property><name>dfs.nameservices</name><value>ns</value></propety>\n</configuration>",
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let config = binary_config(
+        dir.path(),
+        &[data],
+        "store_type = \"MEMORY_LOCALFILE_HDFS\"",
+    );
+    let conf_dir = conf.display().to_string();
+    let (code, text) = exits_with(&config, &[("HADOOP_CONF_DIR", &conf_dir)]);
+    assert_eq!(code, Some(1), "{text}");
+    for part in ["HADOOP_CONF_DIR=", "hdfs-site.xml does not parse", "2:"] {
+        assert!(text.contains(part), "names {part}: {text}");
+    }
+}
+
+/// A tag that promises the Netty plane on a server without one is refused at start-up.
+#[test]
+fn the_netty_tag_without_a_netty_port_stops_the_start() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let config = binary_config(
+        dir.path(),
+        &[dir.path().join("d")],
+        "tags = [\"GRPC_NETTY\"]",
+    );
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("netty_port = 0", "netty_port = -1");
+    std::fs::write(&config, text).unwrap();
+    let (code, text) = exits_with(&config, &[]);
+    assert_eq!(code, Some(1), "{text}");
+    for part in ["tags", "netty_port = -1"] {
+        assert!(text.contains(part), "names {part}: {text}");
+    }
+}
+
+/// A quorum whose coordinators never answer (a closed port, a name that does not resolve) does
+/// not stop the server (coordinators may start after it), but each entry is reported: one
+/// WARN when its heartbeats start failing, with the cause, and once it stayed silent since
+/// start for the grace period, one ERROR naming the key. Then nothing more while it stays
+/// down.
+#[test]
+fn a_coordinator_quorum_that_does_not_answer_is_named_once() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::TempDir::new().unwrap();
+    let closed = free_port();
+    let quorum = format!(
+        "coordinator_quorum = [\"127.0.0.1:{closed}\", \"no-such-coordinator.invalid:19999\"]\nheartbeat_interval = \"1s\""
+    );
+    let config = binary_config(dir.path(), &[dir.path().join("d")], &quorum);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_spillway"))
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let started = Instant::now();
+    let mut lines = Vec::new();
+    let mut errors = 0;
+    // Until both ERRORs, then a few seconds more to see nothing repeats.
+    let mut quiet_until: Option<Instant> = None;
+    while quiet_until.is_none_or(|t| Instant::now() < t) {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "no ERROR per entry: {lines:#?}"
+        );
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            if line.contains("ERROR") && line.contains("has not answered a heartbeat since start") {
+                errors += 1;
+                if errors == 2 {
+                    println!("both entries named after {:?}", started.elapsed());
+                    quiet_until = Some(Instant::now() + Duration::from_secs(4));
+                }
+            }
+            lines.push(line);
+        }
+    }
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+    let about = |needle: &str| lines.iter().filter(|l| l.contains(needle)).count();
+    let closed_entry = format!("127.0.0.1:{closed}");
+    for entry in [closed_entry.as_str(), "no-such-coordinator.invalid:19999"] {
+        let named: Vec<&String> = lines.iter().filter(|l| l.contains(entry)).collect();
+        assert_eq!(
+            named.len(),
+            2,
+            "one WARN and one ERROR for {entry}: {named:#?}"
+        );
+        assert!(
+            named.iter().all(|l| l.contains("coordinator_quorum")),
+            "{named:#?}"
+        );
+    }
+    assert_eq!(
+        about("has not answered a heartbeat since start"),
+        2,
+        "{lines:#?}"
+    );
+    assert_eq!(
+        about("does not resolve"),
+        2,
+        "the DNS cause in both lines of that entry: {lines:#?}"
+    );
+}

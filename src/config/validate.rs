@@ -79,6 +79,16 @@ impl Config {
                     format!("{tag:?}: tags must be non-empty and contain no commas"),
                 ));
             }
+            // The client-type tag promises a data plane: Netty clients would be assigned a
+            // server that answers them on no port.
+            if tag.trim() == "GRPC_NETTY" && *netty_port < 0 {
+                return Err(ConfigError::new(
+                    "tags",
+                    "\"GRPC_NETTY\" with netty_port = -1: the server would be assigned to Netty \
+                     clients and serve them no Netty port; set netty_port, or remove the tag (the \
+                     server adds it itself when it has a Netty port)",
+                ));
+            }
         }
         nonzero_duration("heartbeat_interval", *heartbeat_interval)?;
         nonzero_duration("reconfigure_interval", *reconfigure_interval)?;

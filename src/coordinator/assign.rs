@@ -79,7 +79,7 @@ pub enum AssignError {
     /// coordinator's, which operators and client logs already know.
     #[error(
         "There isn't enough shuffle servers: dataReplica is {needed} but {found} of {live} live \
-         server(s) are ACTIVE, carry tags {require_tags:?} and are not in faultyServerIds"
+         server(s) are ACTIVE, carry tags {require_tags:?} and are not in faultyServerIds{hint}"
     )]
     NotEnoughServers {
         /// `dataReplica`.
@@ -90,6 +90,9 @@ pub enum AssignError {
         live: usize,
         /// The tags asked for.
         require_tags: Vec<String>,
+        /// Why, when one tag alone rules the servers out (a client type the servers do not
+        /// serve); empty otherwise.
+        hint: String,
     },
     /// `MUST_DIFF` found fewer distinct hosts than `dataReplica`.
     #[error(
@@ -102,6 +105,47 @@ pub enum AssignError {
         /// Distinct IPs among the assignable servers.
         hosts: usize,
     },
+}
+
+/// The client type tag of the Netty data plane: a server heartbeats it only with a Netty port.
+const NETTY_TAG: &str = "GRPC_NETTY";
+
+/// When a `GRPC_NETTY` client finds too few servers and enough of them would do but for that
+/// tag, the servers run without a Netty port: say so, with both ways out. Otherwise the
+/// client's exception reads like a cluster that is too small, and a 0.10 client (whose
+/// default type is `GRPC_NETTY`) retries it for about half an hour.
+fn netty_hint<S: Borrow<ServerNode>>(
+    live: &[S],
+    req: &AssignRequest<'_>,
+    faulty: &HashSet<&str>,
+) -> String {
+    if !req.require_tags.iter().any(|t| t == NETTY_TAG) {
+        return String::new();
+    }
+    let others: Vec<String> = req
+        .require_tags
+        .iter()
+        .filter(|t| *t != NETTY_TAG)
+        .cloned()
+        .collect();
+    let without = live
+        .iter()
+        .map(Borrow::borrow)
+        .filter(|s| {
+            s.status == ServerStatus::Active
+                && !faulty.contains(s.id.as_str())
+                && s.has_tags(&others)
+                && !s.tags.contains(NETTY_TAG)
+        })
+        .count();
+    if without == 0 {
+        return String::new();
+    }
+    format!(
+        "; {without} server(s) would match but serve no Netty data plane (tag {NETTY_TAG}): \
+         start them with a Netty port (netty_port; Java: rss.server.netty.port), or set \
+         spark.rss.client.type=GRPC on the client"
+    )
 }
 
 /// One partition range and its replicas, in replica order.
@@ -174,6 +218,7 @@ pub fn assign<'a, S: Borrow<ServerNode>>(
             found: candidates.len(),
             live: live.len(),
             require_tags: req.require_tags.to_vec(),
+            hint: netty_hint(live, req, &faulty),
         });
     }
 
@@ -483,7 +528,8 @@ mod tests {
                 needed: 1,
                 found: 0,
                 live: 3,
-                require_tags: tags.to_vec()
+                require_tags: tags.to_vec(),
+                hint: String::new(),
             }
         );
         assert!(err

@@ -184,6 +184,15 @@ pub async fn start(config: Config) -> Result<Running> {
         tracing::warn!("{warning}");
     }
 
+    // Settings mistakes stop the server here, each with its key named, before the state lock
+    // would fail on the same path with a message about a lock file.
+    if config.store_type.uses_localfile() {
+        crate::store::localfile::check_data_paths(&lf.data_paths, lf.init_max_failed_paths)?;
+    }
+    if config.store_type.uses_hdfs() {
+        crate::store::hdfs::conf_files::check().map_err(Error::Startup)?;
+    }
+
     // The state lock before anything reads or writes the data paths: with `takeover` this
     // waits (ports already bound, clients queueing) until the old process saved everything.
     let journal_dirs = if config.recovery.enabled {

@@ -43,6 +43,10 @@ pub const TAG_GRPC_NETTY: &str = "GRPC_NETTY";
 /// briefly busy coordinator look unreachable.
 pub const MIN_DEADLINE: Duration = Duration::from_secs(1);
 
+/// Shortest time a coordinator may stay silent since start before the server says, once, that
+/// its quorum entry looks wrong (otherwise three heartbeat intervals).
+const NEVER_ANSWERED_GRACE: Duration = Duration::from_secs(10);
+
 /// Shortest wait after a failure, so a refusing coordinator is not hammered when the
 /// interval is tiny.
 const MIN_BACKOFF: Duration = Duration::from_millis(100);
@@ -357,6 +361,13 @@ async fn beat_loop(
     let mut reach = Reach::Unknown;
     let mut failures: u32 = 0;
     let mut next = Instant::now();
+    // A coordinator that never answered since start is most likely a wrong quorum entry (a
+    // typo, a closed port, a name that does not resolve): said once as an ERROR naming the
+    // key, after a grace that lets coordinators starting beside the server come up.
+    let since = Instant::now();
+    let grace = (interval * 3).max(NEVER_ANSWERED_GRACE);
+    let mut ever_reached = false;
+    let mut escalated = false;
     loop {
         tokio::select! {
             biased;
@@ -381,12 +392,23 @@ async fn beat_loop(
                     }
                 }
                 reach = Reach::Reachable;
+                ever_reached = true;
                 failures = 0;
                 next = started + interval;
             }
             Err(error) => {
+                let error = if error.contains("not known") {
+                    format!("{error} (the host name does not resolve)")
+                } else {
+                    error
+                };
                 if reach != Reach::Unreachable {
-                    tracing::warn!(coordinator = %addr, %error, "coordinator unreachable: retrying with backoff");
+                    tracing::warn!(coordinator = %addr, %error, "coordinator unreachable: retrying with backoff (coordinator_quorum; Java: rss.coordinator.quorum)");
+                }
+                if !ever_reached && !escalated && since.elapsed() >= grace {
+                    escalated = true;
+                    tracing::error!(coordinator = %addr, %error, waited_secs = since.elapsed().as_secs(),
+                        "this coordinator has not answered a heartbeat since start: no app is assigned to this server through it. Correct its entry in coordinator_quorum (Java: rss.coordinator.quorum) or start it; heartbeats go on");
                 }
                 reach = Reach::Unreachable;
                 failures = failures.saturating_add(1);

@@ -7,7 +7,7 @@
 //! a kerberized cluster charges and authorises each job's files to the job. Spillway does the
 //! same by default ([`WriteAs::Auto`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub use crate::config::HdfsWriteAs as WriteAs;
 
@@ -43,7 +43,8 @@ impl Identity {
             .rev()
             .find(|(k, _)| k == KEY)
             .map(|(_, v)| v.trim().to_ascii_lowercase());
-        let authentication = configured.or_else(|| conf_dir().and_then(|d| authentication_in(&d)));
+        let authentication = configured
+            .or_else(|| super::conf_files::conf_dir().and_then(|(d, _)| authentication_in(&d)));
         let security = principal.is_some() || authentication.is_some_and(|a| a != "simple");
         Identity {
             principal,
@@ -96,28 +97,15 @@ impl Identity {
     }
 }
 
-/// The directory hdfs-native reads `core-site.xml` from: `HADOOP_CONF_DIR`, else
-/// `$HADOOP_HOME/etc/hadoop`.
-fn conf_dir() -> Option<PathBuf> {
-    std::env::var_os("HADOOP_CONF_DIR")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HADOOP_HOME").map(|h| Path::new(&h).join("etc/hadoop")))
-}
-
-/// `hadoop.security.authentication` as `core-site.xml` in `dir` sets it (the last
-/// definition wins, as in Hadoop). A file that cannot be
-/// read or parsed gives `None` here; the client build reports it with its cause.
+/// `hadoop.security.authentication` as the conf directory's files set it (the last
+/// definition wins, as in Hadoop). Files that do not parse stop the server at start-up
+/// (`conf_files::check`), so `None` here means the key is not set.
 pub fn authentication_in(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("core-site.xml")).ok()?;
-    let doc = roxmltree::Document::parse(&text).ok()?;
-    doc.descendants()
-        .filter(|n| n.has_tag_name("property"))
-        .filter(|p| {
-            p.children()
-                .any(|c| c.has_tag_name("name") && c.text().map(str::trim) == Some(KEY))
-        })
-        .filter_map(|p| p.children().find(|c| c.has_tag_name("value")))
-        .filter_map(|v| v.text().map(|t| t.trim().to_ascii_lowercase()))
+    super::conf_files::read(dir)
+        .ok()?
+        .into_iter()
+        .filter(|(k, _)| k == KEY)
+        .map(|(_, v)| v.to_ascii_lowercase())
         .next_back()
 }
 

@@ -30,6 +30,7 @@
 //! `max_concurrency` appends, and the per-partition slots.
 
 mod client;
+pub mod conf_files;
 pub mod identity;
 mod read;
 
@@ -194,6 +195,15 @@ impl HdfsTier {
             Ok(r) => r,
             Err(e) => return refused(e.to_string(), "correct the remote storage path".to_owned()),
         };
+        if let Some(why) = self.unresolvable(&root, remote).await {
+            return refused(
+                why,
+                "name a host that resolves, or define the nameservice (dfs.nameservices, \
+                 dfs.ha.namenodes.<ns>, dfs.namenode.rpc-address.<ns>.<nn>) in hdfs-site.xml \
+                 under HADOOP_CONF_DIR or in the app's remote storage conf"
+                    .to_owned(),
+            );
+        }
         let client =
             match self.clients.get(&root, user, remote) {
                 Ok(c) => c,
@@ -254,6 +264,37 @@ impl HdfsTier {
                 "no answer from HDFS within {PROBE_TIMEOUT:?} while checking {}",
                 remote.path
             )),
+        }
+    }
+
+    /// Why the NameNode host of `root` can never be reached: its name does not resolve and
+    /// no HA nameservice of that name is configured (the conf directory's files, the
+    /// server's items, the app's). The HDFS client would retry such a connection until the
+    /// probe's time runs out, which reads as "unreachable, try later"; a name that does not
+    /// exist is not a passing state. A DNS outage ("temporary failure") is left to the probe.
+    async fn unresolvable(&self, root: &RemoteRoot, remote: &RemoteStorage) -> Option<String> {
+        let authority = root.fs_url.as_deref()?.strip_prefix("hdfs://")?;
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<u16>().ok()?),
+            None => (authority, 8020),
+        };
+        let nameservice = format!("dfs.ha.namenodes.{host}");
+        let files = conf_files::conf_dir()
+            .and_then(|(dir, _)| conf_files::read(&dir).ok())
+            .unwrap_or_default();
+        if files
+            .iter()
+            .chain(self.opts.hadoop_conf.iter())
+            .chain(remote.conf.iter())
+            .any(|(k, _)| *k == nameservice)
+        {
+            return None;
+        }
+        match tokio::net::lookup_host((host, port)).await {
+            Err(e) if e.to_string().contains("not known") => Some(format!(
+                "the NameNode host {host} does not resolve ({e}) and no nameservice {host} is configured"
+            )),
+            _ => None,
         }
     }
 

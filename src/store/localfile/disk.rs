@@ -330,7 +330,7 @@ pub(crate) fn inspect(root: &Path) -> Result<Usage, String> {
     usage(root).map_err(|e| format!("statvfs of {} failed: {e}", root.display()))
 }
 
-fn probe(root: &Path) -> io::Result<()> {
+pub(crate) fn probe(root: &Path) -> io::Result<()> {
     const PAYLOAD: &[u8] = b"spillway disk probe\n";
     fs::create_dir_all(root)?;
     let path = root.join(PROBE_FILE_NAME);

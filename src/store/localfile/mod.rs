@@ -729,6 +729,56 @@ impl Tier for LocalFileTier {
     }
 }
 
+/// Whether `root` can be a data path at all: it is created if missing, and written. A path
+/// that cannot be created, a read-only mount and a directory the server's user may not write
+/// are settings mistakes, reported at start-up; a full or failing disk is not (it may come
+/// back), and is left to the health probe.
+fn settings_check(root: &std::path::Path) -> std::result::Result<(), String> {
+    std::fs::create_dir_all(root).map_err(|e| format!("cannot create it: {e}"))?;
+    match disk::probe(root) {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EROFS | libc::EACCES | libc::EPERM | libc::ENOTDIR)
+            ) =>
+        {
+            Err(format!("cannot write to it: {e}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The start-up check of `localfile_store.data_paths`, made before anything (the state lock
+/// among it) is written there: more unusable paths than `max_failed` allows, or none usable,
+/// stop the server with every bad path, its cause and the keys named, as Java's
+/// `LocalStorageManager` stops it (`rss.server.localstorage.initialize.max.fail.number`,
+/// default 0).
+pub fn check_data_paths(paths: &[std::path::PathBuf], max_failed: usize) -> Result<()> {
+    let failed: Vec<String> = paths
+        .iter()
+        .filter_map(|p| {
+            settings_check(p)
+                .err()
+                .map(|why| format!("{}: {why}", p.display()))
+        })
+        .collect();
+    if failed.is_empty() {
+        return Ok(());
+    }
+    if failed.len() > max_failed || failed.len() == paths.len() {
+        return Err(Error::Startup(format!(
+            "localfile_store.data_paths (Java: rss.storage.basePath): {} of {} path(s) unusable, \
+             more than localfile_store.init_max_failed_paths ({max_failed}; Java: \
+             rss.server.localstorage.initialize.max.fail.number) allows or none left: {}",
+            failed.len(),
+            paths.len(),
+            failed.join("; ")
+        )));
+    }
+    tracing::warn!(unusable = %failed.join("; "), "serving without the data paths that cannot be used (localfile_store.init_max_failed_paths allows it)");
+    Ok(())
+}
+
 /// Java's `LocalStorage` constructor checks for one path: it must be creatable, report a
 /// file-system size, and, when a capacity is configured, have that much room. Java empties the
 /// path first, so its free space is the whole room; Spillway keeps a previous run's files for
@@ -737,7 +787,7 @@ fn init_path(
     root: &std::path::Path,
     opts: &LocalFileOptions,
 ) -> std::result::Result<SpaceLimits, String> {
-    std::fs::create_dir_all(root).map_err(|e| format!("cannot create it: {e}"))?;
+    settings_check(root)?;
     let usage = disk::usage(root).map_err(|e| format!("statvfs failed: {e}"))?;
     let capacity = match opts.capacity {
         None => (usage.capacity as f64 * opts.capacity_ratio) as u64,
