@@ -346,7 +346,7 @@ fn data_paths_that_cannot_be_created_or_written_stop_the_start() {
         }
     }
     let _unmount = Unmount(ro.clone());
-    let config = binary_config(dir.path(), &[ro.clone()], "");
+    let config = binary_config(dir.path(), std::slice::from_ref(&ro), "");
     let (code, text) = exits_with(&config, &[]);
     assert_eq!(code, Some(1), "{text}");
     for part in [

@@ -689,3 +689,46 @@ async fn with_the_embedded_coordinator_the_server_registers_itself() {
     );
     server.running.shutdown().await;
 }
+
+/// A `GRPC_NETTY` client (the 0.10 default) against servers without a Netty port: the answer
+/// still starts as Java's, and says that only the Netty tag rules the servers out and what to
+/// change, instead of reading like a cluster that is too small. Here the server registers itself
+/// with its own coordinator, with `netty_port = -1`, as a real deployment would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_netty_client_without_netty_servers_is_told_why() {
+    let (s, mut client) = start_coordinator(|c| {
+        c.netty_port = -1;
+        c.coordinator.register_self = true;
+        c.heartbeat_interval = std::time::Duration::from_millis(200);
+    })
+    .await;
+    let grpc = request("app_grpc", 4, 1, &["ss_v5", "GRPC"]);
+    let mut served = false;
+    for _ in 0..100 {
+        if status_of(assign(&mut client, grpc.clone()).await.status) == StatusCode::Success {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(served, "the server registered itself for GRPC clients");
+    let resp = assign(
+        &mut client,
+        request("app_netty", 4, 1, &["ss_v5", "GRPC_NETTY"]),
+    )
+    .await;
+    assert_ne!(status_of(resp.status), StatusCode::Success);
+    for part in [
+        "There isn't enough shuffle servers",
+        "1 server(s) would match but serve no Netty data plane",
+        "netty_port",
+        "spark.rss.client.type=GRPC",
+    ] {
+        assert!(
+            resp.ret_msg.contains(part),
+            "names {part}: {}",
+            resp.ret_msg
+        );
+    }
+    s.running.shutdown().await;
+}

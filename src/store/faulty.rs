@@ -215,6 +215,10 @@ impl Tier for FaultyTier {
         self.inner.route(part, batch)
     }
 
+    fn failed(&self, app: &AppId) -> Option<crate::error::Error> {
+        self.inner.failed(app)
+    }
+
     fn health(&self) -> Health {
         if self.unhealthy.load(Ordering::Acquire) {
             return Health {

@@ -207,6 +207,9 @@ impl Refusals {
 const PRUNE_AT: usize = 10_000;
 const PRUNE_AFTER: Duration = Duration::from_secs(3600);
 
+/// The cause logged last at a place (its [`cause_key`]) and its count.
+type Logged = (String, Seen);
+
 /// One cause as counted by [`CauseLog`].
 struct Seen {
     count: u64,
@@ -217,7 +220,7 @@ struct Seen {
 /// when the cause passes (the place succeeds again) or the app is gone.
 #[derive(Default)]
 pub struct CauseLog {
-    seen: parking_lot::Mutex<HashMap<(AppId, &'static str), (String, Seen)>>,
+    seen: parking_lot::Mutex<HashMap<(AppId, &'static str), Logged>>,
 }
 
 impl CauseLog {

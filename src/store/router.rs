@@ -182,9 +182,9 @@ impl TierRouter {
         }
     }
 
-    /// The app is gone: forget its refusal and log its causes' counts.
+    /// The app is gone: log its causes' counts. Its refusal is forgotten by its purge, which
+    /// reads it first.
     pub fn forget_app(&self, app: &AppId) {
-        self.refusals.clear(app);
         self.causes.forget_app(app);
     }
 
@@ -216,6 +216,11 @@ impl TierRouter {
         let Some(remote) = remote.filter(|r| !r.path.is_empty()) else {
             return;
         };
+        if self.refusals.get(app).is_some() {
+            // Its store refused it at the check: the tier never hears of it, so no purge or
+            // leaked-data sweep asks that store again with the same settings.
+            return;
+        }
         let registered = if is_object_path(&remote.path) {
             self.object.as_ref().map(|o| o.register_app(app, remote))
         } else {
@@ -376,11 +381,19 @@ impl Tier for TierRouter {
                 Err(e) => first_err = Some(e),
             }
         }
+        // A refused app's remote storage refuses the purge too, and holds nothing of it
+        // unless the refusal came mid-job; the leaked-data sweep removes that once the store
+        // lets the server in again.
+        let refused = self.refusals.get(scope.app()).is_some();
+        if matches!(scope, PurgeScope::App(_)) {
+            self.refusals.clear(scope.app());
+        }
         let remotes = self
             .hdfs
             .iter()
             .map(|h| Arc::clone(h) as Arc<dyn Tier>)
-            .chain(self.object.iter().map(|o| Arc::clone(o) as Arc<dyn Tier>));
+            .chain(self.object.iter().map(|o| Arc::clone(o) as Arc<dyn Tier>))
+            .filter(|_| !refused);
         for remote in remotes {
             match remote.purge(scope).await {
                 Ok(n) => freed += n,

@@ -29,6 +29,9 @@
 #                         env SPARK_E2E_HDFS_JOBS)
 #   --no-tpc              skip the TPC-H / TPC-DS cells (tests/spark/tpc.sh)
 #   --tpc-only            build, then only the TPC cells (benches/tpc.sh runs the benchmark so)
+#   --refusals-only       build, then only the settings-mistake cells (refusal_cells: a wrong s3a
+#                         secret, a missing bucket, an unwritable HDFS path, a GRPC_NETTY client
+#                         without Netty servers; S3Proxy and MiniHdfs on loopback)
 #   --tpc "S:F[:q,..] ..."  TPC suites, scale factors and queries (env SPARK_E2E_TPC; default in
 #                         tpc.sh: TPC-H sf0.01 8 queries, TPC-DS sf0.01 5 queries); more knobs as
 #                         SPARK_E2E_TPC_* in tpc.sh (memory store, rounds, heap, cores)
@@ -88,6 +91,7 @@ S3=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
 TPC_CELLS=1
 TPC_ONLY=0
+REFUSALS_ONLY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --vanilla-only) VANILLA_ONLY=1 ;;
@@ -106,6 +110,7 @@ while [[ $# -gt 0 ]]; do
     --no-s3) S3=0 ;;
     --no-tpc) TPC_CELLS=0 ;;
     --tpc-only) TPC_ONLY=1 ;;
+    --refusals-only) REFUSALS_ONLY=1 ;;
     --tpc) SPARK_E2E_TPC=$2; shift ;;
     -h|--help) sed -n '2,60p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -161,6 +166,7 @@ cleanup() {
   done
   stop_hdfs
   stop_s3
+  stop_s3proxy
   if [[ $KEEP == 1 || $FAILED -gt 0 || $rc -ne 0 ]]; then
     echo "logs and configs kept in $WORK"
   else
@@ -885,8 +891,9 @@ s3proxy.credential=spillway-right-secret
 jclouds.provider=filesystem
 jclouds.filesystem.basedir=$S3P_DATA
 CONF
+  # Not in PIDS: stop_cluster stops those between cells, and S3Proxy serves them all.
   java -Xmx256m -jar "$jar" --properties "$dir/s3proxy.conf" >"$dir/s3proxy.log" 2>&1 &
-  PIDS+=("$!")
+  S3P_PID=$!
   local deadline=$((SECONDS + 120))
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
     ((SECONDS < deadline)) || { tail -n 20 "$dir/s3proxy.log"; return 1; }
@@ -894,6 +901,14 @@ CONF
   done
   S3P_ENDPOINT="http://127.0.0.1:$port"
   log "S3Proxy (checks signatures) on $S3P_ENDPOINT; log $dir/s3proxy.log"
+}
+
+S3P_PID=""
+stop_s3proxy() {
+  if [[ -n $S3P_PID ]]; then
+    stop_pid "$S3P_PID"
+    S3P_PID=""
+  fi
 }
 
 # refusal_cells: a wrong s3a secret (sent with the registration, Spark's own is right), a bucket
@@ -986,6 +1001,24 @@ refusal_cells() {
     unset STORE_TYPE
     phase_done
   done
+  # A GRPC_NETTY client (the 0.10 default) against a server without a Netty port: the
+  # coordinator's answer says that only the Netty tag rules the server out, and the fixes.
+  phase "settings mistakes: a GRPC_NETTY client, no Netty port, client $ver"
+  COORDINATOR_EXTRA_TOML='client_conf = { "rss.client.assignment.retry.interval" = "1000" }'
+  SERVER_NETTY_PORT=-1
+  export COORDINATOR_EXTRA_TOML SERVER_NETTY_PORT
+  if start_cluster "$ver" 1 r_nonetty_; then
+    run_jobs "$ver" "uniffle-$ver-netty-client-no-netty-port" "$SUITE_TIMEOUT" --mode rss \
+      --coordinator "$COORD" --job empty_partitions --client-type GRPC_NETTY \
+      --rss-conf "spark.rss.dynamicClientConf.enabled=true" \
+      --expect-failure "GRPC_NETTY|serve no Netty data plane|spark.rss.client.type=GRPC"
+  else
+    fail "settings mistakes, no Netty port: cluster not ready (coordinator $COORD)"
+  fi
+  stop_cluster
+  unset COORDINATOR_EXTRA_TOML SERVER_NETTY_PORT
+  stop_s3proxy
+  phase_done
 }
 
 # start_hdfs [NAME [ARGS...]]: builds (idempotent) and starts MiniHdfs under WORK/NAME (default
@@ -1171,6 +1204,18 @@ if [[ $TPC_ONLY == 1 ]]; then
 fi
 
 BASELINE="$WORK/baseline.tsv"
+if [[ $REFUSALS_ONLY == 1 ]]; then
+  phase "vanilla baseline"
+  run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job sort --baseline-out "$BASELINE"
+  phase_done
+  if [[ -x $SPILLWAY_BIN ]] && start_hdfs; then
+    refusal_cells
+  else
+    fail "settings mistakes: no server binary or MiniHdfs did not start"
+  fi
+  stop_hdfs
+  finish
+fi
 phase "vanilla baseline"
 BASE_JOBS=$JOBS
 if [[ $REPLICA == 1 || $RESTART == 1 || $CLUSTER == 1 || $S3 == 1 ]]; then
