@@ -129,6 +129,13 @@ pub enum Error {
         /// The setting to correct, named by its key.
         fix: String,
     },
+    /// The app's settings and the server's cannot work together, whatever is retried (a
+    /// remote-only store type and no remote path). Logged once per app where it is found.
+    #[error("{reason}")]
+    Misconfigured {
+        /// What does not fit, naming the setting to change.
+        reason: String,
+    },
     /// Server start-up or shutdown failure (bind, config); never sent to a client.
     #[error("{0}")]
     Startup(String),
@@ -162,6 +169,7 @@ impl Error {
             // The one code every released client treats as final on requireBuffer and
             // sendShuffleData (0.9 knows no other; INTERNAL_NOT_RETRY_ERROR is 0.10-only).
             Error::StorageRefused { .. } => StatusCode::NoRegister,
+            Error::Misconfigured { .. } => StatusCode::InvalidRequest,
             Error::Startup(_) => StatusCode::InternalError,
         }
     }

@@ -70,7 +70,7 @@ install_test_parts() {
 build_test_parts() {
   set -e
   bash tests/hdfs/install.sh
-  bash tests/s3/install.sh --maven
+  bash tests/s3/install.sh --maven  # also S3Proxy, the signature-checking S3 server
   bash tests/spark/run.sh --build-only
   bash tests/docs/install.sh
 }

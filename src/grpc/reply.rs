@@ -82,7 +82,7 @@ pub(crate) fn log(method: &'static str, app_id: &str, e: &Error) {
         }
         // Logged once per app when the store refused it (`store::refusal`); every request it
         // fails after that would repeat the same line.
-        Error::StorageRefused { .. } => {
+        Error::StorageRefused { .. } | Error::Misconfigured { .. } => {
             tracing::debug!(method, app_id, status, error = %e, "request refused")
         }
         Error::AppNotFound { .. }

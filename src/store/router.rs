@@ -107,7 +107,7 @@ impl TierRouter {
         }
         let Some(remote) = remote.filter(|r| !r.path.is_empty()) else {
             if self.local.is_none() {
-                return Err(Error::InvalidState {
+                let e = Error::Misconfigured {
                     reason: format!(
                         "this server's storage type {} spills only to remote storage, and app \
                          {app} registered no remote storage path: set spark.rss.remote.storage.path \
@@ -115,7 +115,11 @@ impl TierRouter {
                          server with a storage type that has local disks",
                         self.store_type_name()
                     ),
-                });
+                };
+                if self.causes.first(app, "refused", "no remote path") {
+                    tracing::warn!(app_id = %app, error = %e, "registration refused");
+                }
+                return Err(e);
             }
             return Ok(());
         };

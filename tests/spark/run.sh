@@ -912,7 +912,8 @@ stop_s3proxy() {
 }
 
 # refusal_cells: a wrong s3a secret (sent with the registration, Spark's own is right), a bucket
-# that does not exist, and an HDFS path the server's user may not write. Under MEMORY_HDFS each
+# that does not exist, and an HDFS path the server's user may not write (and, on MEMORY_HDFS
+# only, a job whose storage type sends no remote path). Under MEMORY_HDFS each
 # job must fail with the path and the store's answer in what the driver threw (the server
 # refuses registerShuffle); under MEMORY_LOCALFILE_HDFS the same settings must pass, served
 # from local disk, with one WARN per app in the server log. The released client retries a
@@ -957,8 +958,12 @@ refusal_cells() {
       phase_done
       continue
     fi
-    for cell in wrong_secret missing_bucket unwritable_hdfs; do
-      local args=(--rss-conf "spark.rss.storage.type=$STORE_TYPE"
+    for cell in wrong_secret missing_bucket unwritable_hdfs no_remote_path; do
+      # A job without a remote path is only a mistake on a server with no local disk.
+      [[ $cell == no_remote_path && $STORE_TYPE != MEMORY_HDFS ]] && continue
+      local client_type=$STORE_TYPE
+      [[ $cell != no_remote_path ]] || client_type=MEMORY_LOCALFILE
+      local args=(--rss-conf "spark.rss.storage.type=$client_type"
         --rss-conf "spark.rss.dynamicClientConf.enabled=true")
       for kv in "${s3_right[@]}"; do args+=(--rss-conf "spark.hadoop.$kv"); done
       case $cell in
@@ -972,8 +977,12 @@ refusal_cells() {
         unwritable_hdfs)
           path=$HDFS_URL/rss-locked/rss
           expect="$path|AccessControlException|write access" ;;
+        no_remote_path)
+          # The job's storage type and the server's disagree: no path is sent.
+          path=""
+          expect="MEMORY_HDFS|registered no remote storage path|spark.rss.remote.storage.path" ;;
       esac
-      args+=(--rss-conf "spark.rss.remote.storage.path=$path")
+      [[ -z $path ]] || args+=(--rss-conf "spark.rss.remote.storage.path=$path")
       name="uniffle-$ver-$STORE_TYPE-$cell"
       if [[ $STORE_TYPE == MEMORY_HDFS ]]; then
         HADOOP_USER_NAME=alice SPARK_E2E_EXTRA_CP="$ROOT/tests/s3/target/s3a-deps/*" \
