@@ -10,8 +10,8 @@ use super::faults::Logged;
 use super::hdfs::Written;
 use super::spark;
 
-/// HDFS appends that failed and whose batch went to local files (or back to memory): the
-/// router's WARN line, one per failed append. The servers' `storage_failed_write_remote`
+/// HDFS append failures as the router logs them: one WARN per app and cause (then a count when
+/// the cause passes), so this counts causes, not appends. The servers' `storage_failed_write_remote`
 /// counts only batches given up, as Java's does, so the log is where these show.
 fn failed_over(log: &PathBuf) -> usize {
     std::fs::read_to_string(log)
@@ -43,7 +43,7 @@ pub fn section(
     );
     let _ = writeln!(
         md,
-        "| server | HDFS bytes | appends | failed appends, batch moved on (log) | batches given up |"
+        "| server | HDFS bytes | appends | append failure causes logged (one per app and cause) | batches given up |"
     );
     let _ = writeln!(md, "|---|---|---|---|---|");
     for (i, w) in written.iter().enumerate() {
