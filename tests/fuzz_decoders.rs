@@ -1338,21 +1338,30 @@ fn record() -> BoxedStrategy<Record> {
             shuffle(),
             any::<i32>(),
             prop::collection::vec((any::<i32>(), prop::collection::vec(any::<i64>(), 0..6)), 0..3),
+            prop::collection::vec((any::<i32>(), any::<i64>(), any::<i64>()), 0..3),
             any::<u64>(),
         )
-            .prop_map(|(app, shuffle, bitmap_num, parts, at_ms)| Record::Report {
+            .prop_map(|(app, shuffle, bitmap_num, parts, records, at_ms)| Record::Report {
                 app,
                 shuffle,
                 bitmap_num,
                 parts,
+                records,
                 at_ms
             }),
-        2 => (journal_app(), shuffle(), any::<i32>(), prop::collection::vec((any::<i32>(), stored_treemap()), 0..3))
-            .prop_map(|(app, shuffle, bitmap_num, partitions)| Record::Ids {
+        2 => (
+            journal_app(),
+            shuffle(),
+            any::<i32>(),
+            prop::collection::vec((any::<i32>(), stored_treemap()), 0..3),
+            prop::collection::vec((any::<i32>(), prop::collection::vec((any::<i64>(), any::<i64>()), 0..3)), 0..3),
+        )
+            .prop_map(|(app, shuffle, bitmap_num, partitions, records)| Record::Ids {
                 app,
                 shuffle,
                 bitmap_num,
-                partitions
+                partitions,
+                records
             }),
         1 => (journal_app(), shuffle(), any::<i32>()).prop_map(|(app, shuffle, count)| Record::Commit { app, shuffle, count }),
         1 => (journal_app(), shuffle()).prop_map(|(app, shuffle)| Record::DropShuffle { app, shuffle }),

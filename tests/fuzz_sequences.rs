@@ -3640,6 +3640,7 @@ fn report_request(
                 block_ids: ids.clone(),
             })
             .collect(),
+        partition_stats: Vec::new(),
     }
 }
 

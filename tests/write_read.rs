@@ -322,3 +322,54 @@ async fn multi_part_result_checks_ids_reported_under_another_requested_partition
         r.ret_msg
     );
 }
+
+/// apache/uniffle#2684: a block id that repeats at the end of a partition's memory data made
+/// readers that restart from "the block after lastBlockId" read the same tail forever. Here the
+/// last block is sent again at the end, and memory is read the way every client does (from
+/// the last block id it got, a small buffer so it takes several rounds): the reads end, each
+/// block comes once, and the post-0.10 `is_end` (field 5) is set exactly on the answer that
+/// reaches the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_reads_end_when_the_last_block_id_repeats() {
+    let mut s = start(1, |_| {}).await;
+    let app = "app_repeat";
+    register(&mut s.client, app, 0, 0..1, false).await;
+    let blocks: Vec<_> = (0..6).map(|seq| make_block(seq, 0, 1, 100)).collect();
+    send(&mut s.client, app, 0, vec![(0, blocks.clone())]).await;
+    // The last block again, as a retried send delivers it.
+    send(&mut s.client, app, 0, vec![(0, vec![blocks[5].clone()])]).await;
+    let mut last = -1;
+    let mut seen = Vec::new();
+    let mut ends = Vec::new();
+    for round in 0.. {
+        assert!(round < 20, "memory reads never end: {seen:?}");
+        let r = s
+            .client
+            .get_memory_shuffle_data(proto::GetMemoryShuffleDataRequest {
+                app_id: app.into(),
+                shuffle_id: 0,
+                partition_id: 0,
+                last_block_id: last,
+                read_buffer_size: 250,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+        ends.push(r.is_end);
+        if r.shuffle_data_block_segments.is_empty() {
+            break;
+        }
+        for seg in &r.shuffle_data_block_segments {
+            seen.push(seg.block_id);
+        }
+        last = r.shuffle_data_block_segments.last().unwrap().block_id;
+    }
+    let want: Vec<i64> = blocks.iter().map(|b| b.block_id).collect();
+    assert_eq!(seen, want, "each block once, in order");
+    // 250-byte rounds of 100-byte blocks: 3, 3, then the empty answer; the second reaches
+    // the end.
+    assert_eq!(ends, vec![Some(false), Some(true), Some(true)]);
+    s.running.shutdown().await;
+}

@@ -661,5 +661,7 @@ pub(crate) fn report_request(
                 block_ids,
             })
             .collect(),
+        // Record counts come only from post-0.10 clients with integrity validation on.
+        partition_stats: Vec::new(),
     }
 }

@@ -419,6 +419,8 @@ async fn report(
             task_attempt_id: task,
             bitmap_num: 1,
             partition_to_block_ids: parts,
+            // As the released clients report: no record counts.
+            partition_stats: Vec::new(),
         })
         .await?
         .into_inner();

@@ -200,6 +200,11 @@ impl ReportedBlockIds {
         }
     }
 
+    /// Whether `partition` has reported block ids.
+    pub fn has(&self, partition: i32) -> bool {
+        self.inner.lock().by_partition.contains_key(&partition)
+    }
+
     /// Number of partition ids with at least one reported block id.
     pub fn partition_count(&self) -> usize {
         self.inner.lock().by_partition.len()

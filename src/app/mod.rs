@@ -10,6 +10,7 @@
 pub mod block_ids;
 pub mod block_sizes;
 pub mod read;
+pub mod record_counts;
 mod restore;
 pub mod server_metrics;
 mod state;

@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
+use crate::app::record_counts::{Count, RecordCounts};
 use crate::app::stats::ReadKind;
 use crate::app::AppRegistry;
 use crate::codec::bitmap;
@@ -62,24 +63,56 @@ impl MemoryServed {
 impl AppRegistry {
     /// `reportShuffleResult`; answered once the report is journaled (restart recovery), so
     /// `getShuffleResult` after a restart answers exactly as before it.
+    ///
+    /// `records` are the post-0.10 `partitionStats` as `(partition, task attempt, records)`;
+    /// they are kept for partitions with block ids (see `record_counts`).
     pub async fn report(
         &self,
         app_id: &AppId,
         shuffle: i32,
         bitmap_num: i32,
         parts: &[(i32, Vec<i64>)],
+        records: &[Count],
     ) -> Result<()> {
         let app = self.verify_and_touch(app_id)?;
         let shuffle_state = Self::shuffle_of(&app, shuffle)?;
+        RecordCounts::validate(records)?;
         shuffle_state.block_ids.report(bitmap_num, parts)?;
+        let ids = &shuffle_state.block_ids;
+        let kept = shuffle_state.records.report(records, |p| ids.has(p));
+        let records: Vec<Count> = if kept == records.len() {
+            records.to_vec()
+        } else {
+            records
+                .iter()
+                .filter(|(p, _, _)| ids.has(*p))
+                .copied()
+                .collect()
+        };
         self.journal(crate::recovery::Record::Report {
             app: app_id.to_string(),
             shuffle,
             bitmap_num,
             parts: parts.to_vec(),
+            records,
             at_ms: crate::clock::now_ms().unsigned_abs(),
         })
         .await
+    }
+
+    /// The record counts reported for `partitions` (post-0.10 `partitionStats`), for
+    /// `getShuffleResultForMultiPart`: the requested partitions only, as their block ids are.
+    pub fn record_counts(
+        &self,
+        app_id: &AppId,
+        shuffle: i32,
+        partitions: &[i32],
+    ) -> Result<Vec<(i32, Vec<(i64, i64)>)>> {
+        let app = self.verify(app_id)?;
+        Ok(app
+            .shuffle(shuffle)
+            .map(|s| s.records.get(partitions))
+            .unwrap_or_default())
     }
 
     /// `getShuffleResult` / `getShuffleResultForMultiPart`: the Java-legacy bitmap of block ids

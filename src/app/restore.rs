@@ -73,6 +73,12 @@ fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
                     .block_ids
                     .import(bitmap_num, s.ids.into_iter().collect());
             }
+            let counts: Vec<crate::app::record_counts::Count> = s
+                .records
+                .into_iter()
+                .flat_map(|(p, tasks)| tasks.into_iter().map(move |(t, n)| (p, t, n)))
+                .collect();
+            shuffle.records.import(&counts);
         }
         registry.adopt_app(Arc::new(app));
     }
@@ -102,6 +108,12 @@ fn export(registry: &AppRegistry) -> RecoveredState {
                     commits: shuffle.commits(),
                     bitmap_num,
                     ids: ids.into_iter().map(|(p, m)| (p, m.to_treemap())).collect(),
+                    records: shuffle
+                        .records
+                        .export()
+                        .into_iter()
+                        .map(|(p, tasks)| (p, tasks.into_iter().collect()))
+                        .collect(),
                 },
             );
         }

@@ -202,6 +202,8 @@ pub struct Shuffle {
     ranges: RwLock<Vec<PartitionRange>>,
     /// Block ids reported by map tasks.
     pub block_ids: ReportedBlockIds,
+    /// Record counts reported by map tasks, per partition and task attempt.
+    pub records: crate::app::record_counts::RecordCounts,
     commits: AtomicI32,
 }
 
@@ -212,6 +214,7 @@ impl Shuffle {
             local_order,
             ranges: RwLock::new(Vec::new()),
             block_ids: ReportedBlockIds::default(),
+            records: Default::default(),
             commits: AtomicI32::new(0),
         }
     }

@@ -49,6 +49,7 @@ impl DataMessage for proto::GetMemoryShuffleDataResponse {
         let above = proto::GetMemoryShuffleDataResponse {
             status: self.status,
             ret_msg: self.ret_msg,
+            is_end: self.is_end,
             ..Default::default()
         };
         (below, above)

@@ -335,6 +335,8 @@ mod tests {
                     shuffle_data_block_segments: segments(sizes.len()),
                     status: if ret_msg.is_empty() { 0 } else { 3 },
                     ret_msg: ret_msg.into(),
+                    // Field 5 follows the data like status and retMsg.
+                    is_end: Some(ret_msg.is_empty()),
                     ..Default::default()
                 };
                 let answer = DataAnswer {

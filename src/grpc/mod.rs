@@ -205,8 +205,11 @@ impl ShuffleService {
         });
         let (result, data, permit) = match result {
             Ok(served) => {
+                let more = served.read.more;
                 let (segments, payloads, permit) = served.into_payloads();
                 let message = proto::GetMemoryShuffleDataResponse {
+                    // Post-0.10 readers stop reading memory on it; older ones skip field 5.
+                    is_end: Some(!more),
                     shuffle_data_block_segments: segments
                         .iter()
                         .map(|s| proto::ShuffleDataBlockSegment {
@@ -527,12 +530,19 @@ impl ShuffleServer for ShuffleService {
         if let Err(e) = self
             .limits
             .partitions(PLANE, req.partition_to_block_ids.len())
+            .and_then(|()| self.limits.partitions(PLANE, req.partition_stats.len()))
             .and_then(|()| {
+                // A record count rides with block ids; the ids' limit bounds both.
                 self.limits.block_ids(
                     PLANE,
                     req.partition_to_block_ids
                         .iter()
                         .map(|p| p.block_ids.len())
+                        .chain(
+                            req.partition_stats
+                                .iter()
+                                .map(|s| s.task_attempt_id_to_records.len()),
+                        )
                         .sum(),
                 )
             })
@@ -552,10 +562,19 @@ impl ShuffleServer for ShuffleService {
             .into_iter()
             .map(|p| (p.partition_id, p.block_ids))
             .collect();
+        let records: Vec<(i32, i64, i64)> = req
+            .partition_stats
+            .iter()
+            .flat_map(|s| {
+                s.task_attempt_id_to_records
+                    .iter()
+                    .map(move |t| (s.partition_id, t.task_attempt_id, t.record_number))
+            })
+            .collect();
         let result = match convert::app_id(&req.app_id) {
             Ok(app) => {
                 self.registry
-                    .report(&app, req.shuffle_id, req.bitmap_num, &parts)
+                    .report(&app, req.shuffle_id, req.bitmap_num, &parts, &records)
                     .await
             }
             Err(e) => Err(e),
@@ -629,20 +648,44 @@ impl ShuffleServer for ShuffleService {
             let bitmap = self
                 .registry
                 .block_ids(&app, req.shuffle_id, &req.partitions, layout)?;
-            self.limits.response(PLANE, bitmap.len())?;
-            Ok(bitmap)
+            // Post-0.10 readers check these against the records they read; older ones skip
+            // the field.
+            let partition_stats: Vec<proto::PartitionStats> = self
+                .registry
+                .record_counts(&app, req.shuffle_id, &req.partitions)?
+                .into_iter()
+                .map(|(partition_id, tasks)| proto::PartitionStats {
+                    partition_id,
+                    task_attempt_id_to_records: tasks
+                        .into_iter()
+                        .map(
+                            |(task_attempt_id, record_number)| proto::TaskAttemptIdToRecords {
+                                task_attempt_id,
+                                record_number,
+                            },
+                        )
+                        .collect(),
+                })
+                .collect();
+            let counts: usize = partition_stats
+                .iter()
+                .map(|s| s.task_attempt_id_to_records.len())
+                .sum();
+            self.limits.response(PLANE, bitmap.len() + counts * 16)?;
+            Ok((bitmap, partition_stats))
         })();
         audited(
             entry,
             reply(
                 "getShuffleResultForMultiPart",
                 &req.app_id,
-                result.map(
-                    |serialized_bitmap| proto::GetShuffleResultForMultiPartResponse {
+                result.map(|(serialized_bitmap, partition_stats)| {
+                    proto::GetShuffleResultForMultiPartResponse {
                         serialized_bitmap,
+                        partition_stats,
                         ..Default::default()
-                    },
-                ),
+                    }
+                }),
             ),
             no_ret,
         )

@@ -51,6 +51,10 @@ pub enum Record {
         bitmap_num: i32,
         /// `(partition id, block ids)`.
         parts: Vec<(i32, Vec<i64>)>,
+        /// Post-0.10 record counts `(partition, task attempt, records)`; absent in journals
+        /// written before they were kept.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        records: Vec<(i32, i64, i64)>,
         /// Wall-clock ms of the report.
         at_ms: u64,
     },
@@ -64,6 +68,10 @@ pub enum Record {
         bitmap_num: i32,
         /// `(partition id, serialized RoaringTreemap)`.
         partitions: Vec<(i32, String)>,
+        /// Record counts: `(partition id, [(task attempt, records)])`; absent in journals
+        /// written before they were kept.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        records: Vec<(i32, Vec<(i64, i64)>)>,
     },
     /// `commitShuffleTask`: the counter's value after it.
     Commit {
@@ -125,6 +133,7 @@ mod tests {
             shuffle: 1,
             bitmap_num: 3,
             parts: vec![(0, vec![1, 2]), (5, vec![])],
+            records: vec![(0, 9, 120)],
             at_ms: 7,
         };
         let line = r.to_line();

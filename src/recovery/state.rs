@@ -41,6 +41,8 @@ pub struct ShuffleState {
     pub bitmap_num: Option<i32>,
     /// Reported block ids by partition id.
     pub ids: BTreeMap<i32, RoaringTreemap>,
+    /// Reported record counts: partition id → task attempt → records.
+    pub records: BTreeMap<i32, BTreeMap<i64, i64>>,
 }
 
 impl RecoveredState {
@@ -81,6 +83,7 @@ impl RecoveredState {
                 shuffle,
                 bitmap_num,
                 parts,
+                records,
                 at_ms,
             } => {
                 let Some(a) = self.apps.get_mut(&app) else {
@@ -97,16 +100,23 @@ impl RecoveredState {
                         map.insert(id as u64);
                     }
                 }
+                for (p, task, n) in records {
+                    s.records.entry(p).or_default().insert(task, n);
+                }
             }
             Record::Ids {
                 app,
                 shuffle,
                 bitmap_num,
                 partitions,
+                records,
             } => {
                 let Some(s) = self.shuffle_mut(&app, shuffle) else {
                     return;
                 };
+                for (p, tasks) in records {
+                    s.records.entry(p).or_default().extend(tasks);
+                }
                 s.bitmap_num.get_or_insert(bitmap_num);
                 for (p, encoded) in partitions {
                     match decode_treemap(&encoded) {
@@ -177,6 +187,11 @@ impl RecoveredState {
                         shuffle: *id,
                         bitmap_num,
                         partitions: s.ids.iter().map(|(p, m)| (*p, encode_treemap(m))).collect(),
+                        records: s
+                            .records
+                            .iter()
+                            .map(|(p, t)| (*p, t.iter().map(|(t, n)| (*t, *n)).collect()))
+                            .collect(),
                     });
                 }
             }
@@ -232,6 +247,7 @@ mod tests {
                 shuffle: 0,
                 bitmap_num: 2,
                 parts: vec![(0, vec![5, 6]), (1, vec![1 << 40])],
+                records: vec![(0, 7, 40), (1, 7, 2)],
                 at_ms: 2000,
             },
             Record::Commit {
@@ -254,6 +270,7 @@ mod tests {
                 shuffle: 0,
                 bitmap_num: 1,
                 parts: vec![(0, vec![1])],
+                records: Vec::new(),
                 at_ms: 3000,
             },
             Record::Seen {
@@ -270,6 +287,10 @@ mod tests {
         assert_eq!(sh.commits, 3, "commit counters never go back");
         assert_eq!(sh.bitmap_num, Some(2));
         assert_eq!(sh.ids[&1].iter().collect::<Vec<_>>(), vec![1 << 40]);
+        assert_eq!(
+            sh.records[&0][&7], 40,
+            "record counts replay beside the ids"
+        );
         assert!(!a.shuffles.contains_key(&1));
 
         let mut again = RecoveredState::default();

@@ -52,6 +52,10 @@ pub struct MemoryRead {
     pub payloads: Vec<Bytes>,
     /// One per block; offsets are into the concatenation of `payloads`.
     pub segments: Vec<Segment>,
+    /// Blocks after these were left for the next read (the size cap was reached). False
+    /// means the answer reaches the end of what the partition holds in memory now: the
+    /// post-0.10 `is_end` (apache/uniffle#2685), exact where Java's is a size guess.
+    pub more: bool,
 }
 
 impl MemoryRead {
@@ -343,6 +347,7 @@ impl PartitionBuffer {
     /// beginning (the client de-duplicates).
     pub fn read(&self, req: &MemoryReadRequest) -> MemoryRead {
         // Pick blocks under the lock (cheap `Bytes` clones); nothing is copied.
+        let mut more = false;
         let picked: Vec<Block> = {
             let inner = self.inner.lock();
             let start = if req.last_block_id == -1 {
@@ -369,6 +374,7 @@ impl PartitionBuffer {
             let mut picked = Vec::new();
             for b in after_cursor {
                 if total >= req.max_bytes && !picked.is_empty() {
+                    more = true;
                     break;
                 }
                 if let Some(tasks) = &req.expected_tasks {
@@ -396,7 +402,11 @@ impl PartitionBuffer {
             offset += b.data.len() as i64;
             payloads.push(b.data);
         }
-        MemoryRead { payloads, segments }
+        MemoryRead {
+            payloads,
+            segments,
+            more,
+        }
     }
 
     /// Drops everything staged and in flight (frees staged memory now; in-flight memory is

@@ -213,6 +213,7 @@ pub async fn report(
                     block_ids: ids.clone(),
                 })
                 .collect(),
+            partition_stats: Vec::new(),
         })
         .await
         .unwrap()
