@@ -128,7 +128,11 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
 
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // hdfs-native warns on every failed NameNode call it retries (one line per attempt while a
+    // NameNode is down); the spill path names the cause once per app (`store::refusal`), so
+    // by default only its errors show. RUST_LOG overrides all of it.
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,hdfs_native::hdfs::proxy=error"));
     let fmt = if args.log_json {
         tracing_subscriber::fmt::layer()
             .json()
