@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use crate::app::record_counts::{Count, RecordCounts};
+use crate::app::record_counts::{Count, PartitionCounts, RecordCounts};
 use crate::app::stats::ReadKind;
 use crate::app::AppRegistry;
 use crate::codec::bitmap;
@@ -107,7 +107,7 @@ impl AppRegistry {
         app_id: &AppId,
         shuffle: i32,
         partitions: &[i32],
-    ) -> Result<Vec<(i32, Vec<(i64, i64)>)>> {
+    ) -> Result<Vec<PartitionCounts>> {
         let app = self.verify(app_id)?;
         Ok(app
             .shuffle(shuffle)

@@ -24,6 +24,9 @@ pub struct RecordCounts {
 /// `(partition, task attempt, records)` as a report carries them.
 pub type Count = (i32, i64, i64);
 
+/// One partition's counts as answered: `(partition, [(task attempt, records)])`.
+pub type PartitionCounts = (i32, Vec<(i64, i64)>);
+
 impl RecordCounts {
     /// Rejects a report whose counts make no sense (a negative partition or count), before
     /// anything of it is applied.
@@ -55,7 +58,7 @@ impl RecordCounts {
 
     /// The counts of `partitions` (each once, in the order asked; partitions without counts
     /// are left out), for `getShuffleResultForMultiPart`.
-    pub fn get(&self, partitions: &[i32]) -> Vec<(i32, Vec<(i64, i64)>)> {
+    pub fn get(&self, partitions: &[i32]) -> Vec<PartitionCounts> {
         let inner = self.inner.lock();
         if inner.is_empty() {
             return Vec::new();
@@ -69,7 +72,7 @@ impl RecordCounts {
     }
 
     /// Every count, for a journal snapshot.
-    pub fn export(&self) -> Vec<(i32, Vec<(i64, i64)>)> {
+    pub fn export(&self) -> Vec<PartitionCounts> {
         let mut out: Vec<_> = self
             .inner
             .lock()
