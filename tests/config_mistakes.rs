@@ -10,6 +10,9 @@ mod common;
 #[path = "../src/store/object/s3proxy.rs"]
 #[allow(dead_code)]
 mod s3proxy;
+#[path = "../src/store/object/s3server.rs"]
+#[allow(dead_code)]
+mod s3server;
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

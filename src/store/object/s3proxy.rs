@@ -4,17 +4,18 @@
 //! signature, so a wrong secret passes there; S3Proxy answers it `403
 //! SignatureDoesNotMatch`, as S3 and every S3-compatible store do.
 //!
-//! Self-contained (std only), like the moto launcher beside it, so integration tests include
-//! it through `#[path]`. The JVM runs under a `bash` that kills it when this process's end of
-//! its stdin closes. Anything that keeps it from starting panics: a test that needs it fails,
+//! Std only, like the moto launcher beside it (whose start helpers it shares), so integration
+//! tests include both through `#[path]`. The JVM runs under a `bash` that kills it when this
+//! process's end of its stdin closes. Anything that keeps it from starting panics: a test that needs it fails,
 //! it never skips.
 
-use std::io::Read;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::s3server::{answers_http, spawn_tied};
 
 /// The access key S3Proxy knows.
 pub const ACCESS_KEY: &str = "spillway-access";
@@ -92,36 +93,17 @@ pub fn try_start() -> Result<S3Proxy, String> {
     )
     .map_err(|e| format!("{}: {e}", props.display()))?;
     let log = base.join("s3proxy.log");
-    // `read` returns when our stdin end closes (this process exited), then the JVM dies.
-    let script = format!(
-        "java -Xmx256m -jar {} --properties {} >{} 2>&1 & pid=$!; read -r _; kill $pid; wait $pid",
+    let command = format!(
+        "java -Xmx256m -jar {} --properties {}",
         jar.display(),
-        props.display(),
-        log.display()
+        props.display()
     );
-    let child = Command::new("bash")
-        .args(["-c", &script])
-        .stdin(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("start S3Proxy: {e}"))?;
-    let started = Instant::now();
-    loop {
-        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
-            use std::io::Write;
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let _ = s.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-            let mut buf = [0u8; 12];
-            if s.read_exact(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.") {
-                break;
-            }
-        }
-        if started.elapsed() >= START_TIMEOUT {
-            return Err(format!(
-                "S3Proxy did not answer on port {port} within {START_TIMEOUT:?}; log {}",
-                log.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    let child = spawn_tied(&command, &log).map_err(|e| format!("start S3Proxy: {e}"))?;
+    if !answers_http(port, START_TIMEOUT) {
+        return Err(format!(
+            "S3Proxy did not answer on port {port} within {START_TIMEOUT:?}; log {}",
+            log.display()
+        ));
     }
     Ok(S3Proxy {
         endpoint: format!("http://127.0.0.1:{port}"),

@@ -70,17 +70,37 @@ pub fn try_start() -> Result<S3Server, String> {
     if !bin.exists() {
         return Err(format!("{} is missing after install.sh", bin.display()));
     }
+    let command = format!("{} -H 127.0.0.1 -p {port}", bin.display());
+    let child = spawn_tied(&command, &log).map_err(|e| format!("start moto_server: {e}"))?;
+    if !answers_http(port, START_TIMEOUT) {
+        return Err(format!(
+            "moto_server did not answer on port {port} within {START_TIMEOUT:?}; log {}",
+            log.display()
+        ));
+    }
+    Ok(S3Server {
+        endpoint: format!("http://127.0.0.1:{port}"),
+        log,
+        _child: Mutex::new(child),
+    })
+}
+
+/// Runs `command` (output to `log`) under a `bash` that kills it when this process's end of
+/// the bash's stdin closes, so a test server never outlives the tests.
+pub fn spawn_tied(command: &str, log: &std::path::Path) -> std::io::Result<Child> {
     // `read` returns when our stdin end closes (this process exited), then the server dies.
     let script = format!(
-        "{} -H 127.0.0.1 -p {port} >{} 2>&1 & pid=$!; read -r _; kill $pid; wait $pid",
-        bin.display(),
+        "{command} >{} 2>&1 & pid=$!; read -r _; kill $pid; wait $pid",
         log.display()
     );
-    let child = Command::new("bash")
+    Command::new("bash")
         .args(["-c", &script])
         .stdin(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("start moto_server: {e}"))?;
+}
+
+/// Whether something answers HTTP on 127.0.0.1:`port` (any status) within `limit`.
+pub fn answers_http(port: u16, limit: Duration) -> bool {
     let started = Instant::now();
     loop {
         if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
@@ -89,22 +109,14 @@ pub fn try_start() -> Result<S3Server, String> {
             let _ = s.write_all(b"GET / HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
             let mut buf = [0u8; 12];
             if s.read_exact(&mut buf).is_ok() && buf.starts_with(b"HTTP/1.") {
-                break;
+                return true;
             }
         }
-        if started.elapsed() >= START_TIMEOUT {
-            return Err(format!(
-                "moto_server did not answer on port {port} within {START_TIMEOUT:?}; log {}",
-                log.display()
-            ));
+        if started.elapsed() >= limit {
+            return false;
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    Ok(S3Server {
-        endpoint: format!("http://127.0.0.1:{port}"),
-        log,
-        _child: Mutex::new(child),
-    })
 }
 
 impl S3Server {
