@@ -15,7 +15,7 @@ use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::s3server::{answers_http, spawn_tied};
+use super::s3server::{answers_http, project_dir, spawn_tied};
 
 /// The access key S3Proxy knows.
 pub const ACCESS_KEY: &str = "spillway-access";
@@ -36,16 +36,6 @@ pub struct S3Proxy {
     child: Mutex<Child>,
 }
 
-fn tests_s3() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let root = if here.join("tests/s3").is_dir() {
-        here
-    } else {
-        here.join("..")
-    };
-    root.join("tests/s3")
-}
-
 /// Starts a server of its own; panics when it cannot.
 pub fn start() -> S3Proxy {
     try_start().unwrap_or_else(|e| panic!("{e}"))
@@ -53,7 +43,7 @@ pub fn start() -> S3Proxy {
 
 /// Starts a server of its own, or says why it could not.
 pub fn try_start() -> Result<S3Proxy, String> {
-    let dir = tests_s3();
+    let dir = project_dir();
     let status = Command::new("bash")
         .arg(dir.join("install.sh"))
         .arg("--s3proxy")
