@@ -65,7 +65,7 @@ rc=0
 TMPDIR="$WORKDIR" SPILLWAY_BIN="$ROOT/target/release/spillway" SPILLWAY_BIN_PREBUILT=1 \
   SPARK_E2E_TPC="$TPC_SPEC" SPARK_E2E_TPC_ROUNDS=$ROUNDS SPARK_E2E_TPC_MEMORY=$MEMORY \
   SPARK_E2E_TPC_SINGLE_SPILL=$SINGLE_SPILL SPARK_E2E_TPC_TIMEOUT=7200 SPARK_E2E_TPC_CONF="" \
-  SPARK_E2E_TPC_REQUIRE_LOCAL=0 \
+  SPARK_E2E_TPC_REQUIRE_LOCAL=0 SPARK_E2E_FULL_JIT=1 \
   bash tests/spark/run.sh --versions 0.9.2 --tpc-only --keep 2>&1 | tee "$log" || rc=$?
 work=$(grep -o 'logs and configs kept in .*' "$log" | tail -n 1 | sed 's/.* in //')
 [[ -n $work && -f $work/tpc-summary.tsv ]] || { echo "tpc.sh: no summary (log $log)" >&2; exit 1; }

@@ -20,6 +20,7 @@ pub mod driver;
 pub mod payload;
 mod report;
 pub mod restart;
+pub mod skew_records;
 pub mod soak;
 mod spawn;
 

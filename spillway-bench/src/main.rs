@@ -40,6 +40,9 @@ enum Command {
     /// A 3-server cluster under continuous apps and seeded faults; fails on a lost block, a
     /// panic or a resource growing past its bound (see `spillway_bench::soak`).
     Soak(Box<spillway_bench::soak::SoakOptions>),
+    /// Change one record count a server holds for a running app (the Spark harness's negative
+    /// integrity cell: the reader must then fail with "Inconsistent number of records").
+    SkewRecords(spillway_bench::skew_records::SkewOptions),
     /// Serve the discard endpoints (gRPC and Netty) until killed.
     Discard {
         /// gRPC port (0: ephemeral).
@@ -95,6 +98,10 @@ fn main() -> std::process::ExitCode {
                 let outcome = spillway_bench::soak::run(&opts).await?;
                 print!("{}", outcome.report);
                 Ok(outcome.ok)
+            }
+            Command::SkewRecords(opts) => {
+                println!("{}", spillway_bench::skew_records::run(&opts).await?);
+                Ok(true)
             }
             Command::Discard {
                 grpc_port,

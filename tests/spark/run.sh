@@ -274,20 +274,100 @@ free_port() {
 
 client_dir() { echo "$HERE/target/uniffle-$1"; }
 
+# Client lines. A released version ("0.9.2") is the released Spark 3 client from Maven Central on
+# Spark 3.5. "master" and "master-spark4" are Uniffle's master clients (0.11.0-SNAPSHOT), which no
+# registry serves: jars built from source (../shared/clients, its README gives the commit and the
+# command), installed into ~/.m2 by install_master_clients; "master" runs the Spark 3 one on
+# Spark 3.5, "master-spark4" the Spark 4 one on Spark 4.0 (Scala 2.13).
+MASTER_VERSION=0.11.0-SNAPSHOT
+SPARK4_VERSION=${SPARK_E2E_SPARK4_VERSION:-4.0.2}
+line_mvn_args() {
+  case $1 in
+    master) echo "-Duniffle.version=$MASTER_VERSION" ;;
+    master-spark4) echo "-Duniffle.version=$MASTER_VERSION -Duniffle.artifact=rss-client-spark4-shaded -Dspark.version=$SPARK4_VERSION -Dscala.binary.version=2.13" ;;
+    *) echo "-Duniffle.version=$1" ;;
+  esac
+}
+# line_spark LINE: the Spark major version the line runs on (its vanilla baseline is that Spark's).
+line_spark() { case $1 in *-spark4) echo 4 ;; *) echo 3 ;; esac; }
+# line_baseline LINE: the vanilla digests the line's results must equal (set once they exist).
+line_baseline() { if [[ $(line_spark "$1") == 4 ]]; then echo "$BASELINE4"; else echo "$BASELINE"; fi; }
+# line_jobs LINE: the single-server suite's jobs. With --jobs all, the first line runs every job
+# and the others SPARK_E2E_OTHER_VERSION_JOBS; the master lines add the integrity job.
+line_jobs() {
+  local jobs=$JOBS
+  [[ $1 == "$BASE_VER" || $JOBS != all ]] || jobs=$OTHER_VERSION_JOBS
+  [[ $1 != master* || $JOBS != all ]] || jobs="$jobs,integrity"
+  echo "$jobs"
+}
+# line_rss_conf LINE: the master lines run with the client's integrity validation on, the
+# counts kept by the server (apache/uniffle#2669): every reduce task checks what it read.
+INTEGRITY_CONF="--rss-conf spark.rss.client.integrityValidation.enabled=true --rss-conf spark.rss.client.integrityValidation.serverManagementEnabled=true"
+line_rss_conf() { [[ $1 != master* ]] || echo "$INTEGRITY_CONF"; }
+
+# The master client jars and their sha256 (../shared/clients/README.md): a jar that differs is
+# refused, so a test never runs an unknown build.
+declare -A MASTER_JARS=(
+  [rss-client-spark3-shaded]=eb22af3613d1efe7e63bb0b12d00b86ec3dc37f918ff57fc8f4d24dde5ef9685
+  [rss-client-spark4-shaded]=6b5b86d1a947cd5540c948cd333e9b30e1d091ddad1c711490a36440d4ebc8ef
+)
+# client_jars_dir: ../shared/clients beside the checkout (SPILLWAY_CLIENT_JARS overrides it).
+client_jars_dir() {
+  local d
+  for d in "${SPILLWAY_CLIENT_JARS:-}" "$ROOT/../shared/clients" /work/shared/clients; do
+    [[ -n $d && -d $d ]] && { (cd "$d" && pwd); return 0; }
+  done
+  return 1
+}
+# install_master_clients: both master jars into ~/.m2 (mvn install:install-file), unless the
+# installed copy already has the pinned sha256. Fails, naming the file, when a jar is missing or
+# differs.
+install_master_clients() {
+  local dir art jar m2 sum
+  if ! dir=$(client_jars_dir); then
+    echo "the master client jars are missing: no ../shared/clients beside $ROOT (set SPILLWAY_CLIENT_JARS to the directory holding rss-client-spark3-shaded-$MASTER_VERSION.jar)" >&2
+    return 1
+  fi
+  for art in "${!MASTER_JARS[@]}"; do
+    jar="$dir/$art-$MASTER_VERSION.jar"
+    m2="$HOME/.m2/repository/org/apache/uniffle/$art/$MASTER_VERSION/$art-$MASTER_VERSION.jar"
+    if [[ -f $m2 ]] && [[ $(sha256sum "$m2" | cut -d' ' -f1) == "${MASTER_JARS[$art]}" ]]; then
+      continue
+    fi
+    [[ -f $jar ]] || { echo "$jar is missing" >&2; return 1; }
+    sum=$(sha256sum "$jar" | cut -d' ' -f1)
+    if [[ $sum != "${MASTER_JARS[$art]}" ]]; then
+      echo "$jar has sha256 $sum, not the ${MASTER_JARS[$art]} its README names" >&2
+      return 1
+    fi
+    mvn -B -q install:install-file -Dfile="$jar" -DgroupId=org.apache.uniffle -DartifactId="$art" \
+      -Dversion="$MASTER_VERSION" -Dpackaging=jar -DgeneratePom=true \
+      || { echo "mvn install:install-file of $jar failed" >&2; return 1; }
+    log "installed $art $MASTER_VERSION from $dir into ~/.m2"
+  done
+}
+
 build_client() {
   local ver=$1 out stamp
   out=$(client_dir "$ver")
+  if [[ $ver == master* ]] && ! install_master_clients; then
+    return 1
+  fi
   stamp=$({
     cat "$HERE/pom.xml"
     find "$HERE/src" -type f | LC_ALL=C sort | xargs cat
     echo "$ver"
+    line_mvn_args "$ver"
+    [[ $ver != master* ]] || echo "${MASTER_JARS[*]}"
   } | sha256sum | cut -c1-16)
   if [[ -f $out/.stamp && $(cat "$out/.stamp") == "$stamp" && -d $out/classes && -d $out/deps ]]; then
     log "client $ver: up to date ($out)"
     return 0
   fi
   rm -rf "$out"
-  local mvn=(mvn -B -q -f "$HERE/pom.xml" package -Duniffle.version="$ver" -Dbuild.dir="$out")
+  local -a line_args
+  read -r -a line_args <<<"$(line_mvn_args "$ver")"
+  local mvn=(mvn -B -q -f "$HERE/pom.xml" package "${line_args[@]}" -Dbuild.dir="$out")
   if bg_wait "$WORK/mvn-$ver-offline.log" "$WORK/mvn-$ver-offline.log" \
     timeout "$MVN_TIMEOUT" "${mvn[@]}" -o; then
     log "client $ver: built offline from ~/.m2"
@@ -330,6 +410,12 @@ JAVA_OPTS=(
   -Dorg.apache.uniffle.shaded.io.netty.noUnsafe=true
   -Dorg.apache.uniffle.io.netty.noUnsafe=true
 )
+# The client JIT only (C1): the jobs are seconds long, and C2's compiles of Spark's and the
+# client's code cost more CPU than they win back. Measured on the 2-core VM, the vanilla baseline
+# plus the 0.9.2 GRPC suite, alternating, two runs each: CPU 254 and 236 s -> 180 and 178 s, wall
+# 143 and 130 s -> 109 and 122 s (the last with a Maven build and a cargo build beside it).
+# Benchmarks (benches/tpc.sh) set SPARK_E2E_FULL_JIT=1: their runs are minutes long.
+[[ -n ${SPARK_E2E_FULL_JIT:-} ]] || JAVA_OPTS+=(-XX:TieredStopAtLevel=1)
 
 # SPARK_E2E_HADOOP_CONF: a directory put first on the class path, so its core-site.xml is the
 # Hadoop conf of every Hadoop client in the job's JVM (as HADOOP_CONF_DIR is under spark-submit).
@@ -473,10 +559,10 @@ start_paused_job() {
   timeout -k 15 "$REPLICA_TIMEOUT" java "${JAVA_OPTS[@]}" \
     -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
     io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" \
-    --mode rss --coordinator "$COORD" --job replica --replica "$replica" \
+    --mode rss --coordinator "$COORD" --job "${PAUSED_JOB:-replica}" --replica "$replica" \
     --client-type "$CLIENT_TYPE" --pause-dir "$pause" --pause-timeout-s "$PAUSE_TIMEOUT" \
     --rss-conf spark.rss.client.read.buffer.size=256k \
-    --baseline-in "$BASELINE" "$@" >"$WORK/$name.out" 2>"$WORK/$name.log" &
+    --baseline-in "$(line_baseline "$ver")" "$@" >"$WORK/$name.out" 2>"$WORK/$name.log" &
   jpid=$!
   PIDS+=("$jpid")
   deadline=$((SECONDS + PAUSE_TIMEOUT))
@@ -500,6 +586,43 @@ stop_cluster() {
   local i
   for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[$i]}"; done
   PIDS=()
+}
+
+# ---- integrity cell ------------------------------------------------------------------------------
+
+# integrity_cell LINE: the negative half of the integrity check. The integrity job (validation
+# on) reads its shuffle once, the driver pauses, `spillway-bench skew-records` adds one record to
+# a count the server holds, and the second read must fail with the client's "Inconsistent number
+# of records": proof that the reader checks the counts Spillway answers (the suites' passing
+# jobs are the positive half).
+integrity_cell() {
+  local ver=$1 name pause server skew
+  name="uniffle-$ver-$CLIENT_TYPE-integrity-skewed"
+  pause="$WORK/pause-int-$ver-$CLIENT_TYPE"
+  server="i${ver//[.-]/_}_${CLIENT_TYPE}_"
+  skew="${SPILLWAY_BIN%/*}/spillway-bench"
+  phase "integrity check against a changed count, client $ver, $CLIENT_TYPE"
+  if start_cluster "$ver" 1 "$server"; then
+    local addr_var="${server}0_ADDR" http_var="${server}0_HTTP"
+    # shellcheck disable=SC2046
+    PAUSED_JOB=integrity start_paused_job "$name" "$pause" 1 $(line_rss_conf "$ver") \
+      --expect-failure "the second read of the shuffle failed|Inconsistent number of records"
+    if [[ -e $pause/paused ]]; then
+      if "$skew" skew-records --grpc "${!addr_var}" --coordinator-http "http://${!http_var}" \
+          --partitions 8 >"$WORK/$name-skew.log" 2>&1; then
+        log "driver paused between the reads: $(cat "$WORK/$name-skew.log")"
+      else
+        fail "$name: skew-records failed: $(tail -n 3 "$WORK/$name-skew.log")"
+      fi
+    else
+      fail "$name: the driver never paused between the reads"
+    fi
+    finish_paused_job "$name" "$pause"
+  else
+    fail "$name: cluster not ready (see above; coordinator $COORD)"
+  fi
+  stop_cluster
+  phase_done
 }
 
 # ---- clientbench job ----------------------------------------------------------------------------
@@ -892,7 +1015,7 @@ jclouds.provider=filesystem
 jclouds.filesystem.basedir=$S3P_DATA
 CONF
   # Not in PIDS: stop_cluster stops those between cells, and S3Proxy serves them all.
-  java -Xmx256m -jar "$jar" --properties "$dir/s3proxy.conf" >"$dir/s3proxy.log" 2>&1 &
+  java -Xmx256m -XX:TieredStopAtLevel=1 -jar "$jar" --properties "$dir/s3proxy.conf" >"$dir/s3proxy.log" 2>&1 &
   S3P_PID=$!
   local deadline=$((SECONDS + 120))
   until curl -s -o /dev/null "http://127.0.0.1:$port/"; do
@@ -1044,7 +1167,7 @@ start_hdfs() {
   local base=$HDFS_BASE cp="$ROOT/tests/hdfs/target/classes:$ROOT/tests/hdfs/target/deps/*"
   mkdir -p "$base"
   mkfifo "$base.in"
-  java -Xmx512m -XX:+UseSerialGC -cp "$cp" io.spillway.hdfs.MiniHdfs "$base/data" "$@" \
+  java -Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -cp "$cp" io.spillway.hdfs.MiniHdfs "$base/data" "$@" \
     <"$base.in" >"$base.out" 2>"$base.log" &
   HDFS_PID=$!
   exec {HDFS_FD}>"$base.in"
@@ -1190,6 +1313,14 @@ done
 phase_done
 [[ ${#BUILT[@]} -gt 0 ]] || { echo "$PASSED passed, $FAILED failed"; exit 1; }
 BASE_VER=${BUILT[0]}
+MASTER_LINES=()
+SPARK4_LINE=""
+for ver in "${BUILT[@]}"; do
+  [[ $ver != master* ]] || MASTER_LINES+=("$ver")
+  [[ -n $SPARK4_LINE || $(line_spark "$ver") != 4 ]] || SPARK4_LINE=$ver
+done
+# The TPC cells run on the first line and on the Spark 4 line (tpc.sh).
+TPC_LINES="$BASE_VER${SPARK4_LINE:+ $SPARK4_LINE}"
 if [[ $BUILD_ONLY == 1 ]]; then
   echo "built: ${BUILT[*]}"
   exit $((FAILED > 0))
@@ -1236,28 +1367,39 @@ fi
 if [[ $HDFS == 1 || $S3 == 1 ]]; then
   BASE_JOBS="$BASE_JOBS,$HDFS_JOBS"
 fi
+[[ ${#MASTER_LINES[@]} == 0 ]] || BASE_JOBS="$BASE_JOBS,integrity"
 run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" \
   --baseline-out "$BASELINE"
 phase_done
+# The Spark 4 lines compare with Spark 4's own shuffle.
+BASELINE4="$WORK/baseline-spark4.tsv"
+if [[ -n $SPARK4_LINE ]]; then
+  phase "vanilla baseline, Spark $SPARK4_VERSION"
+  run_jobs "$SPARK4_LINE" vanilla-spark4 "$SUITE_TIMEOUT" --mode vanilla \
+    --job "$(line_jobs "$SPARK4_LINE")" --baseline-out "$BASELINE4"
+  phase_done
+fi
 
 if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
   for CLIENT_TYPE in "${CLIENT_TYPE_LIST[@]}"; do
     for ver in "${BUILT[@]}"; do
       phase "rss suite, client $ver, $CLIENT_TYPE"
-      ver_jobs=$JOBS
-      [[ $ver == "$BASE_VER" || $JOBS != all ]] || ver_jobs=$OTHER_VERSION_JOBS
-      if start_cluster "$ver" 1 "s${ver//./_}_${CLIENT_TYPE}_"; then
+      if start_cluster "$ver" 1 "s${ver//[.-]/_}_${CLIENT_TYPE}_"; then
         run_jobs "$ver" "uniffle-$ver-$CLIENT_TYPE" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
-          --job "$ver_jobs" --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
-        name="s${ver//./_}_${CLIENT_TYPE}_0_PID"
+          --job "$(line_jobs "$ver")" --client-type "$CLIENT_TYPE" --baseline-in "$(line_baseline "$ver")" \
+          $(line_rss_conf "$ver")
+        name="s${ver//[.-]/_}_${CLIENT_TYPE}_0_PID"
         if ! kill -0 "${!name}" 2>/dev/null; then
-          fail "uniffle-$ver-$CLIENT_TYPE: the server died during the suite (log $WORK/s${ver//./_}_${CLIENT_TYPE}_0/server.log)"
+          fail "uniffle-$ver-$CLIENT_TYPE: the server died during the suite (log $WORK/s${ver//[.-]/_}_${CLIENT_TYPE}_0/server.log)"
         fi
       else
         fail "uniffle-$ver-$CLIENT_TYPE: cluster not ready (see above; coordinator $COORD)"
       fi
       stop_cluster
       phase_done
+    done
+    for ver in "${MASTER_LINES[@]}"; do
+      integrity_cell "$ver"
     done
 
     if [[ $CLIENTBENCH == 1 ]]; then

@@ -1,5 +1,8 @@
 # TPC-H and TPC-DS cells of the Spark harness; sourced by run.sh, whose helpers they use.
 #
+# Per client line in TPC_LINES (run.sh sets it: the first line, plus the Spark 4 line when one is
+# built), the cells below run on that line's Spark, vanilla included; the tables are shared.
+#
 # Per suite in TPC (entries "suite:scale[:q1,q2,...]"): the tables are generated once into
 # tests/spark/target/tpc-data/SUITE-sfSCALE (TpcGen writes text in its own JVM, TpcQueries turns
 # it into Parquet), the queries run on Spark's own shuffle (the baseline rows), then per client
@@ -64,7 +67,7 @@ tpc_queries() {
   for kv in $TPC_CONF; do confs+=(--conf "$kv"); done
   mkdir -p "$WORK/spark-local"
   bg_wait "$out" "$WORK/$name.log" timeout -k 15 "$TPC_TIMEOUT" java "${JAVA_OPTS[@]}" -Xmx$TPC_HEAP \
-    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$BASE_VER")" \
+    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$TPC_LINE")" \
     io.spillway.sparktest.TpcQueries --suite "$suite" --data "$(tpc_data_dir "$suite" "$scale")" \
     --queries "$queries" --local-dir "$WORK/spark-local" --label "$name" --cores "$TPC_CORES" "${confs[@]}" "$@" \
     || rc=$?
@@ -86,11 +89,25 @@ tpc_record() {
     >>"$WORK/tpc-summary.tsv"
 }
 
-# tpc_cells: every suite of TPC, TPC_ROUNDS times: vanilla, then each client type.
+# tpc_cells: every suite of TPC, TPC_ROUNDS times: vanilla, then each client type; per line of
+# TPC_LINES (default: the first line built).
 tpc_cells() {
   local entry suite scale queries round n base
   printf 'suite\tscale\tround\tmode\tpassed\twall_s\tspark_cpu_s\tserver_cpu_s\tserver_share_%%\tserver_hwm_kib\n' \
     >"$WORK/tpc-summary.tsv"
+  for TPC_LINE in ${TPC_LINES:-$BASE_VER}; do
+    # Cells of other lines than the first carry the line in their names and summary rows.
+    TPC_TAG=""
+    [[ $TPC_LINE == "$BASE_VER" ]] || TPC_TAG="$TPC_LINE-"
+    tpc_line_cells
+  done
+  echo "== tpc summary ($WORK/tpc-summary.tsv)"
+  column -t -s $'\t' "$WORK/tpc-summary.tsv" || cat "$WORK/tpc-summary.tsv"
+}
+
+# tpc_line_cells: tpc_cells for one line (TPC_LINE, TPC_TAG).
+tpc_line_cells() {
+  local entry suite scale queries round n base
   for entry in $TPC; do
     IFS=: read -r suite scale queries <<<"$entry"
     queries=${queries:-all}
@@ -103,30 +120,29 @@ tpc_cells() {
     phase_done
     n=$(if [[ $queries == all ]]; then echo all; else tr ',' '\n' <<<"$queries" | wc -l; fi)
     for ((round = 1; round <= TPC_ROUNDS; round++)); do
-      base="$WORK/tpc-$suite-vanilla-$round"
-      phase "tpc $suite sf$scale round $round: vanilla"
-      tpc_queries "tpc-$suite-vanilla-$round" "$suite" "$scale" "$queries" --mode vanilla --results-out "$base"
-      [[ $n != all ]] || n=$(grep -c '^TIME ' "$WORK/tpc-$suite-vanilla-$round.out" || true)
-      tpc_record "$suite" "$scale" "$round" vanilla "$(grep -c '^TIME ' "$WORK/tpc-$suite-vanilla-$round.out" || true)" "$n" - -
+      local vname="tpc-$suite-${TPC_TAG}vanilla-$round"
+      base="$WORK/$vname"
+      phase "tpc $suite sf$scale round $round: ${TPC_TAG}vanilla"
+      tpc_queries "$vname" "$suite" "$scale" "$queries" --mode vanilla --results-out "$base"
+      [[ $n != all ]] || n=$(grep -c '^TIME ' "$WORK/$vname.out" || true)
+      tpc_record "$suite" "$scale" "$round" "${TPC_TAG}vanilla" "$(grep -c '^TIME ' "$WORK/$vname.out" || true)" "$n" - -
       phase_done
       for CLIENT_TYPE in "${CLIENT_TYPE_LIST[@]}"; do
         tpc_rss_cell "$suite" "$scale" "$queries" "$round" "$base" "$n"
       done
     done
   done
-  echo "== tpc summary ($WORK/tpc-summary.tsv)"
-  column -t -s $'\t' "$WORK/tpc-summary.tsv" || cat "$WORK/tpc-summary.tsv"
 }
 
 # tpc_rss_cell SUITE SCALE QUERIES ROUND BASELINE N: one server, the suite through the client.
 tpc_rss_cell() {
   local suite=$1 scale=$2 queries=$3 round=$4 base=$5 n=$6
-  local name="tpc-$suite-$CLIENT_TYPE-$round" server="t_${CLIENT_TYPE}_"
+  local name="tpc-$suite-$TPC_TAG$CLIENT_TYPE-$round" server="t_${CLIENT_TYPE}_"
   local audit="$WORK/$name-rpc-audit.log" passed0=$PASSED
-  phase "tpc $suite sf$scale round $round: $CLIENT_TYPE (memory $TPC_MEMORY)"
+  phase "tpc $suite sf$scale round $round: $TPC_TAG$CLIENT_TYPE (memory $TPC_MEMORY)"
   if SERVER_MEMORY=$TPC_MEMORY SERVER_NETTY_PORT=$(free_port) \
       SERVER_EXTRA_TOML=$'[hybrid_store]\nmemory_single_buffer_max_spill_size = "'"$TPC_SINGLE_SPILL"$'"\n[audit]\nrpc_log = true\nrpc_log_path = "'"$audit"'"' \
-      start_cluster "$BASE_VER" 1 "$server"; then
+      start_cluster "$TPC_LINE" 1 "$server"; then
     local pid_var="${server}0_PID" cpu0 cpu1 hwm
     cpu0=$(awk '{ print $14 + $15 }' "/proc/${!pid_var}/stat")
     tpc_queries "$name" "$suite" "$scale" "$queries" --mode rss --coordinator "$COORD" \
@@ -134,7 +150,7 @@ tpc_rss_cell() {
     if kill -0 "${!pid_var}" 2>/dev/null; then
       cpu1=$(awk '{ print $14 + $15 }' "/proc/${!pid_var}/stat")
       hwm=$(awk '/^VmHWM:/ { print $2 }' "/proc/${!pid_var}/status")
-      tpc_record "$suite" "$scale" "$round" "$CLIENT_TYPE" $((PASSED - passed0)) "$n" \
+      tpc_record "$suite" "$scale" "$round" "$TPC_TAG$CLIENT_TYPE" $((PASSED - passed0)) "$n" \
         "$(awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", t / hz }')" "$hwm"
     else
       fail "$name: the server died (log $WORK/${server}0/server.log)"
@@ -146,9 +162,10 @@ tpc_rss_cell() {
   # The audit log is complete once the server has stopped. In the smoke, reads must have come
   # from local files too (the small store spills), or the cell did not test what it claims.
   if [[ -s $audit ]]; then
-    python3 "$HERE/rpc_latency.py" "$audit" >"$WORK/tpc-rpc-$suite-$CLIENT_TYPE-$round.tsv"
-    column -t -s $'\t' "$WORK/tpc-rpc-$suite-$CLIENT_TYPE-$round.tsv"
-    [[ $TPC_REQUIRE_LOCAL == 0 ]] || grep -q $'^getLocalShuffleData\t' "$WORK/tpc-rpc-$suite-$CLIENT_TYPE-$round.tsv" \
+    local rpc="$WORK/tpc-rpc-$suite-$TPC_TAG$CLIENT_TYPE-$round.tsv"
+    python3 "$HERE/rpc_latency.py" "$audit" >"$rpc"
+    column -t -s $'\t' "$rpc"
+    [[ $TPC_REQUIRE_LOCAL == 0 ]] || grep -q $'^getLocalShuffleData\t' "$rpc" \
       || fail "$name: no read came from local files (store $TPC_MEMORY, single spill $TPC_SINGLE_SPILL)"
   else
     fail "$name: no RPC audit log ($audit)"

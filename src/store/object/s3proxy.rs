@@ -84,7 +84,7 @@ pub fn try_start() -> Result<S3Proxy, String> {
     .map_err(|e| format!("{}: {e}", props.display()))?;
     let log = base.join("s3proxy.log");
     let command = format!(
-        "java -Xmx256m -jar {} --properties {}",
+        "java -Xmx256m -XX:TieredStopAtLevel=1 -jar {} --properties {}",
         jar.display(),
         props.display()
     );

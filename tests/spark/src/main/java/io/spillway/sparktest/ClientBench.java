@@ -21,7 +21,6 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.uniffle.client.api.ShuffleReadClient;
 import org.apache.uniffle.client.api.ShuffleWriteClient;
 import org.apache.uniffle.client.factory.ShuffleClientFactory;
-import org.apache.uniffle.client.response.CompressedShuffleBlock;
 import org.apache.uniffle.client.response.SendShuffleDataResult;
 import org.apache.uniffle.common.ClientType;
 import org.apache.uniffle.common.PartitionRange;
@@ -555,8 +554,11 @@ public final class ClientBench {
     long bytes = 0;
     long blocks = 0;
     try {
-      CompressedShuffleBlock block;
-      while ((block = reader.readShuffleBlockData()) != null) {
+      // `var`: 0.9 returns CompressedShuffleBlock, master its abstract base ShuffleBlock; both
+      // have the two getters used here.
+      for (var block = reader.readShuffleBlockData();
+          block != null;
+          block = reader.readShuffleBlockData()) {
         ByteBuffer buf = block.getByteBuffer();
         int length = buf.remaining();
         if (length < ID_BYTES) {

@@ -47,7 +47,8 @@ import scala.Tuple2;
  *   --client-type GRPC|GRPC_NETTY   spark.rss.client.type, default GRPC
  *   --replica N                 spark.rss.data.replica(.write); .read stays 1. Default 1
  *   --pause-dir DIR             replica job, rss run only: the reduce tasks write DIR/paused and
- *                               wait (at most --pause-timeout-s) for DIR/resume before reading
+ *                               wait (at most --pause-timeout-s) for DIR/resume before reading;
+ *                               integrity job: the driver pauses so between its two reads
  *   --pause-stage reduce|map|map-and-reduce-start
  *                               with --pause-dir: pause the reduce tasks mid-read (default), the
  *                               map tasks halfway through their records (mid-write), or both the
@@ -117,7 +118,7 @@ public final class SparkJobs {
   static final int FULL_MAPS = 6;
   static final int FULL_REDUCES = 32;
 
-  static final List<String> EXTRA_JOBS = List.of("replica", "full_sends");
+  static final List<String> EXTRA_JOBS = List.of("replica", "full_sends", "integrity");
 
   /** What one run of a job produced: a digest to compare across modes, and broken checks. */
   static final class Outcome {
@@ -565,6 +566,9 @@ public final class SparkJobs {
       case "replica":
         return replica(sc, useRss ? opts.get("pause-dir") : null,
             Long.parseLong(opt("pause-timeout-s", "180")), opt("pause-stage", "reduce"));
+      case "integrity":
+        return integrity(sc, useRss ? opts.get("pause-dir") : null,
+            Long.parseLong(opt("pause-timeout-s", "180")));
       default:
         throw new IllegalArgumentException(job);
     }
@@ -1178,6 +1182,45 @@ public final class SparkJobs {
       }
     }
     return ck.done("records=" + r[0] + " digest=" + Long.toHexString(r[3]));
+  }
+
+  /**
+   * Integrity job: 1,000,000 records (key = i, value = mix(i)) from 4 map tasks into 8
+   * partitions, read twice from the same shuffle (the second job reuses the map output and reads
+   * the server again). Run with the master client's integrity validation on, every reduce task
+   * checks the record counts the server answered against the records it read. With --pause-dir
+   * (rss run only) the driver writes DIR/paused between the two reads and waits for DIR/resume:
+   * run.sh changes one count the server holds meanwhile, and the second read must fail with the
+   * client's "Inconsistent number of records" (the message names the read, so a failure of the
+   * first read cannot pass for it).
+   */
+  static Outcome integrity(JavaSparkContext sc, String pauseDir, long pauseTimeoutS)
+      throws IOException, InterruptedException {
+    final long n = 1_000_000;
+    final int maps = 4;
+    final int reduces = 8;
+    JavaPairRDD<Long, Long> shuffled =
+        seeds(sc, maps)
+            .flatMapToPair(
+                p -> gen(sliceLo(n, maps, p), sliceLo(n, maps, p + 1),
+                    i -> new Tuple2<>(i, mix(i))))
+            .partitionBy(new HashPartitioner(reduces));
+    long first = shuffled.count();
+    pause(pauseDir, pauseTimeoutS);
+    long second;
+    try {
+      second = shuffled.count();
+    } catch (Exception e) { // SparkException is checked for javac, though Scala throws it freely
+      throw new IllegalStateException("the second read of the shuffle failed: " + e.getMessage(), e);
+    }
+    Checks ck = new Checks();
+    ck.eq("records, first read", n, first);
+    ck.eq("records, second read", n, second);
+    if (pauseDir != null) {
+      ck.that("the driver never paused (" + pauseDir + "/paused missing)",
+          Files.exists(Paths.get(pauseDir, "paused")));
+    }
+    return ck.done("records=" + first + "+" + second);
   }
 
   /** Writes DIR/paused and waits for DIR/resume; no-op without a DIR or once resumed. */

@@ -1,14 +1,15 @@
 package io.spillway.sparktest;
 
-import io.grpc.ManagedChannel;
-import io.grpc.netty.shaded.io.grpc.netty.NettyChannelBuilder;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.TreeSet;
-import java.util.concurrent.TimeUnit;
-import org.apache.uniffle.proto.CoordinatorServerGrpc;
+import org.apache.uniffle.client.impl.grpc.CoordinatorGrpcClient;
+import org.apache.uniffle.client.request.RssGetShuffleAssignmentsRequest;
+import org.apache.uniffle.client.response.RssGetShuffleAssignmentsResponse;
+import org.apache.uniffle.common.ShuffleServerInfo;
+import org.apache.uniffle.common.rpc.StatusCode;
 import org.apache.uniffle.proto.RssProtos;
 
 /**
@@ -16,8 +17,8 @@ import org.apache.uniffle.proto.RssProtos;
  * {@code getShuffleAssignments} with the tags {@code ss_v5} + client type and a replica count of
  * {@code --servers}. Exits 0 once it gets SUCCESS with that many distinct servers, 1 after
  * {@code --timeout-s} (printing the last answer and, if the coordinator serves it,
- * {@code getShuffleServerList}). Uses the gRPC stubs inside the Uniffle client jar, so it speaks
- * exactly the proto of the client version under test.
+ * {@code getShuffleServerList}). Uses the coordinator client inside the Uniffle client jar, so it
+ * speaks exactly the proto of the client version under test.
  *
  * <p>With {@code --without host:port,...} the answer must also leave out those servers: the
  * cluster job waits with it until a coordinator has dropped a stopped server (heartbeat timeout)
@@ -67,7 +68,15 @@ public final class WaitForServers {
     }
     String host = coordinator.substring(0, coordinator.lastIndexOf(':'));
     int port = Integer.parseInt(coordinator.substring(coordinator.lastIndexOf(':') + 1));
-    ManagedChannel channel = NettyChannelBuilder.forAddress(host, port).usePlaintext().build();
+    Set<String> tagSet = new HashSet<>();
+    for (String t : tags.split(",")) {
+      if (!t.isBlank()) {
+        tagSet.add(t.trim());
+      }
+    }
+    // The client's own coordinator client, not gRPC stubs: Uniffle's master relocates gRPC under
+    // org.apache.uniffle.shaded and the 0.9 releases do not, while this API is the same in both.
+    CoordinatorGrpcClient client = new CoordinatorGrpcClient(host, port);
     long start = System.nanoTime();
     long deadline = start + timeoutS * 1_000_000_000L;
     String last = "no answer yet";
@@ -76,39 +85,32 @@ public final class WaitForServers {
       while (true) {
         attempt++;
         try {
-          RssProtos.GetShuffleServerRequest.Builder req =
-              RssProtos.GetShuffleServerRequest.newBuilder()
-                  .setClientHost("127.0.0.1")
-                  .setClientPort("0")
-                  .setApplicationId("spillway-e2e-probe_" + System.currentTimeMillis())
-                  .setShuffleId(0)
-                  .setPartitionNum(servers)
-                  .setPartitionNumPerRange(1)
-                  .setDataReplica(servers)
-                  .setAssignmentShuffleServerNumber(-1)
-                  .setEstimateTaskConcurrency(1);
-          for (String t : tags.split(",")) {
-            if (!t.isBlank()) {
-              req.addRequireTags(t.trim());
-            }
-          }
-          RssProtos.GetShuffleAssignmentsResponse resp =
-              CoordinatorServerGrpc.newBlockingStub(channel)
-                  .withDeadlineAfter(5, TimeUnit.SECONDS)
-                  .getShuffleAssignments(req.build());
+          RssGetShuffleAssignmentsResponse resp =
+              client.getShuffleAssignments(
+                  new RssGetShuffleAssignmentsRequest(
+                      "spillway-e2e-probe_" + System.currentTimeMillis(),
+                      0,
+                      servers,
+                      1,
+                      servers,
+                      tagSet,
+                      -1,
+                      1,
+                      new HashSet<>()));
           TreeSet<String> ids = new TreeSet<>();
           boolean unwanted = false;
-          for (RssProtos.PartitionRangeAssignment a : resp.getAssignmentsList()) {
-            for (RssProtos.ShuffleServerId s : a.getServerList()) {
-              ids.add(s.getId() + "@" + s.getIp() + ":" + s.getPort());
-              unwanted |= without.contains(s.getIp() + ":" + s.getPort());
+          if (resp.getPartitionToServers() != null) {
+            for (List<ShuffleServerInfo> list : resp.getPartitionToServers().values()) {
+              for (ShuffleServerInfo s : list) {
+                ids.add(s.getId() + "@" + s.getHost() + ":" + s.getGrpcPort());
+                unwanted |= without.contains(s.getHost() + ":" + s.getGrpcPort());
+              }
             }
           }
           last = "getShuffleAssignments(tags=" + tags + ", replica=" + servers + ") -> "
-              + resp.getStatus() + " " + resp.getRetMsg() + " servers=" + ids
+              + resp.getStatusCode() + " " + resp.getMessage() + " servers=" + ids
               + (without.isEmpty() ? "" : " (must leave out " + without + ")");
-          if (resp.getStatus() == RssProtos.StatusCode.SUCCESS && ids.size() >= servers
-              && !unwanted) {
+          if (resp.getStatusCode() == StatusCode.SUCCESS && ids.size() >= servers && !unwanted) {
             System.out.printf(
                 "coordinator %s ready after %.1fs: %s%n",
                 coordinator, (System.nanoTime() - start) / 1e9, ids);
@@ -121,41 +123,25 @@ public final class WaitForServers {
           System.out.println(
               "coordinator " + coordinator + " not ready after " + timeoutS + " s (" + attempt
                   + " attempts); last: " + last);
-          System.out.println("getShuffleServerList: " + serverList(channel));
+          System.out.println("getShuffleServerList: " + serverList(client));
           System.exit(1);
         }
         Thread.sleep(500);
       }
     } finally {
-      channel.shutdownNow();
-      channel.awaitTermination(5, TimeUnit.SECONDS);
+      client.close();
     }
   }
 
-  /**
-   * getShuffleServerList, for diagnostics. Called by reflection: its google.protobuf.Empty
-   * argument is relocated differently in each client jar.
-   */
-  static String serverList(ManagedChannel channel) {
+  /** getShuffleServerList, for diagnostics. */
+  static String serverList(CoordinatorGrpcClient client) {
     try {
-      Object stub =
-          CoordinatorServerGrpc.newBlockingStub(channel).withDeadlineAfter(5, TimeUnit.SECONDS);
-      for (Method m : stub.getClass().getMethods()) {
-        if (m.getName().equals("getShuffleServerList") && m.getParameterCount() == 1) {
-          Object empty = m.getParameterTypes()[0].getMethod("getDefaultInstance").invoke(null);
-          RssProtos.GetShuffleServerListResponse r =
-              (RssProtos.GetShuffleServerListResponse) m.invoke(stub, empty);
-          List<String> ids = new ArrayList<>();
-          for (RssProtos.ShuffleServerId s : r.getServersList()) {
-            ids.add(s.getId());
-          }
-          return ids.toString();
-        }
+      List<String> ids = new ArrayList<>();
+      for (RssProtos.ShuffleServerId s : client.getShuffleServerList().getServersList()) {
+        ids.add(s.getId());
       }
-      return "not in this client jar";
-    } catch (InvocationTargetException e) {
-      return "failed: " + e.getCause();
-    } catch (ReflectiveOperationException | RuntimeException e) {
+      return ids.toString();
+    } catch (RuntimeException e) {
       return "failed: " + e;
     }
   }
