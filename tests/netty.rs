@@ -393,6 +393,55 @@ async fn send_then_read_memory_index_and_data_over_netty() {
     s.running.shutdown().await;
 }
 
+/// apache/uniffle#2684 over Netty: a block id resent at the end of a partition's memory data
+/// must not make a reader loop. Every client version reads with the type-16 answer (Spillway
+/// never sends type 26, which 0.9 and 0.10 cannot decode); it ends when an answer comes back
+/// empty, and the repeat is stored once, so the reads end after each block is seen once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_reads_end_over_netty_when_the_last_block_id_repeats() {
+    let mut s = start(1, |_| {}).await;
+    let addr = s.running.netty_addr.unwrap();
+    let app = "netty_repeat";
+    register(&mut s.client, app, 0, 0..1, false).await;
+    let mut conn = Conn::open(addr).await;
+    let blocks: Vec<_> = (0..6).map(|seq| make_block(seq, 0, 1, 100)).collect();
+    netty_send(&mut conn, &mut s.client, app, 0, &[(0, blocks.clone())]).await;
+    // The last block again, as a retried send delivers it.
+    netty_send(&mut conn, &mut s.client, app, 0, &[(0, vec![blocks[5].clone()])]).await;
+    let mut last = -1;
+    let mut seen = Vec::new();
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        assert!(rounds < 20, "memory reads never end: {seen:?}");
+        let Request::Memory(mut req) = memory_request(app, 0, 0, last) else {
+            unreachable!()
+        };
+        // 250-byte reads of 100-byte blocks: several rounds, the last one at the repeat.
+        req.read_buffer_size = 250;
+        match conn.call(&Request::Memory(req)).await {
+            Response::Memory { head, segments, .. } => {
+                assert_eq!(
+                    status_of(head.status),
+                    StatusCode::Success,
+                    "{:?}",
+                    head.ret_message
+                );
+                if segments.is_empty() {
+                    break;
+                }
+                seen.extend(segments.iter().map(|s| s.block_id));
+                last = segments.last().unwrap().block_id;
+            }
+            other => panic!("memory read answered with {other:?}"),
+        }
+    }
+    let want: Vec<i64> = blocks.iter().map(|b| b.block_id).collect();
+    assert_eq!(seen, want, "each block once, in order");
+    assert_eq!(rounds, 3, "two reads of three blocks, then the empty answer");
+    s.running.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_frames_close_only_their_connection() {
     let mut s = start(1, |_| {}).await;

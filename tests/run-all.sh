@@ -66,7 +66,7 @@ install_test_parts() {
 }
 # The HDFS test cluster (MiniHdfs launcher), the S3 test server (moto; Hadoop's s3a jars), the
 # Spark harness for every client version, mdBook (tests/docs); each is cached by a stamp. Maven
-# Central and crates.io, beside the Debian packages above.
+# Central and the Rust package registry, beside the Debian packages above.
 build_test_parts() {
   set -e
   bash tests/hdfs/install.sh

@@ -14,6 +14,8 @@
 //!              getShuffleResult p50, p99, p999, server CPU and its own p99s
 //!  backpressure  500 and 2,000 apps over a 64 MiB store → per-app requireBuffer waits,
 //!              fairness (Jain's index), no app starved
+//!  records     map tasks × partitions, each task one block id and one record count per
+//!              partition → heap B per kept count (with counts minus without)
 //! ```
 //!
 //! Heap, not RSS: jemalloc's `stats.allocated` counts the bytes the server's structures
@@ -65,6 +67,8 @@ pub enum Which {
     LatencyApps,
     /// Back-pressure with many apps over a small store: per-app waits and fairness.
     Backpressure,
+    /// Heap per kept record count (post-0.10 `partitionStats`), per partition and task.
+    Records,
     /// All of them, in this order.
     All,
 }
@@ -228,6 +232,7 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::Latency,
             Which::LatencyApps,
             Which::Backpressure,
+            Which::Records,
         ],
         one => vec![one],
     };
@@ -240,6 +245,7 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::Journal => journal(opts).await?,
             Which::LatencyApps => apps::latency_apps(opts).await?,
             Which::Backpressure => vec![fairness::backpressure(opts).await?],
+            Which::Records => vec![records(opts).await?],
             _ => latency(opts).await?,
         };
         for c in curves {
@@ -546,6 +552,86 @@ async fn block_ids(opts: &CurveOptions) -> anyhow::Result<Curve> {
         columns,
         rows,
         plots: vec![("", "heap bytes per block id", vec![1, 2, 3])],
+    })
+}
+
+/// Curve 7: what the kept record counts cost. Two servers get the same reports, each map task
+/// one block id per partition; one server's reports also carry each task's record count per
+/// partition, as a master client with integrity validation sends them. The heap difference
+/// divided by the counts kept (partitions × tasks) is the cost of one count.
+async fn records(opts: &CurveOptions) -> anyhow::Result<Curve> {
+    let totals = sizes(opts, &[10_000, 100_000, 1_000_000], &[10_000_000]);
+    let partition_counts = [100u64, 10_000];
+    let mut rows: Vec<Vec<f64>> = totals.iter().map(|t| vec![*t as f64]).collect();
+    for (i, &parts) in partition_counts.iter().enumerate() {
+        let parts = (parts / opts.shrink.min(parts)).max(1);
+        let mut heaps: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        for (with, heaps) in heaps.iter_mut().enumerate() {
+            let point = Point::start(opts, &format!("records{i}{with}"), "1G").await?;
+            let mut c = point.grpc.clone();
+            let app = format!("curves_records_{parts}");
+            register(&mut c, &app, 0, parts as usize).await?;
+            let base = point.heap().await?;
+            let mut task = 0i64;
+            for &total in &totals {
+                let tasks = (total / parts).max(1) as i64;
+                while task < tasks {
+                    let parts_ids = (0..parts as i32)
+                        .map(|p| proto::PartitionToBlockIds {
+                            partition_id: p,
+                            block_ids: vec![BlockIdLayout::DEFAULT.block_id(0, p, task)],
+                        })
+                        .collect();
+                    let stats = if with == 1 {
+                        (0..parts as i32)
+                            .map(|p| proto::PartitionStats {
+                                partition_id: p,
+                                task_attempt_id_to_records: vec![proto::TaskAttemptIdToRecords {
+                                    task_attempt_id: task,
+                                    record_number: 1000,
+                                }],
+                            })
+                            .collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let r = c
+                        .report_shuffle_result(proto::ReportShuffleResultRequest {
+                            app_id: app.clone(),
+                            shuffle_id: 0,
+                            task_attempt_id: task,
+                            bitmap_num: 1,
+                            partition_to_block_ids: parts_ids,
+                            partition_stats: stats,
+                        })
+                        .await?
+                        .into_inner();
+                    ok("reportShuffleResult", r.status, &r.ret_msg)?;
+                    task += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                heaps.push(point.heap().await?.saturating_sub(base));
+            }
+            point.stop().await;
+        }
+        for (k, row) in rows.iter_mut().enumerate() {
+            let counts = parts * (totals[k] / parts).max(1);
+            row.push(heaps[1][k].saturating_sub(heaps[0][k]) as f64 / counts as f64);
+            row.push(heaps[0][k] as f64 / counts as f64);
+        }
+    }
+    let mut columns = vec!["counts (partitions x tasks)".to_owned()];
+    for p in partition_counts {
+        let p = (p / opts.shrink.min(p)).max(1);
+        columns.push(format!("B/count @ {p} partitions"));
+        columns.push(format!("B/block id @ {p} partitions (same run, no counts)"));
+    }
+    Ok(Curve {
+        name: "records",
+        title: "Heap per kept record count (integrity records; jemalloc allocated)".into(),
+        columns,
+        rows,
+        plots: vec![("", "heap bytes per record count", vec![1, 3])],
     })
 }
 

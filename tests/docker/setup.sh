@@ -40,7 +40,11 @@ have() { docker image inspect "$1" >/dev/null 2>&1; }
 if ! have "$runtime" && ! docker pull -q "$runtime" >/dev/null 2>&1; then
   echo "== building a stand-in for $runtime (debootstrap)"
   root=$(mktemp -d /var/tmp/spillway-bookworm.XXXXXX)
-  debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian >/dev/null
+  # The Debian mirror this machine's apt already uses (its first deb822 or one-line source).
+  mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)
+  [[ -n $mirror ]] || mirror=$(awk '$1 == "deb" { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)
+  [[ -n $mirror ]] || { echo "no Debian mirror in this machine's apt sources" >&2; exit 1; }
+  debootstrap --variant=minbase bookworm "$root" "$mirror" >/dev/null
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
   tar -C "$root" -c . | docker import \
     -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \

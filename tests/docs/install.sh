@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mdBook for the manual's book build (tests/docs_book.rs): installed from crates.io into
+# mdBook for the manual's book build (tests/docs_book.rs): installed from the Rust package registry into
 # tests/docs/target (no serve/watch features: only `mdbook build` is used). Idempotent: ~0 s
 # when the pinned version is already there.
 set -euo pipefail
@@ -9,6 +9,8 @@ BIN="$HERE/target/bin/mdbook"
 if [[ -x $BIN ]] && "$BIN" --version 2>/dev/null | grep -q "v$VERSION"; then
   exit 0
 fi
+# --debug: the tests build one small book, and an optimized build of mdBook cost about 5.5
+# minutes of CPU beside CI's lint (a debug build: about a third of that).
 cargo install mdbook --locked --version "$VERSION" --no-default-features --features search \
-  --root "$HERE/target"
+  --debug --root "$HERE/target"
 "$BIN" --version

@@ -8,7 +8,10 @@
 #   --vanilla-only        build the Maven project and run only the vanilla baseline (no server)
 #   --build-only          build the Maven project per client version and stop (the chaos soak's
 #                         Spark jobs use tests/spark/target/uniffle-0.9.2)
-#   --versions "A B"      Uniffle client versions (default "0.9.2 0.9.0"; env SPARK_E2E_VERSIONS)
+#   --versions "A B"      Uniffle client lines (default "0.9.2 0.9.0 master master-spark4"; env
+#                         SPARK_E2E_VERSIONS): a released version on Spark 3.5; master (Uniffle's
+#                         master Spark 3 client on Spark 3.5) and master-spark4 (its Spark 4 client
+#                         on Spark 4.0), both from ../shared/clients, with integrity validation on
 #   --jobs a,b            jobs of the single-server suites (default all; see SparkJobs.java; with
 #                         all, versions after the first run SPARK_E2E_OTHER_VERSION_JOBS)
 #   --no-replica          skip the two-server replica job
@@ -70,7 +73,7 @@ cd "$ROOT"
 # Spark binds and advertises loopback only.
 export SPARK_LOCAL_IP=127.0.0.1
 
-VERSIONS=${SPARK_E2E_VERSIONS:-"0.9.2 0.9.0"}
+VERSIONS=${SPARK_E2E_VERSIONS:-"0.9.2 0.9.0 master master-spark4"}
 JOBS=all
 # The suite of every client version after the first, when --jobs is all: the first version runs
 # every job on both planes; the others leave out tiny_partitions (2,000 reduce tasks, whose cost
