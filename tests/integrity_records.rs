@@ -134,6 +134,20 @@ async fn record_counts_are_kept_answered_per_partition_and_survive_a_restart() {
     )
     .await;
 
+    // Counts for another attempt than the reporting one, or for a partition this report
+    // carries no block id for (though earlier reports did), are not kept: every kept count
+    // stands beside a block id of its own report, so no report can plant counts.
+    let mut req = report_request(13, &[(2, vec![id(0, 2, 13)])], &[(1, 8)]);
+    req.partition_stats.push(proto::PartitionStats {
+        partition_id: 2,
+        task_attempt_id_to_records: vec![proto::TaskAttemptIdToRecords {
+            task_attempt_id: 7,
+            record_number: 99,
+        }],
+    });
+    let r = report_with_records(&mut c, req).await;
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+
     let want: BTreeMap<i32, BTreeMap<i64, i64>> = BTreeMap::from([
         (0, BTreeMap::from([(7, 11), (9, 4)])),
         (1, BTreeMap::from([(7, 5)])),

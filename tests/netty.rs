@@ -407,7 +407,14 @@ async fn memory_reads_end_over_netty_when_the_last_block_id_repeats() {
     let blocks: Vec<_> = (0..6).map(|seq| make_block(seq, 0, 1, 100)).collect();
     netty_send(&mut conn, &mut s.client, app, 0, &[(0, blocks.clone())]).await;
     // The last block again, as a retried send delivers it.
-    netty_send(&mut conn, &mut s.client, app, 0, &[(0, vec![blocks[5].clone()])]).await;
+    netty_send(
+        &mut conn,
+        &mut s.client,
+        app,
+        0,
+        &[(0, vec![blocks[5].clone()])],
+    )
+    .await;
     let mut last = -1;
     let mut seen = Vec::new();
     let mut rounds = 0;
@@ -438,7 +445,10 @@ async fn memory_reads_end_over_netty_when_the_last_block_id_repeats() {
     }
     let want: Vec<i64> = blocks.iter().map(|b| b.block_id).collect();
     assert_eq!(seen, want, "each block once, in order");
-    assert_eq!(rounds, 3, "two reads of three blocks, then the empty answer");
+    assert_eq!(
+        rounds, 3,
+        "two reads of three blocks, then the empty answer"
+    );
     s.running.shutdown().await;
 }
 

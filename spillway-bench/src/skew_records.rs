@@ -4,14 +4,16 @@
 //! reads of one shuffle: the first read proves the counts the server answered match, the second
 //! proves the client really checks them.
 //!
-//! It speaks the protocol as a client does: `getShuffleResultForMultiPart` for the counts, then
-//! `reportShuffleResult` of the same task attempt with the count changed and no new block id
-//! (a report replaces an attempt's count, as a re-sent report does).
+//! It speaks the protocol as a client does: `getShuffleResultForMultiPart` for the counts and
+//! block ids, then `reportShuffleResult` of the same task attempt with the count changed and
+//! one of that attempt's block ids in that partition again (a server keeps a count only beside
+//! a block id of the same report; the id is already held, so the block ids do not change).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use spillway::ids::BlockIdLayout;
 use spillway::proto;
 use spillway::proto::shuffle_server_client::ShuffleServerClient;
 use spillway::proto::StatusCode;
@@ -54,7 +56,7 @@ pub async fn run(opts: &SkewOptions) -> anyhow::Result<String> {
     let mut with_counts = Vec::new();
     for app in &apps {
         if let Ok(held) = held(&mut grpc, app, opts).await {
-            if !held.is_empty() {
+            if !held.counts.is_empty() {
                 with_counts.push((app.clone(), held));
             }
         }
@@ -68,7 +70,20 @@ pub async fn run(opts: &SkewOptions) -> anyhow::Result<String> {
             opts.grpc
         ),
     };
-    let (partition, task, records) = before[0];
+    let (partition, task, records) = before.counts[0];
+    let layout = BlockIdLayout::DEFAULT;
+    let Some(block_id) = before
+        .block_ids
+        .iter()
+        .copied()
+        .find(|&id| layout.partition_of(id) == partition && layout.task_attempt_of(id) == task)
+    else {
+        bail!(
+            "{app}: no block id of task attempt {task} in partition {partition} among the {} \
+             the server holds",
+            before.block_ids.len()
+        );
+    };
     let changed = records + opts.add;
     let r = grpc
         .report_shuffle_result(proto::ReportShuffleResultRequest {
@@ -78,7 +93,7 @@ pub async fn run(opts: &SkewOptions) -> anyhow::Result<String> {
             bitmap_num: 1,
             partition_to_block_ids: vec![proto::PartitionToBlockIds {
                 partition_id: partition,
-                block_ids: Vec::new(),
+                block_ids: vec![block_id],
             }],
             partition_stats: vec![proto::PartitionStats {
                 partition_id: partition,
@@ -94,23 +109,36 @@ pub async fn run(opts: &SkewOptions) -> anyhow::Result<String> {
         bail!("reportShuffleResult: status {} {}", r.status, r.ret_msg);
     }
     let after = held(&mut grpc, &app, opts).await?;
-    if !after.contains(&(partition, task, changed)) {
-        bail!("the server still answers {after:?} after the report");
+    if !after.counts.contains(&(partition, task, changed)) {
+        bail!(
+            "the server still answers {:?} after the report",
+            after.counts
+        );
+    }
+    if after.block_ids != before.block_ids {
+        bail!("the report changed the block ids the server holds");
     }
     Ok(format!(
         "{app} shuffle {} partition {partition} task attempt {task}: {records} -> {changed} \
          records ({} counts held)",
         opts.shuffle,
-        before.len()
+        before.counts.len()
     ))
 }
 
-/// Every `(partition, task attempt, records)` the server answers for the shuffle.
+/// What the server answers for the shuffle's partitions.
+struct Held {
+    /// Every `(partition, task attempt, records)`.
+    counts: Vec<(i32, i64, i64)>,
+    /// Every block id, in order.
+    block_ids: Vec<i64>,
+}
+
 async fn held(
     grpc: &mut ShuffleServerClient<tonic::transport::Channel>,
     app: &str,
     opts: &SkewOptions,
-) -> anyhow::Result<Vec<(i32, i64, i64)>> {
+) -> anyhow::Result<Held> {
     let r = grpc
         .get_shuffle_result_for_multi_part(proto::GetShuffleResultForMultiPartRequest {
             app_id: app.to_owned(),
@@ -132,14 +160,21 @@ async fn held(
             r.ret_msg
         );
     }
-    Ok(r.partition_stats
+    let counts = r
+        .partition_stats
         .iter()
         .flat_map(|p| {
             p.task_attempt_id_to_records
                 .iter()
                 .map(move |t| (p.partition_id, t.task_attempt_id, t.record_number))
         })
-        .collect())
+        .collect();
+    let block_ids = spillway::codec::bitmap::decode(&r.serialized_bitmap)
+        .context("the answer's block-id bitmap")?
+        .iter()
+        .map(|id| id as i64)
+        .collect();
+    Ok(Held { counts, block_ids })
 }
 
 /// The app ids the coordinator lists.

@@ -64,13 +64,18 @@ impl AppRegistry {
     /// `reportShuffleResult`; answered once the report is journaled (restart recovery), so
     /// `getShuffleResult` after a restart answers exactly as before it.
     ///
-    /// `records` are the post-0.10 `partitionStats` as `(partition, task attempt, records)`;
-    /// they are kept for partitions with block ids (see `record_counts`).
+    /// `records` are the post-0.10 `partitionStats` as `(partition, task attempt, records)`.
+    /// A count is kept only when it is the reporting attempt's own (`task`, the request's
+    /// `taskAttemptId`, as the master client sends them) for a partition this same report
+    /// carries block ids for: so every kept count stands beside at least one block id, and
+    /// no report can plant counts for other attempts or for partitions it wrote nothing to.
+    #[allow(clippy::too_many_arguments)]
     pub async fn report(
         &self,
         app_id: &AppId,
         shuffle: i32,
         bitmap_num: i32,
+        task: i64,
         parts: &[(i32, Vec<i64>)],
         records: &[Count],
     ) -> Result<()> {
@@ -78,17 +83,13 @@ impl AppRegistry {
         let shuffle_state = Self::shuffle_of(&app, shuffle)?;
         RecordCounts::validate(records)?;
         shuffle_state.block_ids.report(bitmap_num, parts)?;
-        let ids = &shuffle_state.block_ids;
-        let kept = shuffle_state.records.report(records, |p| ids.has(p));
-        let records: Vec<Count> = if kept == records.len() {
-            records.to_vec()
-        } else {
-            records
-                .iter()
-                .filter(|(p, _, _)| ids.has(*p))
-                .copied()
-                .collect()
-        };
+        let written = |p: i32| parts.iter().any(|(q, ids)| *q == p && !ids.is_empty());
+        let records: Vec<Count> = records
+            .iter()
+            .filter(|(p, t, _)| *t == task && written(*p))
+            .copied()
+            .collect();
+        shuffle_state.records.report(&records);
         self.journal(crate::recovery::Record::Report {
             app: app_id.to_string(),
             shuffle,

@@ -574,7 +574,14 @@ impl ShuffleServer for ShuffleService {
         let result = match convert::app_id(&req.app_id) {
             Ok(app) => {
                 self.registry
-                    .report(&app, req.shuffle_id, req.bitmap_num, &parts, &records)
+                    .report(
+                        &app,
+                        req.shuffle_id,
+                        req.bitmap_num,
+                        req.task_attempt_id,
+                        &parts,
+                        &records,
+                    )
                     .await
             }
             Err(e) => Err(e),
