@@ -65,7 +65,7 @@ install_test_parts() {
   bash tests/docker/setup.sh
 }
 # The HDFS test cluster (MiniHdfs launcher), the S3 test server (moto; Hadoop's s3a jars), the
-# Spark harness for every client version, mdBook (tests/docs); each is cached by a stamp. Maven
+# Spark harness for every client line and the Tez harness, mdBook (tests/docs); each is cached by a stamp. Maven
 # Central and the Rust package registry, beside the Debian packages above.
 build_test_parts() {
   set -e
@@ -160,7 +160,7 @@ clippy_rc=0
 wait "$clippy_pid" || clippy_rc=$?
 cat target/clippy-glibc.log
 [[ $clippy_rc == 0 ]] || { echo "== the glibc build's lint failed" >&2; exit 1; }
-stage "Spark end to end (real Spark 3.5 + released Uniffle clients 0.9.2 and 0.9.0)"
+stage "Spark and Tez end to end (Spark 3.5: released clients 0.9.2, 0.9.0 and Uniffle master; Spark 4.0: master; Tez 0.9.1: released Tez client 0.9.2)"
 # The debug server cargo test built, which the soak ran: a plain `cargo build --bin spillway`
 # resolves other dependency features than the workspace's test build and compiles it again.
 SPILLWAY_BIN_PREBUILT=1 bash tests/spark/run.sh

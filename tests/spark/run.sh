@@ -31,6 +31,9 @@
 #   --hdfs-jobs a,b       jobs of the HDFS suites (default reduce_by_key,sort,large_records,empty_partitions;
 #                         env SPARK_E2E_HDFS_JOBS)
 #   --no-tpc              skip the TPC-H / TPC-DS cells (tests/spark/tpc.sh)
+#   --no-tez              skip the Tez cells (tests/tez: Tez 0.9.1 in local mode through the released
+#                         Uniffle Tez client 0.9.2, an ordered and an unordered edge)
+#   --tez-only            build, then only the Tez cells
 #   --tpc-only            build, then only the TPC cells (benches/tpc.sh runs the benchmark so)
 #   --refusals-only       build, then only the settings-mistake cells (refusal_cells: a wrong s3a
 #                         secret, a missing bucket, an unwritable HDFS path, a GRPC_NETTY client
@@ -94,6 +97,8 @@ S3=1
 HDFS_JOBS=${SPARK_E2E_HDFS_JOBS:-reduce_by_key,sort,large_records,empty_partitions}
 TPC_CELLS=1
 TPC_ONLY=0
+TEZ=1
+TEZ_ONLY=0
 REFUSALS_ONLY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -112,6 +117,8 @@ while [[ $# -gt 0 ]]; do
     --hdfs-jobs) HDFS_JOBS=$2; shift ;;
     --no-s3) S3=0 ;;
     --no-tpc) TPC_CELLS=0 ;;
+    --no-tez) TEZ=0 ;;
+    --tez-only) TEZ_ONLY=1 ;;
     --tpc-only) TPC_ONLY=1 ;;
     --refusals-only) REFUSALS_ONLY=1 ;;
     --tpc) SPARK_E2E_TPC=$2; shift ;;
@@ -384,6 +391,84 @@ build_client() {
     log "client $ver: built online"
   fi
   echo "$stamp" >"$out/.stamp"
+}
+
+# The Tez harness (tests/tez): Tez 0.9.1 and the released Uniffle Tez client 0.9.2, which no
+# registry serves (../shared/clients/rss-client-tez-0.9.2-shaded.jar, classifier "shaded").
+TEZ_DIR="$ROOT/tests/tez"
+TEZ_JAR_SHA256=76ea63bd902a2ddad45753b036e3ffabeaf0c1cade32a02c1b7a86a8126ca835
+build_tez() {
+  local out="$TEZ_DIR/target" stamp dir jar m2 sum
+  m2="$HOME/.m2/repository/org/apache/uniffle/rss-client-tez/0.9.2/rss-client-tez-0.9.2-shaded.jar"
+  if [[ ! -f $m2 ]] || [[ $(sha256sum "$m2" | cut -d' ' -f1) != "$TEZ_JAR_SHA256" ]]; then
+    if ! dir=$(client_jars_dir); then
+      echo "the Tez client jar is missing: no ../shared/clients beside $ROOT (set SPILLWAY_CLIENT_JARS)" >&2
+      return 1
+    fi
+    jar="$dir/rss-client-tez-0.9.2-shaded.jar"
+    [[ -f $jar ]] || { echo "$jar is missing" >&2; return 1; }
+    sum=$(sha256sum "$jar" | cut -d' ' -f1)
+    [[ $sum == "$TEZ_JAR_SHA256" ]] || { echo "$jar has sha256 $sum, not $TEZ_JAR_SHA256" >&2; return 1; }
+    mvn -B -q install:install-file -Dfile="$jar" -DgroupId=org.apache.uniffle -DartifactId=rss-client-tez \
+      -Dversion=0.9.2 -Dclassifier=shaded -Dpackaging=jar -DgeneratePom=true \
+      || { echo "mvn install:install-file of $jar failed" >&2; return 1; }
+    log "installed rss-client-tez 0.9.2 (shaded) from $dir into ~/.m2"
+  fi
+  stamp=$({
+    cat "$TEZ_DIR/pom.xml"
+    find "$TEZ_DIR/src" -type f | LC_ALL=C sort | xargs cat
+  } | sha256sum | cut -c1-16)
+  if [[ -f $out/.stamp && $(cat "$out/.stamp") == "$stamp" && -d $out/classes && -d $out/deps ]]; then
+    log "tez harness: up to date ($out)"
+    return 0
+  fi
+  rm -rf "$out"
+  local mvn=(mvn -B -q -f "$TEZ_DIR/pom.xml" package)
+  if ! bg_wait "$WORK/mvn-tez-offline.log" "$WORK/mvn-tez-offline.log" timeout "$MVN_TIMEOUT" "${mvn[@]}" -o; then
+    rm -rf "$out"
+    if ! bg_wait "$WORK/mvn-tez.log" "$WORK/mvn-tez.log" timeout "$MVN_TIMEOUT" "${mvn[@]}"; then
+      tail -n 40 "$WORK/mvn-tez.log"
+      return 1
+    fi
+  fi
+  echo "$stamp" >"$out/.stamp"
+  log "tez harness: built ($out)"
+}
+
+# tez_cells: one server with the embedded coordinator; TezJobs runs each DAG on Tez's own shuffle
+# and then through the client (GRPC only: the 0.9.2 Tez client passes no Netty port from its app
+# master to its tasks, so GRPC_NETTY cannot work with it; apache/uniffle#1995 fixed that in 0.10).
+# Besides TezJobs' own comparison, the server must have registered the DAGs' shuffles and the
+# client's app master must have swapped in its Rss inputs and outputs.
+tez_cells() {
+  local name="uniffle-tez-0.9.2-GRPC" out rc=0 d="$TEZ_DIR/target"
+  phase "tez (local mode), Tez 0.9.1, client 0.9.2, GRPC"
+  if CLIENT_TYPE=GRPC SERVER_NETTY_PORT=$(free_port) start_cluster "$BASE_VER" 1 "tz_"; then
+    out="$WORK/$name.out"
+    mkdir -p "$WORK/tez-work"
+    printf '%s\n' 'log4j.rootLogger=WARN, stderr' \
+      'log4j.appender.stderr=org.apache.log4j.ConsoleAppender' 'log4j.appender.stderr.Target=System.err' \
+      'log4j.appender.stderr.layout=org.apache.log4j.PatternLayout' \
+      'log4j.appender.stderr.layout.ConversionPattern=%d{HH:mm:ss.SSS} %p %c{1}: %m%n' \
+      'log4j.logger.org.apache.tez.common.RssTezUtils=INFO' >"$WORK/tez-log4j.properties"
+    bg_wait "$out" "$WORK/$name.log" timeout -k 15 "$SUITE_TIMEOUT" java "${JAVA_OPTS[@]}" -Xmx2g \
+      -Djava.system.class.loader=io.spillway.teztest.UrlSystemLoader \
+      -Dlog4j.configuration="file:$WORK/tez-log4j.properties" -Djava.io.tmpdir="$WORK/tez-work" \
+      -cp "$d/classes:$d/deps/*" io.spillway.teztest.TezJobs --coordinator "$COORD" \
+      --work "$WORK/tez-work" --label "$name" || rc=$?
+    grep -E '^(PASS|FAIL)' "$out" || true
+    count_results "$out" "$rc" "$name"
+    grep -q 'registered shuffle app_id=appattempt_' "$WORK/tz_0/server.log" \
+      || fail "$name: the server registered no Tez shuffle (log $WORK/tz_0/server.log)"
+    grep -q 'transient from org.apache.tez.runtime.library.input.UnorderedKVInput to .*RssUnorderedKVInput' "$WORK/$name.log" \
+      || fail "$name: the client's app master did not swap in its unordered input (log $WORK/$name.log)"
+    grep -q 'transient from org.apache.tez.runtime.library.output.OrderedPartitionedKVOutput to .*RssOrderedPartitionedKVOutput' "$WORK/$name.log" \
+      || fail "$name: the client's app master did not swap in its ordered output (log $WORK/$name.log)"
+  else
+    fail "$name: cluster not ready (see above; coordinator $COORD)"
+  fi
+  stop_cluster
+  phase_done
 }
 
 # ---- Java --------------------------------------------------------------------------------------
@@ -1313,6 +1398,10 @@ for ver in "${NEED[@]}"; do
     fail "maven build of the Uniffle $ver client project"
   fi
 done
+if [[ ($TEZ == 1 || $TEZ_ONLY == 1) && $VANILLA_ONLY == 0 ]] && ! build_tez; then
+  fail "maven build of the Tez harness (tests/tez)"
+  TEZ=0 TEZ_ONLY=0
+fi
 phase_done
 [[ ${#BUILT[@]} -gt 0 ]] || { echo "$PASSED passed, $FAILED failed"; exit 1; }
 BASE_VER=${BUILT[0]}
@@ -1343,6 +1432,10 @@ fi
 
 if [[ $TPC_ONLY == 1 ]]; then
   [[ ! -x $SPILLWAY_BIN ]] || tpc_cells
+  finish
+fi
+if [[ $TEZ_ONLY == 1 ]]; then
+  [[ ! -x $SPILLWAY_BIN ]] || tez_cells
   finish
 fi
 
@@ -1813,6 +1906,10 @@ if [[ $VANILLA_ONLY == 0 && $S3 == 1 && -x $SPILLWAY_BIN ]]; then
     phase_done
   fi
   stop_s3
+fi
+
+if [[ $TEZ == 1 && $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
+  tez_cells
 fi
 
 if [[ $TPC_CELLS == 1 && $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
