@@ -185,3 +185,98 @@ async fn record_counts_are_kept_answered_per_partition_and_survive_a_restart() {
     assert_eq!(stats(&mut c, &[0, 1, 2, 3]).await, want);
     running.shutdown().await;
 }
+
+/// Kills the child on drop, so a failed assertion leaves no server behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Connects once the server at `port` answers (60 s at most).
+async fn connect_when_up(port: u16) -> Client {
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(ch) = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            let mut c = proto::shuffle_server_client::ShuffleServerClient::new(ch);
+            if c.app_heartbeat(proto::AppHeartBeatRequest {
+                app_id: "probe".into(),
+            })
+            .await
+            .is_ok()
+            {
+                return c;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no server on {addr}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// An upgrade in place (`--takeover`, the binary as operators run it): the old process spills,
+/// journals and exits; the new one answers the same record counts, as it answers block ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_counts_survive_a_takeover() {
+    let dir = tempfile::TempDir::new().unwrap();
+    let (grpc, netty) = (free_port(), free_port());
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "grpc_port = {grpc}\nnetty_port = {netty}\nbind_ip = \"127.0.0.1\"\n\
+             [localfile_store]\ndata_paths = [\"{}\"]\n[metrics]\nhttp_port = 0\n",
+            dir.path().join("d1").display()
+        ),
+    )
+    .unwrap();
+    let spawn = |takeover: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_spillway"));
+        cmd.arg("--config").arg(&config);
+        if takeover {
+            cmd.arg("--takeover");
+        }
+        KillOnDrop(
+            cmd.env("WORKER_IP", "127.0.0.1")
+                .env("RUST_LOG", "warn")
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("the spillway binary starts"),
+        )
+    };
+    let mut old = spawn(false);
+    let mut c = connect_when_up(grpc).await;
+    register(&mut c, APP, 0, 0..2, false).await;
+    let id = |p: i32, task: i64| LAYOUT.block_id(0, p, task);
+    for (task, parts) in [(3, vec![(0, 7), (1, 2)]), (4, vec![(0, 5)])] {
+        let ids: Vec<(i32, Vec<i64>)> = parts
+            .iter()
+            .map(|(p, _)| (*p, vec![id(*p, task)]))
+            .collect();
+        let r = report_with_records(&mut c, report_request(task, &ids, &parts)).await;
+        assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    }
+    let want: BTreeMap<i32, BTreeMap<i64, i64>> = BTreeMap::from([
+        (0, BTreeMap::from([(3, 7), (4, 5)])),
+        (1, BTreeMap::from([(3, 2)])),
+    ]);
+    assert_eq!(stats(&mut c, &[0, 1]).await, want);
+    drop(c);
+
+    let _new = spawn(true);
+    let exit = old.0.wait().expect("the old server exits");
+    assert_eq!(
+        exit.code(),
+        Some(0),
+        "the old server handed over and exited cleanly"
+    );
+    let mut c = connect_when_up(grpc).await;
+    assert_eq!(stats(&mut c, &[0, 1]).await, want);
+}
