@@ -11,16 +11,6 @@ use std::time::Duration;
 
 use common::*;
 
-/// Kills the server however the test ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn heap_profile_from_the_binary_is_read_by_go_pprof() {
     let dir = tempfile::TempDir::new().unwrap();

@@ -186,16 +186,6 @@ async fn record_counts_are_kept_answered_per_partition_and_survive_a_restart() {
     running.shutdown().await;
 }
 
-/// Kills the child on drop, so a failed assertion leaves no server behind.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Connects once the server at `port` answers (60 s at most).
 async fn connect_when_up(port: u16) -> Client {
     let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();

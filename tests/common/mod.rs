@@ -675,3 +675,14 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// A child process (a spillway binary) killed and reaped on drop, so a failed assertion leaves
+/// no server behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
