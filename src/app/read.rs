@@ -83,12 +83,21 @@ impl AppRegistry {
         let shuffle_state = Self::shuffle_of(&app, shuffle)?;
         RecordCounts::validate(records)?;
         shuffle_state.block_ids.report(bitmap_num, parts)?;
-        let written = |p: i32| parts.iter().any(|(q, ids)| *q == p && !ids.is_empty());
-        let records: Vec<Count> = records
-            .iter()
-            .filter(|(p, t, _)| *t == task && written(*p))
-            .copied()
-            .collect();
+        // A set, not a scan of `parts` per count: a report may carry thousands of partitions.
+        let records: Vec<Count> = if records.is_empty() {
+            Vec::new()
+        } else {
+            let written: std::collections::HashSet<i32> = parts
+                .iter()
+                .filter(|(_, ids)| !ids.is_empty())
+                .map(|(p, _)| *p)
+                .collect();
+            records
+                .iter()
+                .filter(|(p, t, _)| *t == task && written.contains(p))
+                .copied()
+                .collect()
+        };
         shuffle_state.records.report(&records);
         self.journal(crate::recovery::Record::Report {
             app: app_id.to_string(),
