@@ -329,31 +329,33 @@ client_jars_dir() {
   done
   return 1
 }
-# install_master_clients: both master jars into ~/.m2 (mvn install:install-file), unless the
-# installed copy already has the pinned sha256. Fails, naming the file, when a jar is missing or
-# differs.
-install_master_clients() {
-  local dir art jar m2 sum
+# install_client_jar ARTIFACT VERSION SHA256 [CLASSIFIER]: a client jar no registry serves, from
+# ../shared/clients into ~/.m2 (mvn install:install-file), unless the installed copy already has
+# the pinned sha256. Fails, naming the file, when the jar is missing or differs.
+install_client_jar() {
+  local art=$1 ver=$2 want=$3 cls=${4:-} dir jar m2 sum
+  local file="$art-$ver${cls:+-$cls}.jar"
+  m2="$HOME/.m2/repository/org/apache/uniffle/$art/$ver/$file"
+  if [[ -f $m2 ]] && [[ $(sha256sum "$m2" | cut -d' ' -f1) == "$want" ]]; then
+    return 0
+  fi
   if ! dir=$(client_jars_dir); then
-    echo "the master client jars are missing: no ../shared/clients beside $ROOT (set SPILLWAY_CLIENT_JARS to the directory holding rss-client-spark3-shaded-$MASTER_VERSION.jar)" >&2
+    echo "$file is missing: no ../shared/clients beside $ROOT (set SPILLWAY_CLIENT_JARS to the directory holding it)" >&2
     return 1
   fi
+  jar="$dir/$file"
+  [[ -f $jar ]] || { echo "$jar is missing" >&2; return 1; }
+  sum=$(sha256sum "$jar" | cut -d' ' -f1)
+  [[ $sum == "$want" ]] || { echo "$jar has sha256 $sum, not the $want its README names" >&2; return 1; }
+  mvn -B -q install:install-file -Dfile="$jar" -DgroupId=org.apache.uniffle -DartifactId="$art" \
+    -Dversion="$ver" ${cls:+-Dclassifier="$cls"} -Dpackaging=jar -DgeneratePom=true \
+    || { echo "mvn install:install-file of $jar failed" >&2; return 1; }
+  log "installed $file from $dir into ~/.m2"
+}
+install_master_clients() {
+  local art
   for art in "${!MASTER_JARS[@]}"; do
-    jar="$dir/$art-$MASTER_VERSION.jar"
-    m2="$HOME/.m2/repository/org/apache/uniffle/$art/$MASTER_VERSION/$art-$MASTER_VERSION.jar"
-    if [[ -f $m2 ]] && [[ $(sha256sum "$m2" | cut -d' ' -f1) == "${MASTER_JARS[$art]}" ]]; then
-      continue
-    fi
-    [[ -f $jar ]] || { echo "$jar is missing" >&2; return 1; }
-    sum=$(sha256sum "$jar" | cut -d' ' -f1)
-    if [[ $sum != "${MASTER_JARS[$art]}" ]]; then
-      echo "$jar has sha256 $sum, not the ${MASTER_JARS[$art]} its README names" >&2
-      return 1
-    fi
-    mvn -B -q install:install-file -Dfile="$jar" -DgroupId=org.apache.uniffle -DartifactId="$art" \
-      -Dversion="$MASTER_VERSION" -Dpackaging=jar -DgeneratePom=true \
-      || { echo "mvn install:install-file of $jar failed" >&2; return 1; }
-    log "installed $art $MASTER_VERSION from $dir into ~/.m2"
+    install_client_jar "$art" "$MASTER_VERSION" "${MASTER_JARS[$art]}" || return 1
   done
 }
 
@@ -398,22 +400,8 @@ build_client() {
 TEZ_DIR="$ROOT/tests/tez"
 TEZ_JAR_SHA256=76ea63bd902a2ddad45753b036e3ffabeaf0c1cade32a02c1b7a86a8126ca835
 build_tez() {
-  local out="$TEZ_DIR/target" stamp dir jar m2 sum
-  m2="$HOME/.m2/repository/org/apache/uniffle/rss-client-tez/0.9.2/rss-client-tez-0.9.2-shaded.jar"
-  if [[ ! -f $m2 ]] || [[ $(sha256sum "$m2" | cut -d' ' -f1) != "$TEZ_JAR_SHA256" ]]; then
-    if ! dir=$(client_jars_dir); then
-      echo "the Tez client jar is missing: no ../shared/clients beside $ROOT (set SPILLWAY_CLIENT_JARS)" >&2
-      return 1
-    fi
-    jar="$dir/rss-client-tez-0.9.2-shaded.jar"
-    [[ -f $jar ]] || { echo "$jar is missing" >&2; return 1; }
-    sum=$(sha256sum "$jar" | cut -d' ' -f1)
-    [[ $sum == "$TEZ_JAR_SHA256" ]] || { echo "$jar has sha256 $sum, not $TEZ_JAR_SHA256" >&2; return 1; }
-    mvn -B -q install:install-file -Dfile="$jar" -DgroupId=org.apache.uniffle -DartifactId=rss-client-tez \
-      -Dversion=0.9.2 -Dclassifier=shaded -Dpackaging=jar -DgeneratePom=true \
-      || { echo "mvn install:install-file of $jar failed" >&2; return 1; }
-    log "installed rss-client-tez 0.9.2 (shaded) from $dir into ~/.m2"
-  fi
+  local out="$TEZ_DIR/target" stamp
+  install_client_jar rss-client-tez 0.9.2 "$TEZ_JAR_SHA256" shaded || return 1
   stamp=$({
     cat "$TEZ_DIR/pom.xml"
     find "$TEZ_DIR/src" -type f | LC_ALL=C sort | xargs cat
