@@ -7,6 +7,9 @@
 //! apart), and for S3 the requests per GB by kind, counted from the S3 server's request log,
 //! with what they would cost at AWS S3 Standard list prices.
 //!
+//! Then the HDFS flush latency: 4 MiB flushes one at a time, the tier closing every pair after
+//! each append (Java's way) against keeping it open (`keep_open`), in turn on the same MiniDFS.
+//!
 //! `cargo bench --bench remote_tiers` (1 GiB per tier and round, 2 rounds);
 //! `cargo bench --bench remote_tiers -- --test` (64 MiB, 1 round: does it still run).
 
@@ -96,6 +99,10 @@ fn strip_ansi(line: &str) -> String {
 }
 
 fn batch(seed: i64) -> BlockBatch {
+    sized_batch(seed, BATCH_BYTES)
+}
+
+fn sized_batch(seed: i64, bytes: usize) -> BlockBatch {
     let layout = BlockIdLayout::DEFAULT;
     let data = Bytes::from(
         (0..BLOCK_BYTES)
@@ -103,7 +110,7 @@ fn batch(seed: i64) -> BlockBatch {
             .collect::<Vec<u8>>(),
     );
     BlockBatch::new(
-        (0..(BATCH_BYTES / BLOCK_BYTES) as i64)
+        (0..(bytes / BLOCK_BYTES) as i64)
             .map(|i| Block {
                 block_id: layout.block_id(seed * 1000 + i, 0, seed),
                 task_attempt_id: seed,
@@ -113,6 +120,33 @@ fn batch(seed: i64) -> BlockBatch {
             })
             .collect(),
     )
+}
+
+/// 4 MiB flushes one at a time to the HDFS tier, each timed from the call to its return (what
+/// a spill holds its memory for): `parts` partitions in turn, or with `parts` 0 a new partition
+/// every flush (a cold flush: a new file pair each). Returns the latencies in seconds.
+async fn flush_latencies(tier: &HdfsTier, app: &AppId, flushes: usize, parts: i32) -> Vec<f64> {
+    let mut out = Vec::with_capacity(flushes);
+    for n in 0..flushes {
+        let p = if parts == 0 {
+            1000 + n as i32
+        } else {
+            n as i32 % parts
+        };
+        let key = PartitionKey::new(app.clone(), 1, PartitionRange::new(p, p).unwrap());
+        let b = sized_batch(n as i64, LATENCY_FLUSH_BYTES);
+        let t0 = Instant::now();
+        tier.append(&key, &b).await.expect("append");
+        out.push(t0.elapsed().as_secs_f64());
+    }
+    out
+}
+
+const LATENCY_FLUSH_BYTES: usize = 4 << 20;
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
 }
 
 struct Row {
@@ -169,6 +203,22 @@ fn main() {
         partition_write_max_concurrency_limit: 1,
         write_timeout: Duration::from_secs(120),
         failure_cooldown: Duration::from_secs(1),
+        keep_open: Duration::from_secs(2),
+        max_open_pairs: 40,
+        identity: Identity::default(),
+        hadoop_conf: Vec::new(),
+    });
+    // The same tier closing every pair after each append (Java's way, and Spillway's before
+    // round 9), for the flush-latency table.
+    let hdfs_close = HdfsTier::new(HdfsOptions {
+        file_prefix: SERVER_ID.to_owned(),
+        max_concurrency: IN_FLIGHT,
+        partition_write_max_concurrency: 1,
+        partition_write_max_concurrency_limit: 1,
+        write_timeout: Duration::from_secs(120),
+        failure_cooldown: Duration::from_secs(1),
+        keep_open: Duration::ZERO,
+        max_open_pairs: 40,
         identity: Identity::default(),
         hadoop_conf: Vec::new(),
     });
@@ -194,6 +244,9 @@ fn main() {
     let peer = |pids: &[u32]| pids.iter().map(|p| process_cpu(*p)).sum::<f64>();
     let log_before = std::fs::read_to_string(&s3.log).unwrap_or_default().len();
     let mut rows = Vec::new();
+    // (mode, pattern) -> latencies over all rounds.
+    let mut latencies: BTreeMap<(&'static str, &'static str), Vec<f64>> = BTreeMap::new();
+    let flushes = if quick { 8 } else { 48 };
     rt.block_on(async {
         for round in 0..rounds {
             let app = AppId::parse(&format!("app_bench_{round}")).unwrap();
@@ -230,6 +283,26 @@ fn main() {
                     peer_cpu: peer(pids) - peer0,
                 });
                 tier.purge(&PurgeScope::App(app.clone()))
+                    .await
+                    .expect("purge");
+            }
+            // Flush latency: both modes in turn, on the same MiniDFS.
+            let lat_app = AppId::parse(&format!("app_latency_{round}")).unwrap();
+            for (mode, tier) in [("close", &hdfs_close), ("keep_open", &hdfs)] {
+                tier.register_app(
+                    &lat_app,
+                    "bench",
+                    &RemoteStorage {
+                        path: format!("{hdfs_url}/latency-{mode}-{}-{round}", std::process::id()),
+                        conf: Vec::new(),
+                    },
+                )
+                .unwrap();
+                for (pattern, parts) in [("8 partitions in turn", 8), ("a new partition each", 0)] {
+                    let got = flush_latencies(tier, &lat_app, flushes, parts).await;
+                    latencies.entry((mode, pattern)).or_default().extend(got);
+                }
+                tier.purge(&PurgeScope::App(lat_app.clone()))
                     .await
                     .expect("purge");
             }
@@ -271,6 +344,25 @@ fn main() {
             r.bytes as f64 / 1e6 / r.secs,
             r.cpu / gb,
             r.peer_cpu / gb
+        );
+    }
+    println!(
+        "HDFS flush latency, {} MiB flushes one at a time ({} per mode, pattern and round), from the append's call to its return:",
+        LATENCY_FLUSH_BYTES >> 20,
+        flushes
+    );
+    println!("| pattern | mode | p50 ms | p90 ms | p99 ms | max ms | memory held per flush, mean (MiB·s) |");
+    println!("|---|---|---|---|---|---|---|");
+    for ((mode, pattern), mut l) in latencies {
+        l.sort_by(f64::total_cmp);
+        let mean = l.iter().sum::<f64>() / l.len() as f64;
+        println!(
+            "| {pattern} | {mode} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} |",
+            percentile(&l, 0.5) * 1e3,
+            percentile(&l, 0.9) * 1e3,
+            percentile(&l, 0.99) * 1e3,
+            l.last().copied().unwrap_or(0.0) * 1e3,
+            mean * (LATENCY_FLUSH_BYTES >> 20) as f64
         );
     }
     let s3_gb: f64 = rows

@@ -463,6 +463,17 @@ pub struct HdfsStoreConfig {
     /// Default: `10s`.
     #[serde(with = "humantime_serde")]
     pub failure_cooldown: Duration,
+    /// How long a partition's file pair stays open after an append, for the next append to
+    /// write on: each append makes its bytes visible with an `hsync` (milliseconds) instead of
+    /// a close, which waits for the NameNode to confirm the last block (about half a second
+    /// per file). `0s` closes the pair after every append, as the Java server does.
+    /// Default: `2s`.
+    #[serde(with = "humantime_serde")]
+    pub keep_open: Duration,
+    /// The most file pairs kept open across the server; each holds a write pipeline (a
+    /// transfer thread on each DataNode of the block). Past it, appends close their pairs.
+    /// Default: 40.
+    pub max_open_pairs: usize,
     /// Kerberos principal the server logs in as (`hadoop.security.authentication = kerberos` in
     /// `HADOOP_CONF_DIR`). Unset: the default principal of the credential cache (`KRB5CCNAME`).
     /// Default: none.
@@ -498,6 +509,8 @@ impl Default for HdfsStoreConfig {
             cold_storage_threshold_size: ByteSize(64 << 20),
             write_timeout: Duration::from_secs(30),
             failure_cooldown: Duration::from_secs(10),
+            keep_open: Duration::from_secs(2),
+            max_open_pairs: 40,
             kerberos_principal: None,
             kerberos_keytab: None,
             write_as: HdfsWriteAs::Auto,

@@ -463,6 +463,8 @@ impl HdfsStoreConfig {
             cold_storage_threshold_size,
             write_timeout,
             failure_cooldown,
+            keep_open: _,
+            max_open_pairs: _,
             kerberos_principal,
             kerberos_keytab,
             write_as: _,

@@ -5,7 +5,8 @@
 //!    timeout); Netty connections finish the frame they are handling, then close;
 //! 2. stop side tasks (ticket sweeper, app expiry, disk checks, decommission watcher,
 //!    coordinator heartbeats);
-//! 3. spill memory to the file tier, bounded by `shutdown.spill_timeout`;
+//! 3. spill memory to the file tier, bounded by `shutdown.spill_timeout`, then close the HDFS
+//!    files kept open between appends;
 //! 4. push metrics one last time (push gateway) and stop the HTTP port;
 //! 5. stop spill retries and wait for the remaining tasks.
 //!
@@ -265,6 +266,8 @@ pub async fn start(config: Config) -> Result<Running> {
             partition_write_max_concurrency_limit: h.partition_write_max_concurrency_limit,
             write_timeout: h.write_timeout,
             failure_cooldown: h.failure_cooldown,
+            keep_open: h.keep_open,
+            max_open_pairs: h.max_open_pairs,
             identity: {
                 let identity = Identity::resolve(
                     h.kerberos_principal.clone(),
@@ -816,6 +819,20 @@ impl Running {
             report.spill_timed_out = true;
         }
         report.bytes_left_in_memory = store.memory().budget().snapshot().used;
+        if let Some(hdfs) = &self.hdfs {
+            // What is in them is visible already; closing ends their files and leases here
+            // rather than by the NameNode's lease recovery an hour later.
+            if timed(
+                "close HDFS files",
+                Duration::from_secs(10),
+                hdfs.close_open_pairs(),
+            )
+            .await
+            .is_none()
+            {
+                tracing::warn!("open HDFS files not closed in time; the NameNode recovers them");
+            }
+        }
         if let Some(r) = &self.recovery {
             // Drops and commits are queued without waiting; make them durable before the
             // successor (waiting on the lock) replays the journal.

@@ -13,8 +13,8 @@
 //! - **one writer per file**: a partition has `partition_write_max_concurrency` writer slots,
 //!   each with its own file pair (`_<writerIndex>` is left out when there is one slot); an
 //!   append takes a free slot, so concurrent spills of one partition never share a file;
-//! - **data before index**: an append writes and closes the data file, then writes and closes
-//!   the index records, so a visible record never points at bytes that are not there;
+//! - **data before index**: an append makes the data file's new bytes visible first, then
+//!   writes the index records, so a visible record never points at bytes that are not there;
 //! - **a failed or abandoned append retires its file pair** (`failTimes` + 1 for the next
 //!   append of that slot): HDFS cannot cut a file back, and a writer that died mid-write may
 //!   still hold the lease. What the client can see of a retired pair is harmless: data with no
@@ -22,9 +22,19 @@
 //!   records of a batch that is written again elsewhere are duplicates the client skips (it
 //!   reads each block id once).
 //!
-//! Each append opens its files in create/append mode and closes them (as Uniffle's
-//! `HadoopShuffleWriteHandler` does), so a batch is one create-or-append per file: the spiller
-//! and the router hand this tier large batches only.
+//! How an append makes bytes visible: Uniffle's `HadoopShuffleWriteHandler` opens each file in
+//! create/append mode and closes it per batch. A close waits for the NameNode to confirm the
+//! last block (`complete`), which it cannot before the DataNode's block report arrives; the
+//! HDFS client retries it after 500 ms (Java's after 400 ms), so every batch held its memory
+//! for about a second. Instead, an append ends each file with an `hsync`: the DataNodes have
+//! the bytes and the NameNode records the new length (what `getFileStatus` answers, and what
+//! the client checks index records against), in milliseconds. The pair then stays open for
+//! the slot's next append, and a background task closes it once idle for `keep_open`. At most
+//! `max_open_pairs` pairs are kept open across the server (each holds a write pipeline on the
+//! DataNodes); past that, or with `keep_open` zero, or where `hsync` is unsupported
+//! (erasure-coded directories), an append closes its files as Java does.
+//!
+//! The spiller and the router hand this tier large batches only.
 //!
 //! Concurrency: a per-app gate (appends shared, purges exclusive), a server-wide semaphore of
 //! `max_concurrency` appends, and the per-partition slots.
@@ -45,6 +55,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use hdfs_native::file::FileWriter;
 use hdfs_native::{Client, HdfsError, WriteOptions};
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -82,6 +93,11 @@ pub struct HdfsOptions {
     pub write_timeout: Duration,
     /// After a failure, how long [`HdfsTier::may_try`] says no.
     pub failure_cooldown: Duration,
+    /// How long a file pair stays open after an append for the next one; zero closes every
+    /// pair after each append (Java's way). See the module doc.
+    pub keep_open: Duration,
+    /// The most file pairs kept open across the server.
+    pub max_open_pairs: usize,
     /// Who the server is to HDFS and whom each app's files are written as.
     pub identity: Identity,
     /// The server's Hadoop conf items (`hdfs_store.hadoop_conf`), under each app's.
@@ -93,6 +109,8 @@ pub struct HdfsTier {
     opts: HdfsOptions,
     clients: ClientCache,
     permits: Arc<Semaphore>,
+    /// One permit per file pair kept open between appends (`max_open_pairs`).
+    open_pairs: Arc<Semaphore>,
     apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
     /// Recent append failures, for [`Tier::health`] and [`HdfsTier::may_try`].
     failures: Failures,
@@ -123,7 +141,7 @@ struct Slots {
 }
 
 /// One writer's file pair.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Slot {
     index: usize,
     /// Bumped when an append of this slot failed or was abandoned: the next append starts a
@@ -135,6 +153,36 @@ struct Slot {
     created: bool,
     /// Bytes in the data file, where the next batch starts.
     data_len: u64,
+    /// The pair's writers, when the last append left them open (everything written is
+    /// synced and visible).
+    open: Option<OpenPair>,
+}
+
+/// A file pair left open after an append, so the slot's next append writes on without an
+/// open and a close.
+struct OpenPair {
+    data: FileWriter,
+    index: FileWriter,
+    data_path: String,
+    index_path: String,
+    /// When the last append through it ended.
+    used: Instant,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl OpenPair {
+    /// Closes data, then index. Their bytes are already visible: the close only completes the
+    /// files and ends the DataNode pipelines and the lease.
+    async fn close(mut self) -> std::result::Result<(), (String, HdfsError)> {
+        self.data
+            .close()
+            .await
+            .map_err(|e| (self.data_path.clone(), e))?;
+        self.index
+            .close()
+            .await
+            .map_err(|e| (self.index_path.clone(), e))
+    }
 }
 
 impl HdfsTier {
@@ -143,6 +191,11 @@ impl HdfsTier {
         Arc::new(HdfsTier {
             failures: Failures::new("hdfs", "appends", opts.failure_cooldown),
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
+            open_pairs: Arc::new(Semaphore::new(if opts.keep_open.is_zero() {
+                0
+            } else {
+                opts.max_open_pairs
+            })),
             clients: ClientCache::new(opts.identity.clone(), opts.hadoop_conf.clone()),
             opts,
             apps: parking_lot::Mutex::new(HashMap::new()),
@@ -330,6 +383,16 @@ impl HdfsTier {
         self.failures.may_try()
     }
 
+    /// Closes every file pair kept open between appends, now (at shutdown).
+    pub async fn close_open_pairs(&self) {
+        let entries: Vec<Arc<AppEntry>> = self.apps.lock().values().cloned().collect();
+        let slots: Vec<Arc<Slots>> = entries
+            .iter()
+            .flat_map(|e| e.partitions.lock().values().cloned().collect::<Vec<_>>())
+            .collect();
+        close_pairs(&slots).await;
+    }
+
     /// The file-name prefix of one slot's current pair.
     fn pair_name(&self, slots: usize, slot: &Slot) -> String {
         if slots == 1 {
@@ -459,6 +522,7 @@ fn final_answer(e: &HdfsError) -> Option<(String, String)> {
 
 /// Moves a slot to a new pair (`failTimes` + 1); the old pair is never written again.
 fn retire(slot: &mut Slot) {
+    slot.open = None;
     slot.fail_times += 1;
     slot.created = false;
     slot.data_len = 0;
@@ -493,19 +557,79 @@ fn recover_leases(client: Client, paths: Vec<String>) {
     });
 }
 
-/// Writes one batch to the slot's current pair: data (create or append, write, close), then
-/// index records likewise. Leaves `dirty` set unless everything succeeded, so a failed or
-/// dropped (timed-out) append retires the pair.
+/// Writes one batch to the slot's current pair: the data bytes, made visible (`hsync`, or a
+/// close when the pair is not kept open), then the index records likewise, so no visible
+/// record ever points past the visible data. `keep` is a permit to leave the pair open
+/// afterwards (a pair the slot already holds open carries its own). Leaves `dirty` set unless
+/// everything succeeded, so a failed or dropped (timed-out) append retires the pair.
 async fn write_pair(
     client: &Client,
     dir: &str,
     name_of: impl Fn(&Slot) -> String,
     slot: &mut Slot,
     batch: &BlockBatch,
+    keep: Option<OwnedSemaphorePermit>,
 ) -> Result<()> {
     if slot.dirty {
         retire(slot);
     }
+    slot.dirty = true;
+    let (mut data, index, mut keep) = match slot.open.take() {
+        Some(pair) => (pair.data, Some(pair.index), Some(pair._permit)),
+        None => (open_data(client, dir, &name_of, slot).await?, None, keep),
+    };
+    let name = name_of(slot);
+    let data_path = format!("{dir}/{name}.data");
+    let index_path = format!("{dir}/{name}.index");
+    for b in batch.blocks() {
+        if !b.data.is_empty() {
+            data.write_bytes(b.data.clone())
+                .await
+                .map_err(|e| hdfs_err("write", &data_path, e))?;
+        }
+    }
+    publish(&mut data, &mut keep, &data_path).await?;
+
+    let records = crate::store::index::encode_blocks(batch.blocks(), slot.data_len);
+    let mut index = match index {
+        Some(w) => w,
+        None => if slot.created {
+            client.append(&index_path).await
+        } else {
+            client.create(&index_path, WriteOptions::default()).await
+        }
+        .map_err(|e| hdfs_err("open", &index_path, e))?,
+    };
+    index
+        .write_bytes(records)
+        .await
+        .map_err(|e| hdfs_err("write", &index_path, e))?;
+    publish(&mut index, &mut keep, &index_path).await?;
+    if let Some(permit) = keep {
+        slot.open = Some(OpenPair {
+            data,
+            index,
+            data_path,
+            index_path,
+            used: Instant::now(),
+            _permit: permit,
+        });
+    }
+    slot.created = true;
+    slot.data_len += batch.data_bytes();
+    slot.dirty = false;
+    Ok(())
+}
+
+/// Opens the slot's data file: create for a new pair, append for one it wrote before. A pair
+/// left by an earlier run of this server (same id) is never appended to, its lengths being
+/// unknown: the slot skips to the next free name.
+async fn open_data(
+    client: &Client,
+    dir: &str,
+    name_of: &impl Fn(&Slot) -> String,
+    slot: &mut Slot,
+) -> Result<FileWriter> {
     if !slot.created {
         // Explicitly 755 (what Hadoop's mkdirs gives with the default umask 022): parents
         // made implicitly by a create would be 777, writable by every user.
@@ -514,58 +638,88 @@ async fn write_pair(
             .await
             .map_err(|e| hdfs_err("mkdirs", dir, e))?;
     }
-    // A pair left by an earlier run of this server (same id) is never appended to: its
-    // lengths are unknown. Skip to the next free name.
     let mut attempts = 0;
     loop {
-        slot.dirty = true;
-        let name = name_of(slot);
-        let data_path = format!("{dir}/{name}.data");
-        let index_path = format!("{dir}/{name}.index");
+        let data_path = format!("{dir}/{}.data", name_of(slot));
         let opened = if slot.created {
             client.append(&data_path).await
         } else {
             client.create(&data_path, WriteOptions::default()).await
         };
-        let mut data = match opened {
-            Ok(w) => w,
+        match opened {
+            Ok(w) => return Ok(w),
             Err(HdfsError::AlreadyExists(_)) if attempts < 16 => {
                 attempts += 1;
                 slot.fail_times += 1;
-                continue;
             }
             Err(e) => return Err(hdfs_err("open", &data_path, e)),
-        };
-        for b in batch.blocks() {
-            if !b.data.is_empty() {
-                data.write_bytes(b.data.clone())
-                    .await
-                    .map_err(|e| hdfs_err("write", &data_path, e))?;
-            }
         }
-        data.close()
-            .await
-            .map_err(|e| hdfs_err("close", &data_path, e))?;
+    }
+}
 
-        let records = crate::store::index::encode_blocks(batch.blocks(), slot.data_len);
-        let mut index = if slot.created {
-            client.append(&index_path).await
-        } else {
-            client.create(&index_path, WriteOptions::default()).await
+/// Makes what was written to `file` visible to readers: `hsync` (the DataNodes have the bytes,
+/// the NameNode the length) when the pair stays open, else a close. Where `hsync` is not
+/// supported (erasure-coded files) it closes, and the pair is not kept open.
+async fn publish(
+    file: &mut FileWriter,
+    keep: &mut Option<OwnedSemaphorePermit>,
+    path: &str,
+) -> Result<()> {
+    if keep.is_some() {
+        match file.hsync().await {
+            Ok(()) => return Ok(()),
+            Err(HdfsError::OperationFailed(m)) if m.contains("not supported") => {
+                tracing::debug!(path, reason = %m, "hsync unsupported; closing the pair after each append");
+                *keep = None;
+            }
+            Err(e) => return Err(hdfs_err("hsync", path, e)),
         }
-        .map_err(|e| hdfs_err("open", &index_path, e))?;
-        index
-            .write_bytes(records)
-            .await
-            .map_err(|e| hdfs_err("write", &index_path, e))?;
-        index
-            .close()
-            .await
-            .map_err(|e| hdfs_err("close", &index_path, e))?;
-        slot.created = true;
-        slot.data_len += batch.data_bytes();
-        slot.dirty = false;
-        return Ok(());
+    }
+    file.close().await.map_err(|e| hdfs_err("close", path, e))
+}
+
+/// Closes the open pairs of `partitions`, all at once; a busy slot (an append writing on, an
+/// idle closer closing) is waited for. A pair whose close fails is retired: its bytes are
+/// visible, and the NameNode ends the file by lease recovery.
+async fn close_pairs(partitions: &[Arc<Slots>]) {
+    let closing = partitions
+        .iter()
+        .flat_map(|slots| slots.slots.iter().cloned())
+        .map(|slot| async move {
+            let mut guard = slot.lock_owned().await;
+            if let Some(pair) = guard.open.take() {
+                if let Err((path, e)) = pair.close().await {
+                    tracing::debug!(path, error = %e, "closing an open HDFS file pair failed");
+                    retire(&mut guard);
+                }
+            }
+        });
+    futures::future::join_all(closing).await;
+}
+
+/// Closes a slot's open pair once no append has used it for `idle`. Holds a writer permit of
+/// the partition while it works, so appends meanwhile take the other slots (or wait for one),
+/// never a slot that is closing.
+async fn close_when_idle(slots: Arc<Slots>, index: usize, idle: Duration, client: Client) {
+    tokio::time::sleep(idle).await;
+    let Ok(_permit) = Arc::clone(&slots.free).acquire_owned().await else {
+        return;
+    };
+    let mut slot = slots.slots[index].lock().await;
+    if slot.open.as_ref().is_none_or(|p| p.used.elapsed() < idle) {
+        // Closed already, or used again since: that append scheduled its own close.
+        return;
+    }
+    let Some(pair) = slot.open.take() else {
+        return;
+    };
+    let paths = vec![pair.data_path.clone(), pair.index_path.clone()];
+    if let Err((path, e)) = pair.close().await {
+        // Its bytes are visible; the NameNode must still end the file (lease recovery) before
+        // it can be written again, so the slot moves to a new pair.
+        tracing::warn!(path, error = %e, "closing an idle HDFS file pair failed; recovering its lease");
+        recover_leases(client, paths);
+        retire(&mut slot);
     }
 }
 
@@ -655,6 +809,10 @@ impl Tier for HdfsTier {
                 Some(part.range),
             );
             let slot_count = slots.slots.len();
+            let keep = match slot.open {
+                Some(_) => None,
+                None => Arc::clone(&self.open_pairs).try_acquire_owned().ok(),
+            };
             match tokio::time::timeout(
                 self.opts.write_timeout,
                 write_pair(
@@ -663,11 +821,22 @@ impl Tier for HdfsTier {
                     |s| self.pair_name(slot_count, s),
                     &mut slot,
                     batch,
+                    keep,
                 ),
             )
             .await
             {
-                Ok(Ok(())) => Ok(()),
+                Ok(Ok(())) => {
+                    if slot.open.is_some() {
+                        tokio::spawn(close_when_idle(
+                            Arc::clone(&slots),
+                            slot.index,
+                            self.opts.keep_open,
+                            client.clone(),
+                        ));
+                    }
+                    Ok(())
+                }
                 failed => {
                     if slot.dirty && slot.created {
                         // The failed append reopened a pair that holds committed batches:
@@ -743,6 +912,16 @@ impl Tier for HdfsTier {
             PurgeScope::Shuffle(k) => (Some(k.shuffle), None),
             PurgeScope::Partition(k) => (Some(k.shuffle), Some(k.range)),
         };
+        // Pairs left open in the scope are closed first, so their writers end cleanly rather
+        // than against deleted files (appends are kept out by the gate).
+        let in_scope: Vec<Arc<Slots>> = entry
+            .partitions
+            .lock()
+            .iter()
+            .filter(|((s, r), _)| scope.covers(&PartitionKey::new(app.clone(), *s, *r)))
+            .map(|(_, slots)| Arc::clone(slots))
+            .collect();
+        close_pairs(&in_scope).await;
         let result = async {
             let client = self.client(&target)?;
             let dir = dir_of(&target.root, &app, shuffle, range);
@@ -795,10 +974,21 @@ impl FileTier for HdfsTier {
 }
 
 impl HdfsTier {
+    /// The partition's pairs as a client would read them once closed. Its open pairs are
+    /// closed first: the HDFS client this side reads with sees only completed blocks of an
+    /// open file, where the Uniffle client (Hadoop's) also reads the synced part of the last.
     async fn layout(&self, part: &PartitionKey) -> Result<read::Layout> {
         let Some(entry) = self.entry(&part.app) else {
             return Ok(read::Layout::default());
         };
+        let slots = entry
+            .partitions
+            .lock()
+            .get(&(part.shuffle, part.range))
+            .cloned();
+        if let Some(slots) = slots {
+            close_pairs(&[slots]).await;
+        }
         let target = entry.target.lock().clone();
         let client = self.client(&target)?;
         let dir = dir_of(

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use hdfs_native::{Client, ClientBuilder, WriteOptions};
+use hdfs_native::{Client, ClientBuilder, HdfsError, WriteOptions};
 
 use super::*;
 use crate::store::conformance::{
@@ -36,6 +36,8 @@ fn options(slots: usize) -> HdfsOptions {
         partition_write_max_concurrency_limit: i32::MAX as usize,
         write_timeout: Duration::from_secs(60),
         failure_cooldown: Duration::from_secs(1),
+        keep_open: Duration::from_secs(2),
+        max_open_pairs: 40,
         identity: Identity::default(),
         hadoop_conf: Vec::new(),
     }
@@ -78,6 +80,192 @@ async fn conformance_one_writer_per_partition() {
 async fn conformance_pooled_writers() {
     let t = registering(4, "conformance-4").await;
     conformance::run_all(&t).await;
+}
+
+/// `keep_open = 0s`: every append closes its pair, as the Java server does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_closing_after_every_append() {
+    let url = cluster_url().await;
+    let remote = RemoteStorage {
+        path: format!("{url}{}", fresh_root("conformance-closing")),
+        conf: Vec::new(),
+    };
+    let t = Registering::new(
+        HdfsTier::new(HdfsOptions {
+            keep_open: Duration::ZERO,
+            ..options(2)
+        }),
+        move |tier, app| {
+            if !tier.serves(app) {
+                tier.register_app(app, "alice", &remote).expect("register");
+            }
+        },
+    );
+    conformance::run_all(&t).await;
+}
+
+/// A tier on a fresh root with one writer per partition, and the app registered there.
+async fn tier_for(name: &str, app: &AppId, opts: HdfsOptions) -> (Arc<HdfsTier>, String, String) {
+    let url = cluster_url().await;
+    let root = fresh_root(name);
+    let tier = HdfsTier::new(opts);
+    tier.register_app(
+        app,
+        "",
+        &RemoteStorage {
+            path: format!("{url}{root}"),
+            conf: Vec::new(),
+        },
+    )
+    .unwrap();
+    (tier, url, root)
+}
+
+/// HDFS lengths as the Uniffle client takes them (`getFileStatus`), 0 for a missing file.
+async fn length(client: &Client, path: &str) -> u64 {
+    match client.get_file_info(path).await {
+        Ok(s) => s.length as u64,
+        Err(HdfsError::FileNotFound(_)) => 0,
+        Err(e) => panic!("stat {path}: {e}"),
+    }
+}
+
+/// The pair stays open between appends, and what an append wrote is visible the moment it
+/// returns (when the spiller frees its memory): the NameNode reports the data and index
+/// lengths a reader checks records against. A reader polling throughout never sees more
+/// index records than data to back them. Closed, every block reads back once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_are_visible_before_their_files_close() {
+    const BLOCK: usize = 1000;
+    let app = AppId::parse("app-visible").unwrap();
+    let opts = HdfsOptions {
+        keep_open: Duration::from_secs(600),
+        ..options(1)
+    };
+    let (tier, url, root) = tier_for("visible", &app, opts).await;
+    let admin = admin(&url);
+    let p = part(&app, 0, 0);
+    let dir = format!("{root}/app-visible/0/0-0");
+    let (data, index) = (
+        format!("{dir}/{SERVER_ID}_0.data"),
+        format!("{dir}/{SERVER_ID}_0.index"),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = {
+        let (admin, data, index, stop) = (admin.clone(), data.clone(), index.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut looks = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                // Index first: the data can only have grown by the time it is asked.
+                let records = length(&admin, &index).await / 40;
+                let data_len = length(&admin, &data).await;
+                assert!(
+                    data_len >= records * BLOCK as u64,
+                    "{records} index records visible over {data_len} data bytes"
+                );
+                looks += 1;
+            }
+            looks
+        })
+    };
+    let mut want = Vec::new();
+    for i in 0..20i64 {
+        let blocks: Vec<Block> = (0..3)
+            .map(|j| test_block(i * 3 + j, i, payload((i * 3 + j) as u64, BLOCK)))
+            .collect();
+        want.extend(blocks.iter().cloned());
+        tier.append(&p, &BlockBatch::new(blocks)).await.unwrap();
+        let n = want.len() as u64;
+        assert_eq!(
+            length(&admin, &data).await,
+            n * BLOCK as u64,
+            "data visible after append {i}"
+        );
+        assert_eq!(
+            length(&admin, &index).await,
+            n * 40,
+            "index visible after append {i}"
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(poller.await.expect("the reader's view stayed consistent") > 0);
+    tier.close_open_pairs().await;
+    assert!(
+        admin.recover_lease(&data).await.unwrap(),
+        "closed: no lease to recover"
+    );
+    assert!(
+        admin.recover_lease(&index).await.unwrap(),
+        "closed: no lease to recover"
+    );
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
+    tier.purge(&PurgeScope::App(app)).await.unwrap();
+}
+
+/// An idle pair is closed by itself after `keep_open`; past `max_open_pairs`, an append
+/// closes its own pair at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_pairs_close_and_open_pairs_are_capped() {
+    let app = AppId::parse("app-idle").unwrap();
+    let opts = HdfsOptions {
+        keep_open: Duration::from_millis(300),
+        max_open_pairs: 1,
+        ..options(1)
+    };
+    let (tier, url, root) = tier_for("idle", &app, opts).await;
+    let admin = admin(&url);
+    let (kept, capped) = (part(&app, 0, 0), part(&app, 0, 1));
+    let batch = BlockBatch::new(vec![test_block(1, 0, payload(1, 100))]);
+    tier.append(&kept, &batch).await.unwrap();
+    tier.append(&capped, &batch).await.unwrap();
+    let capped_data = format!("{root}/app-idle/0/1-1/{SERVER_ID}_0.data");
+    assert!(
+        admin.recover_lease(&capped_data).await.unwrap(),
+        "over the cap, the append closed its pair"
+    );
+    let kept_data = format!("{root}/app-idle/0/0-0/{SERVER_ID}_0.data");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        // Looked at through the tier's slot, not the NameNode: asking it to recover the
+        // lease of a pair still open would take the file from the writer.
+        let open = {
+            let entry = tier.entry(&app).unwrap();
+            let slots = entry
+                .partitions
+                .lock()
+                .get(&(0, kept.range))
+                .cloned()
+                .unwrap();
+            let slot = slots.slots[0].lock().await;
+            slot.open.is_some()
+        };
+        if !open {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle pair was never closed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        admin.recover_lease(&kept_data).await.unwrap(),
+        "closed once idle"
+    );
+    // The permit came back: the next append keeps its pair open again.
+    tier.append(&capped, &batch).await.unwrap();
+    let entry = tier.entry(&app).unwrap();
+    let slots = entry
+        .partitions
+        .lock()
+        .get(&(0, capped.range))
+        .cloned()
+        .unwrap();
+    assert!(slots.slots[0].lock().await.open.is_some());
+    let mut want = batch.blocks().to_vec();
+    want.extend(batch.blocks().iter().cloned());
+    assert_blocks_eq(&read_back(tier.as_ref(), &capped).await, &want);
+    tier.purge(&PurgeScope::App(app)).await.unwrap();
 }
 
 /// A remote root only `owner` may write (755), as an operator prepares it for the server.
@@ -212,6 +400,9 @@ async fn files_follow_uniffle_naming_and_belong_to_the_server_user() {
             assert_eq!((d.owner.as_str(), d.permission), ("rss", 0o755));
         }
 
+        // hdfs-native reads only the completed blocks of a file still open (Hadoop's client
+        // also reads the synced part of the last): close the pair to read it whole.
+        tier.close_open_pairs().await;
         let index = read_file(&admin, &format!("{dir}/{name}.index")).await;
         let want: Vec<Block> = b1.blocks().iter().chain(b2.blocks()).cloned().collect();
         assert_eq!(index, crate::store::index::encode_blocks(&want, 0));
