@@ -93,36 +93,37 @@ stage "tests (unit, integration incl. the console feature build, benches in test
 cargo test --locked --workspace --all-targets --no-run
 stage "test lanes"
 # Cargo runs test binaries one at a time, and most of them wait (timeouts, child servers, JVMs,
-# Chromium) more than they compute; in one line they took 16 minutes. They run in three lanes at
-# once: A is the unit tests, the benches in test mode and the listed integration tests; C is
-# tests/console.rs, which compiles a second build of the server (other RUSTFLAGS: about 5
-# minutes of CPU); B is every other integration test, so a new test file lands in B by itself.
-# Each lane's output is printed after all three end. SOLO tests run alone after the lanes:
+# Chromium) more than they compute; in one line they took 16 minutes. They run in two lanes at
+# once: A is the unit tests, the benches in test mode and the listed integration tests; B is
+# every other integration test, so a new test file lands in B by itself. Each lane's output is
+# printed after both end. tests/console.rs compiles a second build of the server (other
+# RUSTFLAGS: about 5 minutes of CPU), so it runs beside the Spark stage, which leaves a third
+# of the cores idle, rather than here, where the lanes keep both busy. SOLO tests run alone after the lanes:
 # tests/limits.rs puts 20,000 map tasks on one server at once, and with the lanes beside it their
 # 20 s buffer tickets expired before the sends arrived (Java's rss.server.preAllocation.expired,
 # which the client retries twice), so it gets the machine to itself, as it had before the lanes.
 LANE_A=(soak_smoke deploy fuzz_sequences fuzz_decoders observability)
 SOLO=(limits)
+BESIDE_SPARK=(console)
 lane_b=()
 for f in tests/*.rs spillway-bench/tests/*.rs; do
   t=$(basename "$f" .rs)
-  [[ $t == console || " ${LANE_A[*]} ${SOLO[*]} " == *" $t "* ]] || lane_b+=(--test "$t")
+  [[ " ${LANE_A[*]} ${SOLO[*]} ${BESIDE_SPARK[*]} " == *" $t "* ]] || lane_b+=(--test "$t")
 done
 lane_a=(--lib --bins --benches)
 for t in "${LANE_A[@]}"; do lane_a+=(--test "$t"); done
 declare -A lane_pid
-for lane in A B C; do
+for lane in A B; do
   case $lane in
     A) args=("${lane_a[@]}") ;;
     B) args=("${lane_b[@]}") ;;
-    C) args=(--test console) ;;
   esac
   cargo test --locked --workspace --no-fail-fast "${args[@]}" >"target/test-lane-$lane.log" 2>&1 &
   lane_pid[$lane]=$!
 done
 failed=()
 declare -A lane_of
-for lane in A B C; do lane_of[${lane_pid[$lane]}]=$lane; done
+for lane in A B; do lane_of[${lane_pid[$lane]}]=$lane; done
 while [[ ${#lane_of[@]} -gt 0 ]]; do
   rc=0
   wait -n -p ended "${!lane_of[@]}" || rc=$?
@@ -131,7 +132,7 @@ while [[ ${#lane_of[@]} -gt 0 ]]; do
   printf '== test lane %s ended after %dm%02ds (rc %d)\n' "$lane" $((SECONDS / 60)) $((SECONDS % 60)) "$rc"
   [[ $rc == 0 ]] || failed+=("$lane")
 done
-for lane in A B C; do
+for lane in A B; do
   echo "== test lane $lane"
   cat "target/test-lane-$lane.log"
 done
@@ -160,9 +161,49 @@ clippy_rc=0
 wait "$clippy_pid" || clippy_rc=$?
 cat target/clippy-glibc.log
 [[ $clippy_rc == 0 ]] || { echo "== the glibc build's lint failed" >&2; exit 1; }
-stage "Spark and Tez end to end (Spark 3.5: released clients 0.9.2, 0.9.0 and Uniffle master; Spark 4.0: master; Tez 0.9.1: released Tez client 0.9.2)"
+stage "Spark and Tez end to end, and beside it ${BESIDE_SPARK[*]} (Spark 3.5: released clients 0.9.2, 0.9.0 and Uniffle master; Spark 4.0: master; Tez 0.9.1: released Tez client 0.9.2)"
 # The debug server cargo test built, which the soak ran: a plain `cargo build --bin spillway`
 # resolves other dependency features than the workspace's test build and compiles it again.
-SPILLWAY_BIN_PREBUILT=1 bash tests/spark/run.sh
+# In one process the harness kept 1.44 of the 2 cores busy for 23 minutes (JVM start-ups, waits
+# for servers and pauses), so it runs as two halves side by side (run.sh --half): 1 is the first
+# client type's cells with HDFS and S3, 2 is the TPC cells, then the other client type's cells
+# and Tez (one run: 22.7 minutes; the halves: 18.3). They share one vanilla baseline run through --baselines. Each half's output is printed
+# after both end.
+beside=()
+for t in "${BESIDE_SPARK[@]}"; do beside+=(--test "$t"); done
+cargo test --locked --workspace --no-fail-fast "${beside[@]}" >target/test-beside-spark.log 2>&1 &
+beside_pid=$!
+spark_baselines=$(mktemp -d "${TMPDIR:-/tmp}/spillway-baselines.XXXXXX")
+declare -A half_of
+for half in 1 2; do
+  SPILLWAY_BIN_PREBUILT=1 bash tests/spark/run.sh --half "$half" --baselines "$spark_baselines" \
+    >"target/spark-half-$half.log" 2>&1 &
+  half_of[$!]=$half
+done
+failed=()
+while [[ ${#half_of[@]} -gt 0 ]]; do
+  rc=0
+  wait -n -p ended "${!half_of[@]}" || rc=$?
+  half=${half_of[$ended]}
+  unset "half_of[$ended]"
+  printf '== Spark half %s ended after %dm%02ds (rc %d)\n' "$half" $((SECONDS / 60)) $((SECONDS % 60)) "$rc"
+  [[ $rc == 0 ]] || failed+=("$half")
+done
+rm -rf "$spark_baselines"
+for half in 1 2; do
+  echo "== Spark half $half"
+  cat "target/spark-half-$half.log"
+done
+awk '/^[0-9]+ passed, [0-9]+ failed$/ { p += $1; f += $3 } END { printf "== Spark and Tez: %d passed, %d failed\n", p, f }' \
+  target/spark-half-1.log target/spark-half-2.log
+beside_rc=0
+wait "$beside_pid" || beside_rc=$?
+echo "== tests run beside the Spark stage: ${BESIDE_SPARK[*]} (rc $beside_rc)"
+cat target/test-beside-spark.log
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "== Spark half(s) ${failed[*]} failed (their output is above)" >&2
+  exit 1
+fi
+[[ $beside_rc == 0 ]] || { echo "== ${BESIDE_SPARK[*]} failed (its output is above)" >&2; exit 1; }
 df -h . | sed 's/^/== disk at the end: /'
 stage "done"

@@ -38,6 +38,12 @@
 #   --refusals-only       build, then only the settings-mistake cells (refusal_cells: a wrong s3a
 #                         secret, a missing bucket, an unwritable HDFS path, a GRPC_NETTY client
 #                         without Netty servers; S3Proxy and MiniHdfs on loopback)
+#   --half 1|2            one of the two halves CI runs side by side (run-all.sh): 1 is the first
+#                         client type's cells (once-only cells included), the HDFS and S3 cells;
+#                         2 is the TPC cells first, then the other client types' cells and Tez
+#   --baselines DIR       share the vanilla baselines through DIR (env SPARK_E2E_BASELINES): a run
+#                         reuses the ones there when they cover its jobs, else runs them and leaves
+#                         them there; a lock lets two runs at once share one baseline run
 #   --tpc "S:F[:q,..] ..."  TPC suites, scale factors and queries (env SPARK_E2E_TPC; default in
 #                         tpc.sh: TPC-H sf0.01 8 queries, TPC-DS sf0.01 5 queries); more knobs as
 #                         SPARK_E2E_TPC_* in tpc.sh (memory store, rounds, heap, cores)
@@ -100,6 +106,8 @@ TPC_ONLY=0
 TEZ=1
 TEZ_ONLY=0
 REFUSALS_ONLY=0
+HALF=""
+BASELINES_DIR=${SPARK_E2E_BASELINES:-}
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --vanilla-only) VANILLA_ONLY=1 ;;
@@ -122,7 +130,9 @@ while [[ $# -gt 0 ]]; do
     --tpc-only) TPC_ONLY=1 ;;
     --refusals-only) REFUSALS_ONLY=1 ;;
     --tpc) SPARK_E2E_TPC=$2; shift ;;
-    -h|--help) sed -n '2,60p' "$HERE/run.sh"; exit 0 ;;
+    --half) HALF=$2; shift ;;
+    --baselines) BASELINES_DIR=$2; shift ;;
+    -h|--help) sed -n '2,75p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -510,6 +520,32 @@ run_jobs() {
     || rc=$?
   cat "$out"
   count_results "$out" "$rc" "$name"
+}
+
+# vanilla_baseline VERSION NAME FILE JOBS: JOBS on Spark's own shuffle (the line's Spark), each
+# passing job's digest into FILE. With --baselines, FILE is shared: a FILE whose recorded jobs
+# (FILE.jobs) cover JOBS is reused, and the lock makes a second run wait for the first one's.
+vanilla_baseline() {
+  local ver=$1 name=$2 file=$3 jobs=$4 lock covered=1 j
+  if [[ -z $BASELINES_DIR ]]; then
+    run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode vanilla --job "$jobs" --baseline-out "$file"
+    return
+  fi
+  exec {lock}>"$BASELINES_DIR/.lock"
+  flock "$lock"
+  if [[ -f $file && -f $file.jobs ]]; then
+    for j in ${jobs//,/ }; do grep -qxF -- "$j" "$file.jobs" || covered=0; done
+  else
+    covered=0
+  fi
+  if [[ $covered == 1 ]]; then
+    log "vanilla baseline: $file (jobs $jobs) left by another run"
+  else
+    rm -f "$file.jobs"
+    run_jobs "$ver" "$name" "$SUITE_TIMEOUT" --mode vanilla --job "$jobs" --baseline-out "$file"
+    tr ',' '\n' <<<"$jobs" >"$file.jobs"
+  fi
+  exec {lock}>&-
 }
 
 # ---- Spillway ----------------------------------------------------------------------------------
@@ -1370,10 +1406,22 @@ stop_s3() {
 
 log "work dir $WORK"
 read -r -a CLIENT_TYPE_LIST <<<"$CLIENT_TYPES"
-log "client versions: ${VERSION_LIST[*]}; jobs: $JOBS; client types: ${CLIENT_TYPE_LIST[*]}"
+# The client types the suites and their cells run with; the TPC cells run with every one.
+SUITE_TYPES=("${CLIENT_TYPE_LIST[@]}")
+case $HALF in
+  "") ;;
+  1) SUITE_TYPES=("${CLIENT_TYPE_LIST[0]}") TPC_CELLS=0 TEZ=0 ;;
+  2) SUITE_TYPES=("${CLIENT_TYPE_LIST[@]:1}") HDFS=0 S3=0 ;;
+  *) echo "run.sh: --half takes 1 or 2" >&2; exit 2 ;;
+esac
+log "client versions: ${VERSION_LIST[*]}; jobs: $JOBS; client types: ${CLIENT_TYPE_LIST[*]}${HALF:+; half $HALF: suites with ${SUITE_TYPES[*]:-none}}"
 
 BUILT=()
 phase "maven build"
+# Two runs at once (--half) share the builds and ~/.m2: one builds, the other then finds it built.
+mkdir -p "$HERE/target"
+exec {build_lock}>"$HERE/target/.build.lock"
+flock "$build_lock"
 if [[ $VANILLA_ONLY == 1 ]]; then
   NEED=("${VERSION_LIST[0]}")
 else
@@ -1390,6 +1438,7 @@ if [[ ($TEZ == 1 || $TEZ_ONLY == 1) && $VANILLA_ONLY == 0 ]] && ! build_tez; the
   fail "maven build of the Tez harness (tests/tez)"
   TEZ=0 TEZ_ONLY=0
 fi
+exec {build_lock}>&-
 phase_done
 [[ ${#BUILT[@]} -gt 0 ]] || { echo "$PASSED passed, $FAILED failed"; exit 1; }
 BASE_VER=${BUILT[0]}
@@ -1428,6 +1477,7 @@ if [[ $TEZ_ONLY == 1 ]]; then
 fi
 
 BASELINE="$WORK/baseline.tsv"
+BASELINE4="$WORK/baseline-spark4.tsv"
 if [[ $REFUSALS_ONLY == 1 ]]; then
   phase "vanilla baseline"
   run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job sort --baseline-out "$BASELINE"
@@ -1439,6 +1489,17 @@ if [[ $REFUSALS_ONLY == 1 ]]; then
   fi
   stop_hdfs
   finish
+fi
+# The second half starts with the TPC cells, which bring their own vanilla runs: by their end the
+# first half has left the suites' baselines in the shared directory.
+if [[ $HALF == 2 && $TPC_CELLS == 1 && $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
+  tpc_cells
+  TPC_CELLS=0
+fi
+if [[ -n $BASELINES_DIR ]]; then
+  mkdir -p "$BASELINES_DIR"
+  BASELINE="$BASELINES_DIR/baseline.tsv"
+  BASELINE4="$BASELINES_DIR/baseline-spark4.tsv"
 fi
 phase "vanilla baseline"
 BASE_JOBS=$JOBS
@@ -1452,20 +1513,17 @@ if [[ $HDFS == 1 || $S3 == 1 ]]; then
   BASE_JOBS="$BASE_JOBS,$HDFS_JOBS"
 fi
 [[ ${#MASTER_LINES[@]} == 0 ]] || BASE_JOBS="$BASE_JOBS,integrity"
-run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job "$BASE_JOBS" \
-  --baseline-out "$BASELINE"
+vanilla_baseline "$BASE_VER" vanilla "$BASELINE" "$BASE_JOBS"
 phase_done
 # The Spark 4 lines compare with Spark 4's own shuffle.
-BASELINE4="$WORK/baseline-spark4.tsv"
 if [[ -n $SPARK4_LINE ]]; then
   phase "vanilla baseline, Spark $SPARK4_VERSION"
-  run_jobs "$SPARK4_LINE" vanilla-spark4 "$SUITE_TIMEOUT" --mode vanilla \
-    --job "$(line_jobs "$SPARK4_LINE")" --baseline-out "$BASELINE4"
+  vanilla_baseline "$SPARK4_LINE" vanilla-spark4 "$BASELINE4" "$(line_jobs "$SPARK4_LINE")"
   phase_done
 fi
 
 if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
-  for CLIENT_TYPE in "${CLIENT_TYPE_LIST[@]}"; do
+  for CLIENT_TYPE in "${SUITE_TYPES[@]}"; do
     for ver in "${BUILT[@]}"; do
       phase "rss suite, client $ver, $CLIENT_TYPE"
       if start_cluster "$ver" 1 "s${ver//[.-]/_}_${CLIENT_TYPE}_"; then
@@ -1595,7 +1653,10 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
       phase "hdfs suite $STORE_TYPE, client $ver"
       prefix="h_${STORE_TYPE}_"
       # MEMORY_LOCALFILE_HDFS: spills of 1 MiB and more go to HDFS, smaller ones to local files.
+      # MEMORY_HDFS keeps every file pair open for a minute (keep_open), so the client reads
+      # files still being written: what its hsync made visible, as Hadoop's reader sees it.
       SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"'
+      [[ $STORE_TYPE != MEMORY_HDFS ]] || SERVER_EXTRA_TOML+=$'\nkeep_open = "60s"'
       export STORE_TYPE SERVER_EXTRA_TOML
       # As operators run it: the remote path belongs to the server's service user (755), the
       # server runs as that user (HADOOP_USER_NAME) and the jobs as another one. Under simple
