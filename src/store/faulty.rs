@@ -199,6 +199,10 @@ impl Tier for FaultyTier {
         self.inner.purge(scope).await
     }
 
+    async fn seal(&self, scope: &PurgeScope) {
+        self.inner.seal(scope).await
+    }
+
     fn location(&self, part: &PartitionKey) -> Option<String> {
         self.inner.location(part)
     }

@@ -246,6 +246,13 @@ pub trait Tier: Send + Sync + 'static {
     /// Deletes all data inside `scope`; returns bytes freed.
     async fn purge(&self, scope: &PurgeScope) -> Result<u64>;
 
+    /// Makes what was appended inside `scope` final, for a commit (`finishShuffle`): a tier
+    /// that keeps files open between appends closes them (HDFS), as Java's commit returns
+    /// with every flushed file closed. What an append wrote is readable before this; a
+    /// failure here loses nothing, so it is logged by the tier, not returned. Default: the
+    /// tier keeps nothing open.
+    async fn seal(&self, _scope: &PurgeScope) {}
+
     /// Whether new partitions should be placed here.
     fn health(&self) -> Health;
 

@@ -376,6 +376,12 @@ impl Tier for TierRouter {
     }
 
     /// Purges every tier (a partition's batches may be in both).
+    async fn seal(&self, scope: &PurgeScope) {
+        if let Some(h) = &self.hdfs {
+            h.seal(scope).await;
+        }
+    }
+
     async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
         let mut freed = 0;
         let mut first_err = None;

@@ -229,10 +229,12 @@ impl TieredStore {
         }
     }
 
-    /// Spills every buffer in `scope` and waits until all of it is durable.
+    /// Spills every buffer in `scope` and waits until all of it is durable, then has the
+    /// tiers close what they keep open of it ([`Tier::seal`]).
     pub async fn flush(&self, scope: &PurgeScope) {
         let buffers = self.hot.buffers_in(scope);
         self.spiller.spill_and_wait(&buffers).await;
+        self.target.seal(scope).await;
     }
 
     /// Spills every buffer of the server and waits until all of it is durable (shutdown).

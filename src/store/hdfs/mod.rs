@@ -126,6 +126,19 @@ struct AppEntry {
     writers: std::sync::atomic::AtomicUsize,
 }
 
+impl AppEntry {
+    /// The writer slots of the app's partitions inside `scope`.
+    fn slots_in(&self, scope: &PurgeScope) -> Vec<Arc<Slots>> {
+        let app = scope.app();
+        self.partitions
+            .lock()
+            .iter()
+            .filter(|((s, r), _)| scope.covers(&PartitionKey::new(app.clone(), *s, *r)))
+            .map(|(_, slots)| Arc::clone(slots))
+            .collect()
+    }
+}
+
 /// Where and as whom an app's files are written.
 #[derive(Clone, Debug)]
 struct Target {
@@ -684,9 +697,14 @@ async fn publish(
 async fn close_pairs(partitions: &[Arc<Slots>]) {
     let closing = partitions
         .iter()
-        .flat_map(|slots| slots.slots.iter().cloned())
-        .map(|slot| async move {
-            let mut guard = slot.lock_owned().await;
+        .flat_map(|slots| (0..slots.slots.len()).map(move |i| (Arc::clone(slots), i)))
+        .map(|(slots, i)| async move {
+            // A writer permit first, as appends and idle closers take one: a permit always
+            // finds a slot unlocked.
+            let Ok(_permit) = Arc::clone(&slots.free).acquire_owned().await else {
+                return;
+            };
+            let mut guard = Arc::clone(&slots.slots[i]).lock_owned().await;
             if let Some(pair) = guard.open.take() {
                 if let Err((path, e)) = pair.close().await {
                     tracing::debug!(path, error = %e, "closing an open HDFS file pair failed");
@@ -896,6 +914,14 @@ impl Tier for HdfsTier {
         outcome
     }
 
+    /// Closes the pairs kept open in `scope` (see the module doc).
+    async fn seal(&self, scope: &PurgeScope) {
+        let Some(entry) = self.entry(scope.app()) else {
+            return;
+        };
+        close_pairs(&entry.slots_in(scope)).await;
+    }
+
     /// Deletes this server's files (names starting with `<serverId>_`) in the scope, then the
     /// directories the scope leaves empty. Directories are removed with non-recursive deletes,
     /// which the NameNode refuses for a directory that is not empty: files of other servers,
@@ -914,14 +940,7 @@ impl Tier for HdfsTier {
         };
         // Pairs left open in the scope are closed first, so their writers end cleanly rather
         // than against deleted files (appends are kept out by the gate).
-        let in_scope: Vec<Arc<Slots>> = entry
-            .partitions
-            .lock()
-            .iter()
-            .filter(|((s, r), _)| scope.covers(&PartitionKey::new(app.clone(), *s, *r)))
-            .map(|(_, slots)| Arc::clone(slots))
-            .collect();
-        close_pairs(&in_scope).await;
+        close_pairs(&entry.slots_in(scope)).await;
         let result = async {
             let client = self.client(&target)?;
             let dir = dir_of(&target.root, &app, shuffle, range);
