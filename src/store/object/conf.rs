@@ -369,6 +369,11 @@ impl S3Settings {
         if self.anonymous {
             b = b.with_skip_signature(true);
         }
+        // Over TLS the payload goes unhashed (`UNSIGNED-PAYLOAD`, as the AWS SDKs send over
+        // HTTPS): TLS already protects the bytes, and SigV4's SHA-256 of every payload byte
+        // was most of the object tier's CPU beyond HDFS's. The headers stay signed. Over plain
+        // HTTP the signature is the only protection of the payload, so it stays hashed.
+        b = b.with_unsigned_payload(!http);
         let retry = RetryConfig {
             max_retries: self.retry_limit,
             retry_timeout: Duration::from_millis(

@@ -25,10 +25,33 @@ pub const SECRET_KEY: &str = "spillway-right-secret";
 /// A JVM's cold start with the jar's 40 MB of classes: 2-5 s; far more on a loaded machine.
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How [`start_with`] sets the server up; the default is what [`start`] starts.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Also serve HTTPS, with a certificate of a CA made for this server ([`S3Proxy::tls`]).
+    pub tls: bool,
+    /// `s3proxy.v4-max-non-chunked-request-size`: the largest signed payload (SigV4, not
+    /// chunked) the server takes; larger ones are refused with `MaxMessageLengthExceeded`
+    /// before it would hash them. An `UNSIGNED-PAYLOAD` request is not limited, so a small
+    /// value shows whether a client hashed its payload. Default: S3Proxy's (32 MiB).
+    pub max_signed_payload: Option<u64>,
+}
+
+/// The HTTPS side of a server started with [`Options::tls`].
+pub struct Tls {
+    /// `https://127.0.0.1:<port>`.
+    pub endpoint: String,
+    /// The PEM certificate of the CA that signed the server's: what a client must trust (for
+    /// the spillway binary, `SSL_CERT_FILE`).
+    pub ca_pem: PathBuf,
+}
+
 /// A running S3Proxy; stopped when dropped (or when the test process exits).
 pub struct S3Proxy {
     /// `http://127.0.0.1:<port>`.
     pub endpoint: String,
+    /// HTTPS, when started with [`Options::tls`].
+    pub tls: Option<Tls>,
     /// Where the server logs.
     pub log: PathBuf,
     /// The backend's directory: a bucket is a folder in it.
@@ -41,8 +64,127 @@ pub fn start() -> S3Proxy {
     try_start().unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Starts a server of its own; panics when it cannot.
+pub fn start_with(opts: &Options) -> S3Proxy {
+    try_start_with(opts).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// Starts a server of its own, or says why it could not.
 pub fn try_start() -> Result<S3Proxy, String> {
+    try_start_with(&Options::default())
+}
+
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("free port: {e}"))
+}
+
+/// Runs `openssl` with `args` in `dir`; the error names the step and carries its stderr.
+fn openssl(dir: &std::path::Path, args: &[&str]) -> Result<(), String> {
+    let out = Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .map_err(|e| format!("run openssl {}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "openssl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// A CA and a server certificate it signed for 127.0.0.1, packed with the server's key as the
+/// PKCS#12 keystore Jetty loads: `(ca.pem, keystore.p12)` in `dir`.
+fn test_certificates(dir: &std::path::Path) -> Result<(PathBuf, PathBuf), String> {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "7",
+        "-subj",
+        "/CN=spillway test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(dir, &ca)?;
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=127.0.0.1",
+    ]);
+    openssl(dir, &csr)?;
+    std::fs::write(
+        dir.join("server.ext"),
+        "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n\
+         extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n",
+    )
+    .map_err(|e| format!("server.ext: {e}"))?;
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "7",
+            "-extfile",
+            "server.ext",
+            "-out",
+            "server.pem",
+        ],
+    )?;
+    openssl(
+        dir,
+        &[
+            "pkcs12",
+            "-export",
+            "-in",
+            "server.pem",
+            "-inkey",
+            "server.key",
+            "-name",
+            "s3proxy",
+            "-out",
+            "keystore.p12",
+            "-passout",
+            "pass:spillway-test",
+        ],
+    )?;
+    Ok((dir.join("ca.pem"), dir.join("keystore.p12")))
+}
+
+/// Starts a server of its own as `opts` say, or says why it could not.
+pub fn try_start_with(opts: &Options) -> Result<S3Proxy, String> {
     let dir = project_dir();
     let status = Command::new("bash")
         .arg(dir.join("install.sh"))
@@ -61,27 +203,42 @@ pub fn try_start() -> Result<S3Proxy, String> {
                 .is_some_and(|n| n.starts_with("s3proxy-") && n.ends_with(".jar"))
         })
         .ok_or("no s3proxy jar in tests/s3/target after install.sh")?;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("free port: {e}"))?
-        .port();
+    let port = free_port()?;
     let base = std::env::temp_dir().join(format!("spillway-s3proxy-{}-{port}", std::process::id()));
     let data = base.join("data");
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let mut conf = format!(
+        "s3proxy.endpoint=http://127.0.0.1:{port}\n\
+         s3proxy.authorization=aws-v2-or-v4\n\
+         s3proxy.identity={ACCESS_KEY}\n\
+         s3proxy.credential={SECRET_KEY}\n\
+         jclouds.provider=filesystem\n\
+         jclouds.filesystem.basedir={}\n",
+        data.display()
+    );
+    if let Some(max) = opts.max_signed_payload {
+        conf.push_str(&format!("s3proxy.v4-max-non-chunked-request-size={max}\n"));
+    }
+    let tls = if opts.tls {
+        let (ca_pem, keystore) = test_certificates(&base)?;
+        let tls_port = free_port()?;
+        // Jetty starts both connectors together, so the plain port answering below means the
+        // HTTPS one is up too.
+        conf.push_str(&format!(
+            "s3proxy.secure-endpoint=https://127.0.0.1:{tls_port}\n\
+             s3proxy.keystore-path={}\n\
+             s3proxy.keystore-password=spillway-test\n",
+            keystore.display()
+        ));
+        Some(Tls {
+            endpoint: format!("https://127.0.0.1:{tls_port}"),
+            ca_pem,
+        })
+    } else {
+        None
+    };
     let props = base.join("s3proxy.conf");
-    std::fs::write(
-        &props,
-        format!(
-            "s3proxy.endpoint=http://127.0.0.1:{port}\n\
-             s3proxy.authorization=aws-v2-or-v4\n\
-             s3proxy.identity={ACCESS_KEY}\n\
-             s3proxy.credential={SECRET_KEY}\n\
-             jclouds.provider=filesystem\n\
-             jclouds.filesystem.basedir={}\n",
-            data.display()
-        ),
-    )
-    .map_err(|e| format!("{}: {e}", props.display()))?;
+    std::fs::write(&props, conf).map_err(|e| format!("{}: {e}", props.display()))?;
     let log = base.join("s3proxy.log");
     let command = format!(
         "java -Xmx256m -XX:TieredStopAtLevel=1 -jar {} --properties {}",
@@ -97,6 +254,7 @@ pub fn try_start() -> Result<S3Proxy, String> {
     }
     Ok(S3Proxy {
         endpoint: format!("http://127.0.0.1:{port}"),
+        tls,
         log,
         data,
         child: Mutex::new(child),
@@ -116,8 +274,13 @@ impl S3Proxy {
 
     /// The s3a settings of a client of this server, with `secret` as `fs.s3a.secret.key`.
     pub fn s3a_conf(&self, secret: &str) -> Vec<(String, String)> {
+        self.s3a_conf_at(&self.endpoint, secret)
+    }
+
+    /// [`S3Proxy::s3a_conf`] against `endpoint` (the HTTPS one, say).
+    pub fn s3a_conf_at(&self, endpoint: &str, secret: &str) -> Vec<(String, String)> {
         [
-            ("fs.s3a.endpoint", self.endpoint.as_str()),
+            ("fs.s3a.endpoint", endpoint),
             ("fs.s3a.path.style.access", "true"),
             ("fs.s3a.access.key", ACCESS_KEY),
             ("fs.s3a.secret.key", secret),
