@@ -176,6 +176,8 @@ struct Slot {
 struct OpenPair {
     data: FileWriter,
     index: FileWriter,
+    /// The client that wrote it, for the lease recovery after a failed close.
+    client: Client,
     data_path: String,
     index_path: String,
     /// When the last append through it ended.
@@ -184,17 +186,27 @@ struct OpenPair {
 }
 
 impl OpenPair {
-    /// Closes data, then index. Their bytes are already visible: the close only completes the
-    /// files and ends the DataNode pipelines and the lease.
+    /// Closes data, then index. Their bytes are already visible to Hadoop's client: the close
+    /// only completes the files and ends the DataNode pipelines and the lease. When it fails
+    /// (the NameNode away or in safe mode), the NameNode is asked to recover both leases in
+    /// the background, which closes the files at their synced lengths; until then readers
+    /// that see only completed blocks see them shorter. The caller retires the slot's pair.
     async fn close(mut self) -> std::result::Result<(), (String, HdfsError)> {
-        self.data
-            .close()
-            .await
-            .map_err(|e| (self.data_path.clone(), e))?;
-        self.index
-            .close()
-            .await
-            .map_err(|e| (self.index_path.clone(), e))
+        let closed = match self.data.close().await {
+            Ok(()) => self
+                .index
+                .close()
+                .await
+                .map_err(|e| (self.index_path.clone(), e)),
+            Err(e) => Err((self.data_path.clone(), e)),
+        };
+        if closed.is_err() {
+            recover_leases(
+                self.client.clone(),
+                vec![self.data_path.clone(), self.index_path.clone()],
+            );
+        }
+        closed
     }
 }
 
@@ -622,6 +634,7 @@ async fn write_pair(
         slot.open = Some(OpenPair {
             data,
             index,
+            client: client.clone(),
             data_path,
             index_path,
             used: Instant::now(),
@@ -707,7 +720,7 @@ async fn close_pairs(partitions: &[Arc<Slots>]) {
             let mut guard = Arc::clone(&slots.slots[i]).lock_owned().await;
             if let Some(pair) = guard.open.take() {
                 if let Err((path, e)) = pair.close().await {
-                    tracing::debug!(path, error = %e, "closing an open HDFS file pair failed");
+                    tracing::warn!(path, error = %e, "closing an open HDFS file pair failed; recovering its lease");
                     retire(&mut guard);
                 }
             }
@@ -718,7 +731,7 @@ async fn close_pairs(partitions: &[Arc<Slots>]) {
 /// Closes a slot's open pair once no append has used it for `idle`. Holds a writer permit of
 /// the partition while it works, so appends meanwhile take the other slots (or wait for one),
 /// never a slot that is closing.
-async fn close_when_idle(slots: Arc<Slots>, index: usize, idle: Duration, client: Client) {
+async fn close_when_idle(slots: Arc<Slots>, index: usize, idle: Duration) {
     tokio::time::sleep(idle).await;
     let Ok(_permit) = Arc::clone(&slots.free).acquire_owned().await else {
         return;
@@ -731,12 +744,8 @@ async fn close_when_idle(slots: Arc<Slots>, index: usize, idle: Duration, client
     let Some(pair) = slot.open.take() else {
         return;
     };
-    let paths = vec![pair.data_path.clone(), pair.index_path.clone()];
     if let Err((path, e)) = pair.close().await {
-        // Its bytes are visible; the NameNode must still end the file (lease recovery) before
-        // it can be written again, so the slot moves to a new pair.
         tracing::warn!(path, error = %e, "closing an idle HDFS file pair failed; recovering its lease");
-        recover_leases(client, paths);
         retire(&mut slot);
     }
 }
@@ -850,7 +859,6 @@ impl Tier for HdfsTier {
                             Arc::clone(&slots),
                             slot.index,
                             self.opts.keep_open,
-                            client.clone(),
                         ));
                     }
                     Ok(())
