@@ -466,7 +466,8 @@ pub struct HdfsStoreConfig {
     /// How long a partition's file pair stays open after an append, for the next append to
     /// write on: each append makes its bytes visible with an `hsync` (milliseconds) instead of
     /// a close, which waits for the NameNode to confirm the last block (about half a second
-    /// per file). `0s` closes the pair after every append, as the Java server does.
+    /// per file). `0s` closes the pair after every append, as the Java server does. At most
+    /// `30s`: a DataNode drops a write pipeline idle for its read timeout (60 s by default).
     /// Default: `2s`.
     #[serde(with = "humantime_serde")]
     pub keep_open: Duration,

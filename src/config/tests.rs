@@ -390,6 +390,7 @@ fn invalid_samples_name_the_key() {
             "[hdfs_store]\nfailure_cooldown = \"0s\"",
             "hdfs_store.failure_cooldown",
         ),
+        ("[hdfs_store]\nkeep_open = \"31s\"", "hdfs_store.keep_open"),
         (
             "[hdfs_store]\nkerberos_keytab = \"/k\"",
             "hdfs_store.kerberos_keytab",

@@ -463,7 +463,7 @@ impl HdfsStoreConfig {
             cold_storage_threshold_size,
             write_timeout,
             failure_cooldown,
-            keep_open: _,
+            keep_open,
             max_open_pairs: _,
             kerberos_principal,
             kerberos_keytab,
@@ -501,6 +501,16 @@ impl HdfsStoreConfig {
         )?;
         nonzero_duration("hdfs_store.write_timeout", *write_timeout)?;
         nonzero_duration("hdfs_store.failure_cooldown", *failure_cooldown)?;
+        // A DataNode drops a write pipeline that sent nothing for its read timeout
+        // (dfs.client.socket-timeout, 60 s by default); Hadoop's client sends heartbeat packets
+        // at half of it, hdfs-native none, so a pair idles at most half of it.
+        if *keep_open > Duration::from_secs(30) {
+            return Err(ConfigError::new(
+                "hdfs_store.keep_open",
+                "must be at most 30s: an idle write pipeline meets the DataNodes' read timeout \
+                 (dfs.client.socket-timeout, 60s by default); \"0s\" closes after every append",
+            ));
+        }
         if kerberos_principal
             .as_deref()
             .is_some_and(|p| p.trim().is_empty())

@@ -1653,10 +1653,10 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
       phase "hdfs suite $STORE_TYPE, client $ver"
       prefix="h_${STORE_TYPE}_"
       # MEMORY_LOCALFILE_HDFS: spills of 1 MiB and more go to HDFS, smaller ones to local files.
-      # MEMORY_HDFS keeps every file pair open for a minute (keep_open), so the client reads
+      # MEMORY_HDFS keeps every file pair open for 30 s (keep_open's most), so the client reads
       # files still being written: what its hsync made visible, as Hadoop's reader sees it.
       SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1M"'
-      [[ $STORE_TYPE != MEMORY_HDFS ]] || SERVER_EXTRA_TOML+=$'\nkeep_open = "60s"'
+      [[ $STORE_TYPE != MEMORY_HDFS ]] || SERVER_EXTRA_TOML+=$'\nkeep_open = "30s"'
       export STORE_TYPE SERVER_EXTRA_TOML
       # As operators run it: the remote path belongs to the server's service user (755), the
       # server runs as that user (HADOOP_USER_NAME) and the jobs as another one. Under simple

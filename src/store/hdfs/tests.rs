@@ -139,7 +139,7 @@ async fn appends_are_visible_before_their_files_close() {
     const BLOCK: usize = 1000;
     let app = AppId::parse("app-visible").unwrap();
     let opts = HdfsOptions {
-        keep_open: Duration::from_secs(600),
+        keep_open: Duration::from_secs(30),
         ..options(1)
     };
     let (tier, url, root) = tier_for("visible", &app, opts).await;
