@@ -630,6 +630,13 @@ async fn write_pair(
         .await
         .map_err(|e| hdfs_err("write", &index_path, e))?;
     publish(&mut index, &mut keep, &index_path).await?;
+    if keep.is_none() {
+        // The index could not be kept open after all (no hsync there): the pair is not kept,
+        // so its data file is closed too (a no-op when it was closed above).
+        data.close()
+            .await
+            .map_err(|e| hdfs_err("close", &data_path, e))?;
+    }
     if let Some(permit) = keep {
         slot.open = Some(OpenPair {
             data,
