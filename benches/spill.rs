@@ -1,5 +1,5 @@
 //! Cost of spilling to local files: `LocalFileTier::append` of a 16 MiB batch, with and
-//! without fdatasync, for 64 KiB and 1 MiB blocks; and, to decide the spill I/O mode, buffered
+//! without fdatasync, with `direct_io` on (the default) and off, for 64 KiB and 1 MiB blocks; and, to decide the spill I/O mode, buffered
 //! writes + fdatasync against O_DIRECT for the same bytes, then the read that follows a spill
 //! (a reader fetching what was just spilled) with the page cache against O_DIRECT.
 //!
@@ -23,7 +23,7 @@ const BATCH_BYTES: usize = 16 << 20;
 /// Files are purged once this much was appended since the last purge.
 const PURGE_AT: u64 = 256 << 20;
 
-fn tier(dir: &TempDir, sync_on_write: bool) -> Arc<LocalFileTier> {
+fn tier(dir: &TempDir, sync_on_write: bool, direct_io: bool) -> Arc<LocalFileTier> {
     LocalFileTier::new(LocalFileOptions {
         data_paths: vec![dir.path().to_path_buf()],
         file_prefix: "127.0.0.1-19999".to_owned(),
@@ -36,6 +36,7 @@ fn tier(dir: &TempDir, sync_on_write: bool) -> Arc<LocalFileTier> {
         min_writable_disks: 1,
         max_concurrency_per_disk: 2,
         sync_on_write,
+        direct_io,
         write_timeout: std::time::Duration::from_secs(60),
     })
     .expect("a temporary directory is a usable data path")
@@ -93,13 +94,16 @@ fn bench_append(c: &mut Criterion) {
         .throughput(Throughput::Bytes(BATCH_BYTES as u64));
     for block_len in [64usize << 10, 1 << 20] {
         let batch = batch(block_len, BATCH_BYTES);
-        for sync in [false, true] {
+        // Spillway's default (`direct_io`: whole pages around the page cache), then buffered.
+        for (sync, direct, label) in [
+            (false, true, "no_sync"),
+            (true, true, "sync"),
+            (false, false, "no_sync_buffered"),
+            (true, false, "sync_buffered"),
+        ] {
             let dir = TempDir::new().expect("temporary directory");
-            let owned_tier = tier(&dir, sync);
-            let id = BenchmarkId::new(
-                format!("16MiB_of_{}_blocks", size_label(block_len)),
-                if sync { "sync" } else { "no_sync" },
-            );
+            let owned_tier = tier(&dir, sync, direct);
+            let id = BenchmarkId::new(format!("16MiB_of_{}_blocks", size_label(block_len)), label);
             let written = Cell::new(0u64);
             let (tier, written, batch, prime, part, scope) =
                 (&*owned_tier, &written, &batch, &prime, &part, &scope);

@@ -1138,6 +1138,7 @@ fn tier(root: &Path) -> std::sync::Arc<LocalFileTier> {
         min_writable_disks: 0,
         max_concurrency_per_disk: 1,
         sync_on_write: false,
+        direct_io: true,
         write_timeout: Duration::from_secs(60),
     })
     .expect("tier over a temp dir")

@@ -57,6 +57,7 @@ impl Fixture {
             min_writable_disks: 0,
             max_concurrency_per_disk: 4,
             sync_on_write: false,
+            direct_io: true,
             write_timeout: std::time::Duration::from_secs(60),
         })
         .unwrap();

@@ -344,6 +344,10 @@ pub struct LocalfileStoreConfig {
     /// Whether a spill is `fdatasync`ed before memory is released, so acknowledged data survives
     /// a power loss. Default: true.
     pub sync_on_write: bool,
+    /// Whether a spill writes the whole 4 KiB pages of its data with `O_DIRECT`, around the
+    /// page cache (a file system that refuses it is written buffered). Not a Java setting; see
+    /// docs/performance.md. Default: true.
+    pub direct_io: bool,
     /// A spill write to one disk that takes longer marks that disk unhealthy (a hung disk) and
     /// the partition moves to another disk. Default: `60s`.
     #[serde(with = "humantime_serde")]
@@ -370,6 +374,7 @@ impl Default for LocalfileStoreConfig {
             disk_max_concurrency: 8,
             disk_health_check_interval: Duration::from_secs(10),
             sync_on_write: true,
+            direct_io: true,
             write_timeout: Duration::from_secs(60),
             leak_check_interval: Duration::from_secs(3600),
         }

@@ -352,6 +352,7 @@ impl LocalfileStoreConfig {
             disk_max_concurrency,
             disk_health_check_interval,
             sync_on_write: _,
+            direct_io: _,
             write_timeout,
             leak_check_interval,
         } = self;

@@ -199,6 +199,7 @@ mod tests {
             min_writable_disks: 0,
             max_concurrency_per_disk: 1,
             sync_on_write: false,
+            direct_io: true,
             write_timeout: Duration::from_secs(60),
         })
         .unwrap()

@@ -243,6 +243,7 @@ pub async fn start(config: Config) -> Result<Running> {
             min_writable_disks: lf.healthy_check_min_disks,
             max_concurrency_per_disk: lf.disk_max_concurrency,
             sync_on_write: lf.sync_on_write,
+            direct_io: lf.direct_io,
             write_timeout: lf.write_timeout,
         })?;
         local.spawn_health_checks(lf.disk_health_check_interval, tasks_stop.clone(), &tracker);

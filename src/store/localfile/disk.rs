@@ -124,6 +124,9 @@ pub(crate) struct Disk {
     timed_out: AtomicBool,
     /// Partitions moved off this disk (failover).
     moved_off: AtomicU64,
+    /// Set once its file system refused `O_DIRECT`: its appends then write through the page
+    /// cache only.
+    pub direct_refused: AtomicBool,
 }
 
 impl Disk {
@@ -143,6 +146,7 @@ impl Disk {
             reason: parking_lot::Mutex::new("not probed yet".to_owned()),
             timed_out: AtomicBool::new(false),
             moved_off: AtomicU64::new(0),
+            direct_refused: AtomicBool::new(false),
         }
     }
 

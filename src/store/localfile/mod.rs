@@ -67,6 +67,7 @@ pub struct LocalFileTier {
     prefix: String,
     min_writable_disks: usize,
     sync_on_write: bool,
+    direct_io: bool,
     /// An append whose blocking write takes longer marks its disk unhealthy (a hung disk).
     write_timeout: Duration,
     /// Every partition written since start (or purge): its parts and committed lengths. A
@@ -215,6 +216,7 @@ impl LocalFileTier {
             prefix: opts.file_prefix,
             min_writable_disks: opts.min_writable_disks,
             sync_on_write: opts.sync_on_write,
+            direct_io: opts.direct_io,
             write_timeout: opts.write_timeout,
             partitions: parking_lot::Mutex::new(HashMap::new()),
             gates: parking_lot::Mutex::new(HashMap::new()),
@@ -518,6 +520,7 @@ impl Tier for LocalFileTier {
         let index = files::encode_index(batch.blocks(), committed.data_len);
         let batch = batch.clone();
         let sync = self.sync_on_write;
+        let direct = self.direct_io;
         #[cfg(test)]
         let fault = self.next_fault.lock().take();
 
@@ -531,6 +534,12 @@ impl Tier for LocalFileTier {
                 create_dirs: !writer.dirs_created,
                 truncate_first: writer.needs_truncate,
                 sync,
+                direct: direct
+                    && !file
+                        .disk
+                        .direct_refused
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                direct_refused: &file.disk.direct_refused,
                 #[cfg(test)]
                 fault,
             };

@@ -35,6 +35,8 @@ pub struct LocalFileOptions {
     /// fdatasync the data file, then the index file (and new directories) before an append
     /// returns `Ok`, so `Ok` survives a power loss, not just a process crash.
     pub sync_on_write: bool,
+    /// Write the whole pages of appended data with `O_DIRECT` (`files::write_blocks_direct`).
+    pub direct_io: bool,
     /// An append whose blocking write takes longer than this flags its disk unhealthy (a hung
     /// disk), and the partition's retry goes to another disk.
     pub write_timeout: std::time::Duration,

@@ -33,6 +33,7 @@ fn opts(paths: Vec<PathBuf>) -> LocalFileOptions {
         min_writable_disks: 0,
         max_concurrency_per_disk: 2,
         sync_on_write: false,
+        direct_io: true,
         write_timeout: std::time::Duration::from_secs(60),
     }
 }
@@ -914,4 +915,95 @@ async fn appends_allocate_their_range_without_growing_the_file() {
     );
     let got = read_back(tier.as_ref(), &p).await;
     assert_eq!(got.len(), 12);
+}
+
+/// Resident page-cache bytes of `path` (util-linux `fincore`).
+fn cached_bytes(path: &Path) -> u64 {
+    let out = std::process::Command::new("fincore")
+        .args(["--bytes", "--noheadings", "--output", "RES"])
+        .arg(path)
+        .output()
+        .expect("fincore (util-linux) runs");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+/// Appends of sizes that start and end anywhere in a page, across the 1 MiB staging chunk and
+/// with many blocks inside one page: each leaves the file exactly as long as the bytes written,
+/// every block reads back, and only the partial pages at the appends' ends went through the page
+/// cache (the rest was written with `O_DIRECT`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_appends_keep_exact_sizes_and_skip_the_page_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let p = part(&app("direct"), 0, 0);
+    // (blocks, block length): 1 B; within a page; to a page boundary; 4 KiB + 1; 3 MiB + 3 in
+    // 1 MiB + 1 blocks (several staging chunks); 1,500 blocks of 3 B (more slices than one
+    // vectored write takes); 8 KiB blocks from an unaligned offset.
+    let shapes = [
+        (1, 1),
+        (2, 1000),
+        (1, 4096 - 2001),
+        (1, 4097),
+        (3, (1 << 20) + 1),
+        (1500, 3),
+        (40, 8192),
+    ];
+    let (data, _) = part_files(&dir.path().join("disk0"), &p, 0);
+    let mut want = Vec::new();
+    let (mut next_id, mut len, mut partial_pages) = (1, 0u64, 0u64);
+    for (n, size) in shapes {
+        let b = batch(next_id, n, size);
+        next_id += n;
+        tier.append(&p, &b).await.unwrap();
+        let start = len;
+        len += n as u64 * size as u64;
+        want.extend(b.blocks().iter().cloned());
+        assert_eq!(file_len(&data), len, "the size is the bytes written");
+        partial_pages += u64::from(start % 4096 != 0) + u64::from(len % 4096 != 0);
+        if start / 4096 + 1 < len / 4096 {
+            // Whole pages went around the cache: at most the two partial ones per append
+            // were cached (and kept), whatever the append's size.
+            assert!(
+                cached_bytes(&data) <= partial_pages * 4096,
+                "after {n} x {size} B: {} B cached",
+                cached_bytes(&data)
+            );
+        }
+    }
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
+}
+
+/// A file system that refuses `O_DIRECT` gets every byte through the page cache, and its disk
+/// is not asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_system_refusing_direct_io_is_written_through_the_page_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let p = part(&app("nodirect"), 0, 0);
+    tier.inject_fault(Fault {
+        at: FaultPoint::RefuseDirect,
+        errno: 0,
+    });
+    let first = batch(1, 4, 64 << 10);
+    tier.append(&p, &first).await.unwrap();
+    assert!(tier.disks[0]
+        .direct_refused
+        .load(std::sync::atomic::Ordering::Relaxed));
+    let second = batch(5, 4, 64 << 10);
+    tier.append(&p, &second).await.unwrap();
+    let (data, _) = part_files(&dir.path().join("disk0"), &p, 0);
+    assert_eq!(file_len(&data), 8 * (64 << 10));
+    assert_eq!(
+        cached_bytes(&data),
+        8 * (64 << 10),
+        "written through the page cache"
+    );
+    let want: Vec<_> = first
+        .blocks()
+        .iter()
+        .chain(second.blocks())
+        .cloned()
+        .collect();
+    assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
 }
