@@ -345,8 +345,9 @@ pub struct LocalfileStoreConfig {
     /// a power loss. Default: true.
     pub sync_on_write: bool,
     /// Whether a spill writes the whole 4 KiB pages of its data with `O_DIRECT`, around the
-    /// page cache (a file system that refuses it is written buffered). Not a Java setting; see
-    /// docs/performance.md. Default: true.
+    /// page cache (a file system that refuses it is written buffered). Not a Java setting. Off
+    /// by default: it saves CPU only where page-cache pages are dear to get, and a reader of a
+    /// just-spilled range then reads the disk (benches/README, round 9). Default: false.
     pub direct_io: bool,
     /// A spill write to one disk that takes longer marks that disk unhealthy (a hung disk) and
     /// the partition moves to another disk. Default: `60s`.
@@ -374,7 +375,7 @@ impl Default for LocalfileStoreConfig {
             disk_max_concurrency: 8,
             disk_health_check_interval: Duration::from_secs(10),
             sync_on_write: true,
-            direct_io: true,
+            direct_io: false,
             write_timeout: Duration::from_secs(60),
             leak_check_interval: Duration::from_secs(3600),
         }
