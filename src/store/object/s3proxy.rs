@@ -56,6 +56,9 @@ pub struct S3Proxy {
     pub log: PathBuf,
     /// The backend's directory: a bucket is a folder in it.
     pub data: PathBuf,
+    /// The run's directory (data, log, certificates): removed when the server stops, unless
+    /// the thread is panicking (a failed test keeps the log to read).
+    base: PathBuf,
     child: Mutex<Child>,
 }
 
@@ -257,6 +260,7 @@ pub fn try_start_with(opts: &Options) -> Result<S3Proxy, String> {
         tls,
         log,
         data,
+        base,
         child: Mutex::new(child),
     })
 }
@@ -300,5 +304,8 @@ impl Drop for S3Proxy {
         // Closing stdin ends the wrapper's `read`, which kills the JVM.
         drop(child.stdin.take());
         let _ = child.wait();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
     }
 }
