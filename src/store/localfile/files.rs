@@ -323,10 +323,13 @@ thread_local! {
 /// Writes the blocks' payloads at `offset` as [`write_blocks_at`] does, but the whole 4 KiB
 /// pages of the range go to the disk with `O_DIRECT`, around the page cache.
 ///
-/// Why: a buffered spill copies every byte into freshly allocated page-cache pages, then the
-/// kernel writes them back, and at the app's end evicts them; on the Netty plane that copy alone
-/// was 27 % of the server's CPU with the real client (benches/README, round 9). Here the bytes
-/// are copied once into a resident staging buffer and the device reads them from there.
+/// Why: a buffered spill copies every byte into page-cache pages, then the kernel writes them
+/// back, and at the app's end evicts them. Where fresh pages are dear (a host short of free
+/// memory; the benchmark VM with free page reporting) that copy was 27 % of the server's CPU on
+/// the Netty plane with the real client, and writing direct saved 13-25 % of it. Here the bytes
+/// are copied once into a resident staging buffer and the device reads them from there. Where
+/// pages are cheap it saves nothing, and a reader of the range just spilled then reads the disk,
+/// hence `direct_io` is off by default (benches/README, round 9).
 ///
 /// Only whole aligned pages can go direct. The partial page at each end of the range (the
 /// previous append's last page, and this append's) is written through the page cache as
