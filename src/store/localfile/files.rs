@@ -204,30 +204,7 @@ fn write_pair(job: &AppendJob<'_>, index: &[u8]) -> Result<(), (PathBuf, io::Err
     let mut data = open_for_write(data_path).map_err(|e| (data_path.clone(), e))?;
     let data_len: u64 = job.blocks.iter().map(|b| b.data.len() as u64).sum();
     reserve_extent(&data, job.committed.data_len, data_len).map_err(|e| (data_path.clone(), e))?;
-    let direct = match job.direct {
-        #[cfg(test)]
-        true if matches!(job.fault, Some(f) if f.at == FaultPoint::RefuseDirect) => Err(
-            io::Error::new(io::ErrorKind::Unsupported, "O_DIRECT refused (injected)"),
-        ),
-        true => write_blocks_direct(data_path, &data, job.committed.data_len, job.blocks),
-        false => Err(io::ErrorKind::Unsupported.into()),
-    };
-    match direct {
-        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-            if job.direct
-                && !job
-                    .direct_refused
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-            {
-                tracing::warn!(path = %data_path.display(), error = %e,
-                    "the file system refuses O_DIRECT writes: this data path's spills go through the page cache");
-            }
-            // Rewrites any bytes the direct attempt wrote: the same bytes at the same offsets.
-            write_blocks_at(&mut data, job.committed.data_len, job.blocks)
-        }
-        other => other,
-    }
-    .map_err(|e| (data_path.clone(), e))?;
+    write_data(job, &mut data).map_err(|e| (data_path.clone(), e))?;
     if job.sync {
         data.sync_data().map_err(|e| (data_path.clone(), e))?;
     }
@@ -246,6 +223,39 @@ fn write_pair(job: &AppendJob<'_>, index: &[u8]) -> Result<(), (PathBuf, io::Err
     #[cfg(test)]
     injected(FaultPoint::AfterIndex, index_path)?;
     Ok(())
+}
+
+/// The job's blocks into its open data file: direct where the job asks for it and the file
+/// system allows it, else through the page cache.
+fn write_data(job: &AppendJob<'_>, data: &mut File) -> io::Result<()> {
+    let offset = job.committed.data_len;
+    if !job.direct {
+        return write_blocks_at(data, offset, job.blocks);
+    }
+    #[cfg(test)]
+    let direct = match job.fault {
+        Some(f) if f.at == FaultPoint::RefuseDirect => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "O_DIRECT refused (injected)",
+        )),
+        _ => write_blocks_direct(&job.paths.data, data, offset, job.blocks),
+    };
+    #[cfg(not(test))]
+    let direct = write_blocks_direct(&job.paths.data, data, offset, job.blocks);
+    match direct {
+        Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+            if !job
+                .direct_refused
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(path = %job.paths.data.display(), error = %e,
+                    "the file system refuses O_DIRECT writes: this data path's spills go through the page cache");
+            }
+            // Rewrites any bytes the direct attempt wrote: the same bytes at the same offsets.
+            write_blocks_at(data, offset, job.blocks)
+        }
+        other => other,
+    }
 }
 
 fn open_for_write(path: &Path) -> io::Result<File> {
@@ -352,10 +362,15 @@ fn write_blocks_direct(
     let end = offset + total;
     let head_end = offset.next_multiple_of(DIRECT_ALIGN).min(end);
     let tail_start = (end / DIRECT_ALIGN * DIRECT_ALIGN).max(head_end);
+    let mut payloads = Cursor {
+        rest: blocks.iter(),
+        current: &[],
+    };
+    let mut slices = Vec::new();
     if tail_start == head_end {
         // No whole page: nothing to gain.
-        let mut file = buffered.try_clone()?;
-        return write_blocks_at(&mut file, offset, blocks);
+        payloads.take(total as usize, &mut slices);
+        return write_slices_at(buffered, offset, &slices);
     }
     let refused = |e: io::Error| match e.raw_os_error() {
         Some(libc::EINVAL) => io::Error::new(io::ErrorKind::Unsupported, e),
@@ -366,11 +381,6 @@ fn write_blocks_direct(
         .custom_flags(libc::O_DIRECT)
         .open(path)
         .map_err(refused)?;
-    let mut payloads = Cursor {
-        rest: blocks.iter(),
-        current: &[],
-    };
-    let mut slices = Vec::new();
     payloads.take((head_end - offset) as usize, &mut slices);
     write_slices_at(buffered, offset, &slices)?;
     STAGING.with_borrow_mut(|staging| -> io::Result<()> {
