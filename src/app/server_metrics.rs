@@ -243,9 +243,10 @@ impl Collector for ServerCollector {
         let pending = spiller.pending() as f64;
         f.gauge("event_queue_size", pending);
         f.gauge("total_write_handler", pending);
-        let (local_q, hdfs_q) = match spiller.target_kind() {
-            TierKind::Hdfs => (0.0, pending),
-            _ => (pending, 0.0),
+        let (local_q, hdfs_q) = if spiller.has_local() {
+            (pending, 0.0)
+        } else {
+            (0.0, pending)
         };
         f.gauge("localfile_flush_thread_pool_queue_size", local_q);
         f.gauge("hadoop_flush_thread_pool_queue_size", hdfs_q);

@@ -65,8 +65,8 @@ impl AppRegistry {
         let verified = app
             .map(|id| self.verify_and_touch(id).map(|a| (id, a)))
             .transpose()?;
-        if let Some(refused) = app.and_then(|id| self.store().failed(id)) {
-            return Err(refused);
+        if let Some(id) = app {
+            self.writes_admitted(id)?;
         }
         if size < 0 {
             return Err(Error::bad_request(format!(
@@ -349,10 +349,8 @@ impl AppRegistry {
         }
         let mut reservation = self.tickets().take(ticket_id, app_id)?;
         seen.require_size = Some(reservation.len());
-        if let Some(refused) = self.store().failed(app_id) {
-            // Its storage refused the app for good: the reservation goes back with the error.
-            return Err(refused);
-        }
+        // Its storage refused the app for good: the reservation goes back with the error.
+        self.writes_admitted(app_id)?;
         reservation.release(frame_overhead);
         app.touch();
         let need: u64 = parts
@@ -482,7 +480,14 @@ impl AppRegistry {
                 ),
             })?;
         // A spill its storage refused for good ends the wait without making anything durable.
-        match self.store().failed(app_id) {
+        self.writes_admitted(app_id)
+    }
+
+    /// Whether the store still takes `app`'s writes: the one place `requireBuffer`,
+    /// `sendShuffleData` and `finishShuffle` ask (see `store::admission`). An app whose
+    /// storage refused it for good, with nothing to fall back to, gets the cause.
+    fn writes_admitted(&self, app: &AppId) -> Result<()> {
+        match self.store().failed(app) {
             Some(refused) => Err(refused),
             None => Ok(()),
         }

@@ -113,13 +113,31 @@ impl StoreType {
     /// Every type, with its Uniffle name (Java's `rss.storage.type` values that name a file
     /// tier).
     pub const ALL: [(&'static str, StoreType); 6] = [
-        ("MEMORY_LOCALFILE", StoreType::MemoryLocalfile),
-        ("MEMORY_HDFS", StoreType::MemoryHdfs),
-        ("MEMORY_LOCALFILE_HDFS", StoreType::MemoryLocalfileHdfs),
-        ("LOCALFILE", StoreType::Localfile),
-        ("HDFS", StoreType::Hdfs),
-        ("LOCALFILE_HDFS", StoreType::LocalfileHdfs),
+        (
+            StoreType::MemoryLocalfile.name(),
+            StoreType::MemoryLocalfile,
+        ),
+        (StoreType::MemoryHdfs.name(), StoreType::MemoryHdfs),
+        (
+            StoreType::MemoryLocalfileHdfs.name(),
+            StoreType::MemoryLocalfileHdfs,
+        ),
+        (StoreType::Localfile.name(), StoreType::Localfile),
+        (StoreType::Hdfs.name(), StoreType::Hdfs),
+        (StoreType::LocalfileHdfs.name(), StoreType::LocalfileHdfs),
     ];
+
+    /// The Uniffle name (`MEMORY_LOCALFILE`, …), for messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StoreType::MemoryLocalfile => "MEMORY_LOCALFILE",
+            StoreType::MemoryHdfs => "MEMORY_HDFS",
+            StoreType::MemoryLocalfileHdfs => "MEMORY_LOCALFILE_HDFS",
+            StoreType::Localfile => "LOCALFILE",
+            StoreType::Hdfs => "HDFS",
+            StoreType::LocalfileHdfs => "LOCALFILE_HDFS",
+        }
+    }
 
     /// Whether local disks are a spill target, so `localfile_store.data_paths` must be usable.
     pub fn uses_localfile(self) -> bool {

@@ -17,8 +17,7 @@ use tokio::sync::Notify;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::{
-    BlockBatch, DataRead, FileTier, Health, IndexRead, Placement, PurgeScope, StorageSite, Tier,
-    TierKind,
+    BlockBatch, DataRead, FileTier, Health, IndexRead, PurgeScope, StorageSite, Tier, TierKind,
 };
 
 /// A [`FileTier`] wrapper that injects append failures, append stalls and bad health.
@@ -184,16 +183,6 @@ impl Tier for FaultyTier {
         self.inner.append(part, batch).await
     }
 
-    /// Faults apply here as in `append`; the placement is the wrapped tier's.
-    async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
-        self.append(part, batch).await?;
-        Ok(Placement {
-            kind: self.kind(),
-            location: self.location(part),
-            site: self.site(part),
-        })
-    }
-
     async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
         self.wait_while(&self.purges_stalled).await;
         self.inner.purge(scope).await
@@ -213,14 +202,6 @@ impl Tier for FaultyTier {
 
     fn sites(&self, app: &AppId) -> Vec<StorageSite> {
         self.inner.sites(app)
-    }
-
-    fn route(&self, part: &PartitionKey, batch: &BlockBatch) -> TierKind {
-        self.inner.route(part, batch)
-    }
-
-    fn failed(&self, app: &AppId) -> Option<crate::error::Error> {
-        self.inner.failed(app)
     }
 
     fn health(&self) -> Health {

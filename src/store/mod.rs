@@ -15,6 +15,8 @@ pub use crate::audit::storage::StorageSite;
 use crate::error::Result;
 use crate::ids::{AppId, PartitionKey, ShuffleKey};
 
+pub mod admission;
+pub mod causes;
 pub mod failures;
 pub mod flush_stats;
 pub mod hdfs;
@@ -23,15 +25,14 @@ pub mod localfile;
 pub mod memory;
 pub mod object;
 pub mod pairs;
-pub mod refusal;
 pub mod router;
 pub mod spill;
 pub mod spill_pools;
 pub mod tiered;
 
-#[cfg(any(test, feature = "test-util"))]
+#[cfg(test)]
 pub mod conformance;
-#[cfg(any(test, feature = "test-util"))]
+#[cfg(test)]
 pub mod faulty;
 
 /// One shuffle block as the client sent it. The payload is a slice of the request buffer.
@@ -262,14 +263,6 @@ pub trait Tier: Send + Sync + 'static {
         None
     }
 
-    /// The kind of tier an append of `batch` would go to first, asked before the write
-    /// starts so the spill metrics can count a batch in its pool while it waits (Java picks
-    /// the storage, and so the flush thread pool, before queueing an event). Default: this
-    /// tier; a router answers with its preferred tier.
-    fn route(&self, _part: &PartitionKey, _batch: &BlockBatch) -> TierKind {
-        self.kind()
-    }
-
     /// Where `part`'s last append went as Java's storage audit names it (`local` + the disk's
     /// base path; the remote storage's host + path). Default: not audited.
     fn site(&self, _part: &PartitionKey) -> Option<StorageSite> {
@@ -282,25 +275,6 @@ pub trait Tier: Send + Sync + 'static {
     fn sites(&self, _app: &AppId) -> Vec<StorageSite> {
         Vec::new()
     }
-
-    /// The cause `app` fails with when its storage refused it for good and nothing can take
-    /// its spills instead (see `store::refusal`); the spiller then stops retrying and frees
-    /// the app's memory. Default: never (a tier of its own retries what fails).
-    fn failed(&self, _app: &AppId) -> Option<crate::error::Error> {
-        None
-    }
-
-    /// Appends like [`Tier::append`] and says where the batch landed. Only a tier that routes
-    /// between others overrides it, so flush metrics count the tier that took the batch
-    /// rather than the router in front of it.
-    async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
-        self.append(part, batch).await?;
-        Ok(Placement {
-            kind: self.kind(),
-            location: self.location(part),
-            site: self.site(part),
-        })
-    }
 }
 
 /// Where an appended batch landed: the labels of the per-tier, per-location flush metrics.
@@ -308,9 +282,9 @@ pub trait Tier: Send + Sync + 'static {
 pub struct Placement {
     /// The tier that took the batch.
     pub kind: TierKind,
-    /// Its [`Tier::location`] for the batch's partition.
+    /// The tier's [`Tier::location`] for the batch's partition.
     pub location: Option<String>,
-    /// Its [`Tier::site`] for the batch's partition (the storage audit's host and path).
+    /// The tier's [`Tier::site`] for the batch's partition (the storage audit's host and path).
     pub site: Option<StorageSite>,
 }
 

@@ -1,5 +1,6 @@
-//! `TierRouter`: the spiller's target. It picks the file tier for each spill batch by the
-//! store type, and falls back to the other tier when the chosen one is failing:
+//! `TierRouter`: where every spill goes. It is always there (a server with local disks only
+//! has a router over one tier), picks the file tier for each spill batch by the store type
+//! once, and falls back to the other tier when the chosen one is failing:
 //!
 //! ```text
 //!   MEMORY_LOCALFILE        → local files
@@ -19,25 +20,29 @@
 //! batches may be spread over both tiers in any order. Going back is automatic: the local
 //! tier is picked again as soon as its disks are writable, HDFS once its failure cooldown is
 //! over and an append succeeds.
+//!
+//! The router is not a [`Tier`]: it owns the choice between tiers, the registration check
+//! ([`Admission`]) and what a refusal means, none of which a leaf tier has.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
+use crate::config::StoreType;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
+use futures::future::BoxFuture;
+
+use crate::store::admission::{Admission, Outcome, Refusal, When};
+use crate::store::causes::{CauseLog, Place};
 use crate::store::hdfs::HdfsTier;
-use crate::store::localfile::LocalFileTier;
 use crate::store::object::{is_object_path, ObjectTier};
-use crate::store::refusal::{CauseLog, Checks, Outcome, Refusal, Refusals, Refused};
 use crate::store::{
     BlockBatch, Health, Placement, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
 
 /// See the module doc.
 pub struct TierRouter {
-    local: Option<Arc<LocalFileTier>>,
+    local: Option<Arc<dyn Tier>>,
     hdfs: Option<Arc<HdfsTier>>,
     /// Object storage, beside HDFS whenever the store type has a remote tier.
     object: Option<Arc<ObjectTier>>,
@@ -45,26 +50,58 @@ pub struct TierRouter {
     cold_threshold: u64,
     /// Partitions found huge; all their spills prefer HDFS.
     huge: parking_lot::Mutex<HashSet<PartitionKey>>,
-    /// Registration checks of remote paths, cached.
-    checks: Checks,
-    /// Apps whose remote storage refused for good.
-    refusals: Refusals,
+    admission: Admission,
     /// One WARN per app and cause on the spill path.
     causes: CauseLog,
-    /// The store type's name, for messages (`MEMORY_HDFS`, …).
-    store_type: String,
+}
+
+/// The tiers one batch may go to, preferred first, each with whether to try it now (local
+/// files: writable; the remote tier: outside its failure cooldown). Picked once per batch
+/// by [`TierRouter::route`], before the write waits for a permit, so the pool the spill
+/// metrics count the batch in is the tier it is written to.
+pub struct Route {
+    order: Vec<(Arc<dyn Tier>, bool)>,
+}
+
+impl Route {
+    /// The tier the batch goes to first, if the app has any.
+    pub fn first(&self) -> Option<TierKind> {
+        self.order.first().map(|(t, _)| t.kind())
+    }
 }
 
 impl TierRouter {
-    /// A router over the tiers the store type has (at least one).
+    /// A router over local files only (`MEMORY_LOCALFILE`, `LOCALFILE`).
+    pub fn local_only(local: Arc<dyn Tier>) -> Self {
+        TierRouter {
+            local: Some(local),
+            hdfs: None,
+            object: None,
+            cold_threshold: u64::MAX,
+            huge: parking_lot::Mutex::new(HashSet::new()),
+            admission: Admission::new(StoreType::MemoryLocalfile),
+            causes: CauseLog::default(),
+        }
+    }
+
+    /// A router over the tiers `store_type` has: local files exactly when it names them, a
+    /// remote tier (HDFS and object storage) exactly when it names HDFS.
     pub fn new(
-        local: Option<Arc<LocalFileTier>>,
+        store_type: StoreType,
+        local: Option<Arc<dyn Tier>>,
         hdfs: Option<Arc<HdfsTier>>,
         object: Option<Arc<ObjectTier>>,
         cold_threshold: u64,
     ) -> Result<Self> {
-        if local.is_none() && hdfs.is_none() && object.is_none() {
-            return Err(Error::Startup("no file tier to spill to".to_owned()));
+        if local.is_some() != store_type.uses_localfile()
+            || (hdfs.is_some() || object.is_some()) != store_type.uses_hdfs()
+        {
+            return Err(Error::Startup(format!(
+                "store_type {}: the tiers built do not match it (local files: {}, remote: {})",
+                store_type.name(),
+                local.is_some(),
+                hdfs.is_some() || object.is_some()
+            )));
         }
         Ok(TierRouter {
             local,
@@ -72,30 +109,20 @@ impl TierRouter {
             object,
             cold_threshold,
             huge: parking_lot::Mutex::new(HashSet::new()),
-            checks: Checks::default(),
-            refusals: Refusals::default(),
+            admission: Admission::new(store_type),
             causes: CauseLog::default(),
-            store_type: String::new(),
         })
     }
 
-    /// Names the store type in the messages of refused registrations.
-    pub fn with_store_type(mut self, name: &str) -> Self {
-        self.store_type = name.to_owned();
-        self
+    /// Which apps the store takes writes from.
+    pub fn admission(&self) -> &Admission {
+        &self.admission
     }
 
     /// The registration check (`registerShuffle`, before the app is recorded): whether the
-    /// app's remote storage can take its spills, asked of the store once per path, user and
-    /// settings (cached, see [`Checks`]).
-    ///
-    /// - A store type with no local tier (`MEMORY_HDFS`, `HDFS`) has nothing to fall back to:
-    ///   an app that registers no remote path, or one the store refuses for good, is refused
-    ///   here with the cause, instead of filling memory with blocks no spill can take.
-    /// - With local disks (`MEMORY_LOCALFILE_HDFS`) a refused app is served from them: one
-    ///   WARN, and its spills never try the remote tier.
-    /// - A transient answer (throttling, 5xx, timeout, unreachable) refuses nothing: today's
-    ///   retries and fallback handle it, as they did before there was a check.
+    /// app's remote storage can take its spills, asked of the tier its path names (see
+    /// [`Admission::check`]). With local disks a refused app is served from them; without,
+    /// it is refused here with the cause.
     pub async fn admit(
         &self,
         app: &AppId,
@@ -106,103 +133,26 @@ impl TierRouter {
             return Ok(());
         }
         let Some(remote) = remote.filter(|r| !r.path.is_empty()) else {
-            if self.local.is_none() {
-                let e = Error::Misconfigured {
-                    reason: format!(
-                        "this server's storage type {} spills only to remote storage, and app \
-                         {app} registered no remote storage path: set spark.rss.remote.storage.path \
-                         (or the coordinator's rss.coordinator.remote.storage.path), or run the \
-                         server with a storage type that has local disks",
-                        self.store_type_name()
-                    ),
-                };
-                if self.causes.first(app, "refused", "no remote path") {
-                    tracing::warn!(app_id = %app, error = %e, "registration refused");
-                }
-                return Err(e);
-            }
-            return Ok(());
+            return self.admission.no_remote_path(app);
         };
-        let outcome = if is_object_path(&remote.path) {
-            match &self.object {
-                Some(o) => self.checks.check(user, remote, o.probe(remote)).await,
-                None => return Ok(()),
-            }
-        } else {
-            match &self.hdfs {
-                Some(h) => self.checks.check(user, remote, h.probe(user, remote)).await,
-                None => return Ok(()),
+        // The tier the path names probes it. Its future is large (a whole client call), so it
+        // is boxed, and made only when the check is not cached.
+        let probe = || -> BoxFuture<'_, Outcome> {
+            match (is_object_path(&remote.path), &self.object, &self.hdfs) {
+                (true, Some(o), _) => Box::pin(o.probe(remote)),
+                (false, _, Some(h)) => Box::pin(h.probe(user, remote)),
+                // No tier for the path's scheme: nothing of the app goes there to refuse.
+                _ => Box::pin(std::future::ready(Outcome::Usable)),
             }
         };
-        match outcome {
-            Outcome::Usable => {
-                self.refusals.clear(app);
-                Ok(())
-            }
-            Outcome::Transient(why) => {
-                if self.causes.first(app, "registration check", &why) {
-                    tracing::warn!(app_id = %app, path = %remote.path, cause = %why,
-                        "the remote storage did not answer the registration check; registering anyway, its spills retry");
-                }
-                Ok(())
-            }
-            Outcome::Refused(refusal) => self.refused(app, refusal, "registration"),
-        }
-    }
-
-    /// Records that `app`'s remote storage refused for good: logged once per app and cause,
-    /// and an error for the caller when there is no local tier to serve the app instead. A
-    /// registered app is marked (its spills skip the remote tier, or its requests fail); an
-    /// app refused at registration is not recorded at all, so nothing of it is kept.
-    fn refused(
-        &self,
-        app: &AppId,
-        refusal: std::sync::Arc<Refusal>,
-        when: &'static str,
-    ) -> Result<()> {
-        let fallback = self.local.is_some();
-        let first = self.causes.first(app, "refused", &refusal.answer);
-        if fallback || when == "flush" {
-            self.refusals.mark(
-                app,
-                Refused {
-                    refusal: std::sync::Arc::clone(&refusal),
-                    fallback,
-                },
-            );
-        }
-        if fallback {
-            if first {
-                tracing::warn!(app_id = %app, path = %refusal.path, answer = %refusal.answer, fix = %refusal.fix, when,
-                    "remote storage refused this app for good; its spills go to local disk");
-            }
-            Ok(())
-        } else {
-            if first {
-                tracing::warn!(app_id = %app, path = %refusal.path, answer = %refusal.answer, fix = %refusal.fix, when,
-                    "remote storage refused this app for good; it fails (the storage type has no local disk to fall back to)");
-            }
-            Err(refusal.error())
-        }
+        self.admission.check(app, user, remote, probe).await
     }
 
     /// The app is gone: log its causes' counts. Its refusal is forgotten by its purge, which
     /// reads it first.
     pub fn forget_app(&self, app: &AppId) {
+        self.admission.forget_app(app);
         self.causes.forget_app(app);
-    }
-
-    fn store_type_name(&self) -> &str {
-        if self.store_type.is_empty() {
-            "MEMORY_HDFS"
-        } else {
-            &self.store_type
-        }
-    }
-
-    /// The local-file tier, if the store type has one.
-    pub fn local(&self) -> Option<&Arc<LocalFileTier>> {
-        self.local.as_ref()
     }
 
     /// The HDFS tier, if the store type has one.
@@ -210,9 +160,10 @@ impl TierRouter {
         self.hdfs.as_ref()
     }
 
-    /// The object-store tier, if the store type has a remote tier.
-    pub fn object(&self) -> Option<&Arc<ObjectTier>> {
-        self.object.as_ref()
+    /// Whether spills can go to local disk (the spill pools and queue metrics are Java's
+    /// local-file ones then).
+    pub fn has_local(&self) -> bool {
+        self.local.is_some()
     }
 
     /// Passes an app's registration on to the remote tier its path's scheme names.
@@ -220,7 +171,7 @@ impl TierRouter {
         let Some(remote) = remote.filter(|r| !r.path.is_empty()) else {
             return;
         };
-        if self.refusals.get(app).is_some() {
+        if self.admission.is_refused(app) {
             // Its store refused it at the check: the tier never hears of it, so no purge or
             // leaked-data sweep asks that store again with the same settings.
             return;
@@ -234,16 +185,23 @@ impl TierRouter {
         };
         if let Some(Err(e)) = registered {
             // The error names the path or the s3a key, never a secret's value.
-            if self.causes.first(app, "registration", &e.to_string()) {
+            if self.causes.first(app, Place::Registration, &e.to_string()) {
                 tracing::warn!(app_id = %app, error = %e, "remote storage unusable; spills of this app stay off the remote tier");
             }
+        }
+    }
+
+    /// The HDFS writers per partition an app asked for at registration (0: the server's).
+    pub fn set_partition_writers(&self, app: &AppId, requested: i32) {
+        if let Some(hdfs) = &self.hdfs {
+            hdfs.set_partition_writers(app, requested);
         }
     }
 
     /// The app's remote tier and whether to try it now (outside its failure cooldown); none
     /// for an app its remote storage refused for good.
     fn remote(&self, app: &AppId) -> Option<(Arc<dyn Tier>, bool)> {
-        if self.refusals.get(app).is_some() {
+        if self.admission.is_refused(app) {
             return None;
         }
         if let Some(h) = self.hdfs.as_ref().filter(|h| h.serves(app)) {
@@ -269,60 +227,48 @@ impl TierRouter {
         }
     }
 
-    /// The tiers to try for one batch, preferred first, each with whether to try it now
-    /// (local files: writable; the remote tier: outside its failure cooldown).
-    fn order(&self, part: &PartitionKey, batch: &BlockBatch) -> Vec<(Arc<dyn Tier>, bool)> {
+    /// The tiers to try for `batch` of `part`, picked now; see [`Route`].
+    pub fn route(&self, part: &PartitionKey, batch: &BlockBatch) -> Route {
         let remote = self.remote(&part.app);
         let local = self.local.as_ref().map(|l| {
             let usable = l.health().writable;
-            (Arc::clone(l) as Arc<dyn Tier>, usable)
+            (Arc::clone(l), usable)
         });
-        let cold = batch.data_bytes() >= self.cold_threshold || self.huge.lock().contains(part);
+        let cold = self.has_remote()
+            && (batch.data_bytes() >= self.cold_threshold || self.huge.lock().contains(part));
         let (first, second) = match (local, remote) {
             (Some(l), Some(h)) if cold => (Some(h), Some(l)),
             (Some(l), Some(h)) => (Some(l), Some(h)),
             (Some(l), None) => (Some(l), None),
             (None, h) => (h, None),
         };
-        first.into_iter().chain(second).collect()
-    }
-}
-
-#[async_trait]
-impl Tier for TierRouter {
-    fn kind(&self) -> TierKind {
-        if self.local.is_none() {
-            TierKind::Hdfs
-        } else {
-            TierKind::LocalFile
+        Route {
+            order: first.into_iter().chain(second).collect(),
         }
     }
 
-    /// The first choice of [`TierRouter::order`] (the fallback on failure is not foreseen).
-    fn route(&self, part: &PartitionKey, batch: &BlockBatch) -> TierKind {
-        self.order(part, batch)
-            .first()
-            .map_or_else(|| self.kind(), |(t, _)| t.kind())
-    }
-
-    /// Tries the usable tiers in preference order and returns at the first success. When no
-    /// tier is usable the preferred one is tried anyway (its error is the real reason, and the
-    /// spiller's retry needs an attempt to find out it recovered). With no tier for the app
-    /// at all (`MEMORY_HDFS` and the app registered no remote storage) the error is retried
-    /// like any other: the blocks stay in memory.
-    async fn append(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<()> {
-        self.append_placed(part, batch).await.map(|_| ())
-    }
-
-    /// [`Tier::append`]'s routing, reporting the tier that took the batch.
-    async fn append_placed(&self, part: &PartitionKey, batch: &BlockBatch) -> Result<Placement> {
-        let order = self.order(part, batch);
-        let Some(preferred) = order.first().map(|(t, _)| Arc::clone(t)) else {
-            if let Some(e) = self.failed(&part.app) {
+    /// Writes the batch to the tiers of `route`: the usable ones in preference order, until
+    /// one takes it, and says which did. When no tier is usable the preferred one is tried
+    /// anyway (its error is the real reason, and the spiller's retry needs an attempt to find
+    /// out it recovered). With no tier for the app at all (`MEMORY_HDFS` and the app
+    /// registered no remote storage) the error is retried like any other: the blocks stay in
+    /// memory.
+    ///
+    /// [`Error::StorageRefused`] comes back only when the app now fails for good (its remote
+    /// storage refused it and there is no local tier): the spiller stops retrying on it. A
+    /// refusal with local disks to fall back to comes back as a retryable error.
+    pub async fn append(
+        &self,
+        part: &PartitionKey,
+        batch: &BlockBatch,
+        route: Route,
+    ) -> Result<Placement> {
+        let Some(preferred) = route.order.first().map(|(t, _)| Arc::clone(t)) else {
+            if let Some(e) = self.admission.failed(&part.app) {
                 return Err(e);
             }
             return Err(Error::TierFailed {
-                tier: "hdfs",
+                tier: TierKind::Hdfs.as_str(),
                 reason: format!(
                     "app {} registered no remote storage and this server has no local disks",
                     part.app
@@ -331,33 +277,36 @@ impl Tier for TierRouter {
         };
         let mut tried = 0;
         let mut last_err = None;
-        for (tier, _) in order.iter().filter(|(_, usable)| *usable) {
+        for (tier, _) in route.order.iter().filter(|(_, usable)| *usable) {
             tried += 1;
             let place = match tier.kind() {
-                TierKind::LocalFile => "local spill",
-                _ => "remote spill",
+                TierKind::LocalFile => Place::LocalSpill,
+                _ => Place::RemoteSpill,
             };
-            match tier.append_placed(part, batch).await {
-                Ok(placed) => {
+            match tier.append(part, batch).await {
+                Ok(()) => {
                     self.causes.passed(&part.app, place);
                     if (tried > 1 || !Arc::ptr_eq(tier, &preferred))
-                        && self.causes.first(&part.app, "fallback", place)
+                        && self
+                            .causes
+                            .first(&part.app, Place::Fallback, place.as_str())
                     {
                         tracing::info!(partition = %part, tier = tier.kind().as_str(), bytes = batch.data_bytes(),
                             "spill went to the fallback tier (logged once per app; the count follows when it passes)");
                     }
-                    return Ok(placed);
+                    return Ok(placement(tier.as_ref(), part));
                 }
                 Err(e) => {
                     if let Some(refusal) = Refusal::of(&e) {
                         // No retry changes this answer: stop sending the app's spills there.
-                        match self.refused(&part.app, std::sync::Arc::new(refusal), "flush") {
-                            Ok(()) => {
-                                last_err = Some(e);
-                                continue;
-                            }
-                            Err(e) => return Err(e),
-                        }
+                        self.admission
+                            .refused(&part.app, Arc::new(refusal), When::Flush)?;
+                        // Local disks take the app's spills from now on: retryable.
+                        last_err.get_or_insert(Error::TierFailed {
+                            tier: tier.kind().as_str(),
+                            reason: format!("{e}; this app's spills go to local disk from now on"),
+                        });
+                        continue;
                     }
                     if self.causes.first(&part.app, place, &e.to_string()) {
                         tracing::warn!(partition = %part, tier = tier.kind().as_str(), error = %e,
@@ -368,21 +317,26 @@ impl Tier for TierRouter {
             }
         }
         if tried == 0 {
-            return preferred.append_placed(part, batch).await;
+            preferred.append(part, batch).await?;
+            return Ok(placement(preferred.as_ref(), part));
         }
         Err(last_err.unwrap_or_else(|| Error::Internal {
             reason: "no tier tried".to_owned(),
         }))
     }
 
-    /// Purges every tier (a partition's batches may be in both).
-    async fn seal(&self, scope: &PurgeScope) {
+    /// Has the tiers close what they keep open of `scope` (see [`Tier::seal`]).
+    pub async fn seal(&self, scope: &PurgeScope) {
+        if let Some(l) = &self.local {
+            l.seal(scope).await;
+        }
         if let Some(h) = &self.hdfs {
             h.seal(scope).await;
         }
     }
 
-    async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+    /// Purges every tier (a partition's batches may be in both).
+    pub async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
         let mut freed = 0;
         let mut first_err = None;
         if let Some(l) = &self.local {
@@ -394,9 +348,9 @@ impl Tier for TierRouter {
         // A refused app's remote storage refuses the purge too, and holds nothing of it
         // unless the refusal came mid-job; the leaked-data sweep removes that once the store
         // lets the server in again.
-        let refused = self.refusals.get(scope.app()).is_some();
+        let refused = self.admission.is_refused(scope.app());
         if matches!(scope, PurgeScope::App(_)) {
-            self.refusals.clear(scope.app());
+            self.admission.clear(scope.app());
         }
         let remotes = self
             .hdfs
@@ -421,17 +375,9 @@ impl Tier for TierRouter {
         }
     }
 
-    /// Its remote storage refused the app for good and there is no local tier to serve it
-    /// instead. `requireBuffer` and `sendShuffleData` answer with it too.
-    fn failed(&self, app: &AppId) -> Option<Error> {
-        self.refusals
-            .get(app)
-            .filter(|r| !r.fallback)
-            .map(|r| r.refusal.error())
-    }
-
-    /// Both tiers' storages, local disks first (a purge deletes from both).
-    fn sites(&self, app: &AppId) -> Vec<StorageSite> {
+    /// Every storage a purge of `app` deletes from, as Java's storage audit lists them:
+    /// local disks first, then the remote tiers.
+    pub fn sites(&self, app: &AppId) -> Vec<StorageSite> {
         let mut sites = self.local.as_ref().map_or_else(Vec::new, |l| l.sites(app));
         if let Some(h) = &self.hdfs {
             sites.extend(h.sites(app));
@@ -443,7 +389,7 @@ impl Tier for TierRouter {
     }
 
     /// Writable while any tier can take spills; `detail` names the tiers that cannot.
-    fn health(&self) -> Health {
+    pub fn health(&self) -> Health {
         let parts: Vec<Health> = self
             .local
             .iter()
@@ -465,5 +411,14 @@ impl Tier for TierRouter {
             writable: parts.iter().any(|h| h.writable),
             detail: detail.join("; "),
         }
+    }
+}
+
+/// Where a batch `tier` took for `part` landed.
+fn placement(tier: &dyn Tier, part: &PartitionKey) -> Placement {
+    Placement {
+        kind: tier.kind(),
+        location: tier.location(part),
+        site: tier.site(part),
     }
 }

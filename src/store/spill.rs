@@ -20,10 +20,14 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::ids::PartitionKey;
+use crate::store::causes::{CauseLog, Place};
 use crate::store::flush_stats::FlushStats;
 use crate::store::memory::{MemoryTier, PartitionBuffer, SpillBatch};
+use crate::store::router::Route;
+use crate::store::router::TierRouter;
 use crate::store::spill_pools::SpillPools;
-use crate::store::{Tier, TierKind};
+use crate::store::{Placement, PurgeScope, TierKind};
 
 /// How long one append may take before the spiller gives up on it and retries: far above a
 /// healthy write of a 256 MiB batch, short enough that a hung disk does not pin spill permits.
@@ -52,7 +56,7 @@ pub struct SpillOptions {
 
 struct Shared {
     memory: Arc<MemoryTier>,
-    target: Arc<dyn Tier>,
+    target: Arc<TierRouter>,
     opts: SpillOptions,
     permits: Semaphore,
     next_event: AtomicU64,
@@ -66,7 +70,7 @@ struct Shared {
     tracker: TaskTracker,
     cancel: CancellationToken,
     /// One WARN per app and cause for failing spills.
-    causes: crate::store::refusal::CauseLog,
+    causes: CauseLog,
 }
 
 /// Cheap-to-clone handle on the spill machinery.
@@ -81,17 +85,13 @@ impl Spiller {
     /// final spill, so retries keep going while there is still time to succeed.
     pub fn new(
         memory: Arc<MemoryTier>,
-        target: Arc<dyn Tier>,
+        target: Arc<TierRouter>,
         opts: SpillOptions,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Self {
         let permits = Semaphore::new(opts.concurrency.max(1));
-        let pools = SpillPools::new(
-            opts.concurrency,
-            target.kind() != TierKind::Hdfs,
-            opts.hdfs_concurrency,
-        );
+        let pools = SpillPools::new(opts.concurrency, target.has_local(), opts.hdfs_concurrency);
         Spiller {
             shared: Arc::new(Shared {
                 memory,
@@ -105,7 +105,7 @@ impl Spiller {
                 pools,
                 tracker,
                 cancel,
-                causes: crate::store::refusal::CauseLog::default(),
+                causes: CauseLog::default(),
             }),
         }
     }
@@ -180,11 +180,10 @@ impl Spiller {
     }
 
     /// Writes one batch, retrying with backoff until it is durable, its partition is purged,
-    /// or shutdown cancels the retries (the batch then stays in memory and is reported lost
-    /// in the log, because the process is going away).
+    /// its app's storage refused it for good, or shutdown cancels the retries (the batch then
+    /// stays in memory and is reported lost in the log, because the process is going away).
     async fn write(&self, batch: SpillBatch) {
         let key = batch.buffer.key().clone();
-        let kind = self.shared.target.kind();
         let stats = &self.shared.stats;
         let mut backoff = Duration::from_millis(50);
         let mut attempt = 0u32;
@@ -193,110 +192,46 @@ impl Spiller {
                 stats.dropped();
                 return; // dropping the batch frees its memory
             }
-            // The permit bounds concurrent writes; the timeout keeps one hung disk from
-            // holding permits forever (the tier finishes or rolls back an abandoned append
-            // before the partition is written again).
-            let started;
-            let began;
-            let pools = &self.shared.pools;
-            let pool = if attempt == 0 {
-                pools.first(self.shared.target.route(&key, &batch.batch))
-            } else {
-                pools.fallback()
-            };
-            let result = {
-                let waiting = pool.wait();
-                let _permit = self.shared.permits.acquire().await;
-                drop(waiting);
-                let _working = pool.work();
-                stats.attempt(kind, attempt > 0);
-                started = std::time::Instant::now();
-                began = std::time::SystemTime::now();
-                match tokio::time::timeout(
-                    self.shared.opts.append_timeout,
-                    self.shared.target.append_placed(&key, &batch.batch),
-                )
-                .await
-                {
-                    Ok(r) => r,
-                    Err(_) => Err(crate::error::Error::TierFailed {
-                        tier: self.shared.target.kind().as_str(),
-                        reason: format!(
-                            "append did not finish within {:?}",
-                            self.shared.opts.append_timeout
-                        ),
-                    }),
-                }
-            };
-            match result {
+            // The tiers are picked once per attempt, before the permit: the pool the batch
+            // waits in (Java picks the storage, and so the flush thread pool, before queueing
+            // an event) and the counters of the attempt are the tier it is written to.
+            let route = self.shared.target.route(&key, &batch.batch);
+            let kind = route.first().unwrap_or(TierKind::Hdfs);
+            let began = std::time::SystemTime::now();
+            let started = std::time::Instant::now();
+            match self.attempt(&key, &batch, route, kind, attempt).await {
                 Ok(placed) => {
-                    // Java's `w|…` line: logged once the write is durable, with the event
-                    // size (what the batch cost in memory) and the write's own time span.
-                    self.shared.opts.audit.written(
-                        &key.app,
-                        key.shuffle,
-                        key.range,
-                        placed.site,
-                        batch.batch.charged_bytes(),
-                        began,
-                        std::time::SystemTime::now(),
-                    );
-                    let data = batch.batch.data_bytes();
-                    let huge_hdfs = match (&placed.location, placed.kind) {
-                        (Some(host), TierKind::Hdfs) if batch.buffer.is_huge() => {
-                            Some((host.as_str(), data))
-                        }
-                        _ => None,
-                    };
-                    stats.app_written(
-                        &key.app,
-                        placed.kind,
-                        batch.batch.charged_bytes(),
-                        huge_hdfs,
-                    );
-                    stats.succeeded(
-                        placed.kind,
-                        placed.location,
-                        data,
-                        batch.batch.len() as u64,
-                        started.elapsed(),
-                    );
+                    self.written(&key, &batch, placed, began, started.elapsed())
+                        .await;
                     if attempt > 0 {
-                        self.shared.causes.passed(&key.app, "spill");
-                    }
-                    if batch.buffer.is_purged() && self.shared.memory.get(&key).is_none() {
-                        // The partition was purged while we wrote, so our append may have
-                        // recreated its files: remove that partition only. If the shuffle was
-                        // registered again meanwhile, its new files are left alone (our stale
-                        // blocks then sit beside them; readers skip ids they do not expect).
-                        let scope = crate::store::PurgeScope::Partition(key.clone());
-                        if let Err(e) = self.shared.target.purge(&scope).await {
-                            tracing::warn!(partition = %key, error = %e, "cleanup after purge race failed");
-                        }
+                        self.shared.causes.passed(&key.app, Place::Spill);
                     }
                     batch.complete();
+                    return;
+                }
+                Err(crate::error::Error::StorageRefused { path, answer, fix }) => {
+                    // The app's storage refused it for good, with nothing to fall back to: no
+                    // retry can write these blocks, and the app's requests now fail with the
+                    // cause. Its memory goes back to the other apps at once.
+                    self.shared.failures.fetch_add(1, Ordering::Relaxed);
+                    stats.failed_attempt();
+                    let freed = self.shared.memory.purge(&PurgeScope::App(key.app.clone()));
+                    stats.gave_up(kind);
+                    if self.shared.causes.first(&key.app, Place::Spill, "refused") {
+                        tracing::warn!(app_id = %key.app, freed, path, answer, fix,
+                            "the app's spills are refused for good: its blocks in memory are dropped and its requests fail with the cause");
+                    }
                     return;
                 }
                 Err(e) => {
                     attempt += 1;
                     self.shared.failures.fetch_add(1, Ordering::Relaxed);
                     stats.failed_attempt();
-                    if let Some(cause) = self.shared.target.failed(&key.app) {
-                        // The app's storage refused it for good, with nothing to fall back
-                        // to: no retry can write these blocks, and the app's requests now fail
-                        // with the cause. Its memory goes back to the other apps at once.
-                        let freed = self
-                            .shared
-                            .memory
-                            .purge(&crate::store::PurgeScope::App(key.app.clone()));
-                        stats.gave_up(kind);
-                        if self.shared.causes.first(&key.app, "spill", "refused") {
-                            tracing::warn!(app_id = %key.app, freed, error = %cause,
-                                "the app's spills are refused for good: its blocks in memory are dropped and its requests fail with the cause");
-                        }
-                        return;
-                    }
-                    if self.shared.causes.first(&key.app, "spill", &e.to_string()) {
+                    if self
+                        .shared
+                        .causes
+                        .first(&key.app, Place::Spill, &e.to_string())
+                    {
                         tracing::warn!(partition = %key, attempt, blocks = batch.batch.len(),
                             error = %e, "spill failed; blocks stay in memory, retrying (logged once per app and cause; the count follows when it passes)");
                     }
@@ -314,6 +249,91 @@ impl Spiller {
                     }
                     backoff = (backoff * 2).min(self.shared.opts.max_backoff);
                 }
+            }
+        }
+    }
+
+    /// One append of `batch` along `route`, under a spill permit and the append timeout
+    /// (which keeps one hung disk from holding permits forever; the tier finishes or rolls
+    /// back an abandoned append before the partition is written again).
+    async fn attempt(
+        &self,
+        key: &PartitionKey,
+        batch: &SpillBatch,
+        route: Route,
+        kind: TierKind,
+        attempt: u32,
+    ) -> crate::error::Result<Placement> {
+        let pools = &self.shared.pools;
+        let pool = if attempt == 0 {
+            pools.first(kind)
+        } else {
+            pools.fallback()
+        };
+        let waiting = pool.wait();
+        let _permit = self.shared.permits.acquire().await;
+        drop(waiting);
+        let _working = pool.work();
+        self.shared.stats.attempt(kind, attempt > 0);
+        let timeout = self.shared.opts.append_timeout;
+        tokio::time::timeout(timeout, self.shared.target.append(key, &batch.batch, route))
+            .await
+            .unwrap_or_else(|_| {
+                Err(crate::error::Error::TierFailed {
+                    tier: kind.as_str(),
+                    reason: format!("append did not finish within {timeout:?}"),
+                })
+            })
+    }
+
+    /// The bookkeeping of a durable batch: the storage audit, the flush statistics, and the
+    /// cleanup when its partition was purged while it was written.
+    async fn written(
+        &self,
+        key: &PartitionKey,
+        batch: &SpillBatch,
+        placed: Placement,
+        began: std::time::SystemTime,
+        took: Duration,
+    ) {
+        let stats = &self.shared.stats;
+        // Java's `w|…` line: logged once the write is durable, with the event size (what the
+        // batch cost in memory) and the write's own time span.
+        self.shared.opts.audit.written(
+            &key.app,
+            key.shuffle,
+            key.range,
+            placed.site,
+            batch.batch.charged_bytes(),
+            began,
+            std::time::SystemTime::now(),
+        );
+        let data = batch.batch.data_bytes();
+        let huge_hdfs = match (&placed.location, placed.kind) {
+            (Some(host), TierKind::Hdfs) if batch.buffer.is_huge() => Some((host.as_str(), data)),
+            _ => None,
+        };
+        stats.app_written(
+            &key.app,
+            placed.kind,
+            batch.batch.charged_bytes(),
+            huge_hdfs,
+        );
+        stats.succeeded(
+            placed.kind,
+            placed.location,
+            data,
+            batch.batch.len() as u64,
+            took,
+        );
+        if batch.buffer.is_purged() && self.shared.memory.get(key).is_none() {
+            // The partition was purged while we wrote, so our append may have recreated its
+            // files: remove that partition only. If the shuffle was registered again
+            // meanwhile, its new files are left alone (our stale blocks then sit beside them;
+            // readers skip ids they do not expect).
+            let scope = PurgeScope::Partition(key.clone());
+            if let Err(e) = self.shared.target.purge(&scope).await {
+                tracing::warn!(partition = %key, error = %e, "cleanup after purge race failed");
             }
         }
     }
@@ -356,9 +376,9 @@ impl Spiller {
         &self.shared.pools
     }
 
-    /// The tier spills go to.
-    pub fn target_kind(&self) -> crate::store::TierKind {
-        self.shared.target.kind()
+    /// Whether spills can go to local disk (else only to the remote tier).
+    pub fn has_local(&self) -> bool {
+        self.shared.target.has_local()
     }
 
     /// Failed spill attempts since start.

@@ -1,5 +1,5 @@
 //! `TieredStore`: memory in front of the file tiers. Writes land in memory, the spiller moves
-//! them down (through the [`TierRouter`] when the store type has HDFS); reads go to memory by
+//! them down through the [`TierRouter`]; reads go to memory by
 //! block cursor and to the server-read file tier by index and range (clients read HDFS
 //! directly); purges fan out to every tier.
 
@@ -16,9 +16,7 @@ use crate::memory::Reservation;
 use crate::store::memory::{Inserted, MemoryRead, MemoryReadRequest, MemoryTier, PartitionBuffer};
 use crate::store::router::TierRouter;
 use crate::store::spill::{SpillOptions, Spiller};
-use crate::store::{
-    Block, DataRead, FileTier, IndexRead, Payloads, PurgeScope, RemoteStorage, Tier,
-};
+use crate::store::{Block, DataRead, FileTier, IndexRead, Payloads, PurgeScope, RemoteStorage};
 
 /// The store behind the app registry.
 pub struct TieredStore {
@@ -26,15 +24,14 @@ pub struct TieredStore {
     /// The tier behind `getLocalShuffleIndex/Data`; `None` in `MEMORY_HDFS` (no local files:
     /// clients read HDFS directly and never ask).
     warm: Option<Arc<dyn FileTier>>,
-    /// Where spills go and purges fan out: `warm` itself, or the router over all file tiers.
-    target: Arc<dyn Tier>,
-    router: Option<Arc<TierRouter>>,
+    /// Where spills go and purges fan out.
+    router: Arc<TierRouter>,
     spiller: Spiller,
 }
 
 impl TieredStore {
-    /// Builds the store and starts the spiller's watermark loop on `tracker`. `loop_stop`
-    /// ends the watermark loop; `retry_stop` ends retries of failing spills.
+    /// A store whose spills all go to `warm` (local files), which also serves the file reads.
+    /// See [`TieredStore::with_router`] for the rest.
     pub fn new(
         hot: Arc<MemoryTier>,
         warm: Arc<dyn FileTier>,
@@ -43,12 +40,11 @@ impl TieredStore {
         retry_stop: CancellationToken,
         tracker: TaskTracker,
     ) -> Self {
-        let target: Arc<dyn Tier> = warm.clone();
-        Self::build(
+        let router = Arc::new(TierRouter::local_only(warm.clone()));
+        Self::with_router(
             hot,
             Some(warm),
-            target,
-            None,
+            router,
             spill,
             loop_stop,
             retry_stop,
@@ -56,8 +52,10 @@ impl TieredStore {
         )
     }
 
-    /// Like [`TieredStore::new`], with spills going through `router` (which picks local files
-    /// or HDFS per batch); `warm` serves the server-side file reads (local files), if any.
+    /// Builds the store, with spills going through `router` (which picks local files or the
+    /// remote tier per batch); `warm` serves the server-side file reads (local files), if
+    /// any. Starts the spiller's watermark loop on `tracker`: `loop_stop` ends it;
+    /// `retry_stop` ends retries of failing spills.
     pub fn with_router(
         hot: Arc<MemoryTier>,
         warm: Option<Arc<dyn FileTier>>,
@@ -67,33 +65,9 @@ impl TieredStore {
         retry_stop: CancellationToken,
         tracker: TaskTracker,
     ) -> Self {
-        let target: Arc<dyn Tier> = router.clone();
-        Self::build(
-            hot,
-            warm,
-            target,
-            Some(router),
-            spill,
-            loop_stop,
-            retry_stop,
-            tracker,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn build(
-        hot: Arc<MemoryTier>,
-        warm: Option<Arc<dyn FileTier>>,
-        target: Arc<dyn Tier>,
-        router: Option<Arc<TierRouter>>,
-        spill: SpillOptions,
-        loop_stop: CancellationToken,
-        retry_stop: CancellationToken,
-        tracker: TaskTracker,
-    ) -> Self {
         let spiller = Spiller::new(
             Arc::clone(&hot),
-            Arc::clone(&target),
+            Arc::clone(&router),
             spill,
             retry_stop,
             tracker,
@@ -102,22 +76,19 @@ impl TieredStore {
         TieredStore {
             hot,
             warm,
-            target,
             router,
             spiller,
         }
     }
 
-    /// The spill router, when the store type has HDFS.
-    pub fn router(&self) -> Option<&Arc<TierRouter>> {
-        self.router.as_ref()
+    /// The spill router: the tiers, and which apps the store takes writes from.
+    pub fn router(&self) -> &Arc<TierRouter> {
+        &self.router
     }
 
     /// Remembers an app's Hadoop user and remote storage for the HDFS tier.
     pub fn register_app(&self, app: &AppId, user: &str, remote: Option<&RemoteStorage>) {
-        if let Some(r) = &self.router {
-            r.register_app(app, user, remote);
-        }
+        self.router.register_app(app, user, remote);
     }
 
     /// The registration check of the app's remote storage (see [`TierRouter::admit`]); Ok
@@ -128,36 +99,29 @@ impl TieredStore {
         user: &str,
         remote: Option<&RemoteStorage>,
     ) -> crate::error::Result<()> {
-        match &self.router {
-            Some(r) => r.admit(app, user, remote).await,
-            None => Ok(()),
-        }
+        self.router.admit(app, user, remote).await
     }
 
     /// The cause `app` fails with, when its storage refused it for good with nothing to fall
-    /// back to (see `store::refusal`).
+    /// back to (see `store::admission`).
     pub fn failed(&self, app: &AppId) -> Option<crate::error::Error> {
-        self.target.failed(app)
+        self.router.admission().failed(app)
     }
 
-    /// The app is gone: forget its refusal and log the counts of its logged causes.
+    /// The app is gone: log the counts of its logged causes.
     pub fn forget_app(&self, app: &AppId) {
-        if let Some(r) = &self.router {
-            r.forget_app(app);
-        }
+        self.router.forget_app(app);
         self.spiller.forget_app(app);
     }
 
     /// The HDFS writers per partition an app asked for at registration (0: the server's).
     pub fn set_partition_writers(&self, app: &AppId, requested: i32) {
-        if let Some(hdfs) = self.router.as_ref().and_then(|r| r.hdfs()) {
-            hdfs.set_partition_writers(app, requested);
-        }
+        self.router.set_partition_writers(app, requested);
     }
 
     /// Health of everything spills can go to.
     pub fn health(&self) -> crate::store::Health {
-        self.target.health()
+        self.router.health()
     }
 
     /// The memory tier.
@@ -186,8 +150,8 @@ impl TieredStore {
         huge_limit: Option<u64>,
     ) -> Result<Inserted> {
         let inserted = buffer.insert(blocks, payloads, reservation)?;
-        if let (Some(router), Some(_)) = (&self.router, huge_limit) {
-            router.mark_huge(buffer.key());
+        if huge_limit.is_some() {
+            self.router.mark_huge(buffer.key());
         }
         self.spiller
             .after_insert(buffer, inserted.staged_bytes, huge_limit);
@@ -234,7 +198,7 @@ impl TieredStore {
     pub async fn flush(&self, scope: &PurgeScope) {
         let buffers = self.hot.buffers_in(scope);
         self.spiller.spill_and_wait(&buffers).await;
-        self.target.seal(scope).await;
+        self.router.seal(scope).await;
     }
 
     /// Spills every buffer of the server and waits until all of it is durable (shutdown).
@@ -263,10 +227,10 @@ impl TieredStore {
             };
             if let Some(shuffle) = shuffle {
                 let app = scope.app();
-                audit.deleted(app, shuffle, self.target.sites(app));
+                audit.deleted(app, shuffle, self.router.sites(app));
             }
         }
-        self.target.purge(scope).await
+        self.router.purge(scope).await
     }
 }
 

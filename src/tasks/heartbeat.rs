@@ -304,7 +304,7 @@ impl Reporter {
     /// The HDFS tier as one storage entry (`hdfs`, media HDFS): UNHEALTHY while its appends
     /// fail, so coordinators and operators see it.
     fn hdfs_report(&self) -> Option<(DiskReport, StorageMedia)> {
-        let hdfs = self.registry.store().router()?.hdfs()?;
+        let hdfs = self.registry.store().router().hdfs()?;
         let healthy = crate::store::Tier::health(hdfs.as_ref()).writable;
         let report = DiskReport {
             index: -1,

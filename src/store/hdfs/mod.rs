@@ -44,8 +44,6 @@ pub mod conf_files;
 pub mod identity;
 mod read;
 
-#[cfg(any(test, feature = "test-util"))]
-pub mod minicluster;
 #[cfg(test)]
 mod tests;
 
@@ -64,8 +62,8 @@ use self::client::{ClientCache, RemoteRoot, TIER};
 pub use self::identity::{Identity, WriteAs};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
+use crate::store::admission::{Outcome, Refusal};
 use crate::store::failures::Failures;
-use crate::store::refusal::{Outcome, Refusal};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };

@@ -15,6 +15,7 @@ use crate::store::conformance::{
 };
 use crate::store::index::IndexEntry;
 use crate::store::Block;
+use spillway_test_support::minicluster;
 
 const SERVER_ID: &str = "127.0.0.1-19999";
 

@@ -34,10 +34,6 @@
 //! How many objects a partition gets, and why that is acceptable, is in docs/object-storage.md.
 
 pub mod conf;
-#[cfg(any(test, feature = "test-util"))]
-pub mod s3proxy;
-#[cfg(any(test, feature = "test-util"))]
-pub mod s3server;
 #[cfg(test)]
 mod tests;
 
@@ -58,9 +54,9 @@ use self::conf::TIER;
 pub use self::conf::{is_object_path, ObjectRoot, S3Settings, SCHEMES};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
+use crate::store::admission::{Outcome, Refusal};
 use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
-use crate::store::refusal::{Outcome, Refusal};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };

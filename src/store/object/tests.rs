@@ -10,12 +10,12 @@ use std::time::Duration;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 
-use super::s3server;
 use super::*;
 use crate::store::conformance::{
     self, assert_blocks_eq, part, payload, read_back, test_block, Registering,
 };
 use crate::store::index::IndexEntry;
+use spillway_test_support::s3server;
 
 const SERVER_ID: &str = "127.0.0.1-19999";
 

@@ -1,20 +1,21 @@
-//! Remote storage that refuses an app for good: the registration check, the apps it refused,
-//! and logging a cause once.
+//! Admission: which apps the store takes writes from. Today that is the registration check of
+//! an app's remote storage and the apps that storage refused for good; the app layer asks
+//! [`Admission::failed`] in one place before it takes an app's writes.
 //!
 //! A remote tier can fail in two ways. Throttling, 5xx answers, timeouts and an unreachable
 //! store pass: the spiller retries and the router falls back, as before. A wrong key, a
 //! bucket that does not exist, a path the server's user may not write, or a name service
 //! that does not resolve never pass: every retry gets the same answer while the app's blocks
-//! fill memory and its writers wait in back-pressure. This module holds what the router needs
-//! to tell the two apart and to act on the second at once:
+//! fill memory and its writers wait in back-pressure. This module tells the two apart and
+//! acts on the second at once:
 //!
 //! - [`Checks`]: the cheap probe made when an app registers a remote path, cached per path,
 //!   user and settings (a hash: no secret is kept) so that thousands of registrations of one
 //!   job cost one call to the store, and run once when many arrive together.
 //! - [`Refusals`]: apps whose remote storage refused for good, with the cause. With no local
-//!   tier to fall back to, the app's next `requireBuffer` and `sendShuffleData` fail with it.
-//! - [`CauseLog`]: one WARN per app and cause, then a count, for every retry loop on the
-//!   spill path (a store refusing every flush once logged 1,531 lines in four minutes).
+//!   tier to fall back to, the app's next `requireBuffer` and `sendShuffleData` fail with it,
+//!   and the router's append returns [`Error::StorageRefused`], which the spiller takes as
+//!   final.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -25,8 +26,10 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use crate::error::Error;
+use crate::config::StoreType;
+use crate::error::{Error, Result};
 use crate::ids::AppId;
+use crate::store::causes::{CauseLog, Place};
 use crate::store::RemoteStorage;
 
 /// How long a check's answer is reused. A refusal is asked again sooner, so that a fixed
@@ -118,10 +121,12 @@ pub struct Checks {
 }
 
 impl Checks {
-    /// The outcome for `remote` as `user`: a cached one while fresh, else `probe`'s. Callers
-    /// that arrive while a probe of the same key runs wait for it instead of probing again.
-    pub async fn check<F>(&self, user: &str, remote: &RemoteStorage, probe: F) -> Outcome
+    /// The outcome for `remote` as `user`: a cached one while fresh, else that of the future
+    /// `probe` makes (made only then). Callers that arrive while a probe of the same key runs
+    /// wait for it instead of probing again.
+    pub async fn check<P, F>(&self, user: &str, remote: &RemoteStorage, probe: P) -> Outcome
     where
+        P: FnOnce() -> F,
         F: Future<Output = Outcome>,
     {
         let key = Key::new(user, remote);
@@ -144,7 +149,7 @@ impl Checks {
             )
         };
         let (outcome, _) = cell
-            .get_or_init(|| async { (probe.await, Instant::now()) })
+            .get_or_init(|| async { (probe().await, Instant::now()) })
             .await;
         outcome.clone()
     }
@@ -203,123 +208,164 @@ impl Refusals {
     }
 }
 
-/// Entries of a [`CauseLog`] past which old ones are pruned, and their age then.
-const PRUNE_AT: usize = 10_000;
-const PRUNE_AFTER: Duration = Duration::from_secs(3600);
-
-/// The cause logged last at a place (its [`cause_key`]) and its count.
-type Logged = (String, Seen);
-
-/// One cause as counted by [`CauseLog`].
-struct Seen {
-    count: u64,
-    first: Instant,
+/// When a refusal was met.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// At `registerShuffle`, before the app is recorded.
+    Registration,
+    /// On a spill of a registered app.
+    Flush,
 }
 
-/// One WARN per app, place and cause; later occurrences are counted, and the count is logged
-/// when the cause passes (the place succeeds again) or the app is gone.
-#[derive(Default)]
-pub struct CauseLog {
-    seen: parking_lot::Mutex<HashMap<(AppId, &'static str), Logged>>,
-}
-
-impl CauseLog {
-    /// Counts `cause` at `place` for `app`; true when the caller should log it: the first
-    /// time, or when the cause differs from the one logged last at that place.
-    pub fn first(&self, app: &AppId, place: &'static str, cause: &str) -> bool {
-        let key = cause_key(cause);
-        let mut seen = self.seen.lock();
-        if seen.len() >= PRUNE_AT {
-            // Apps refused at registration never register, so nothing forgets them: past a
-            // size no healthy server reaches, causes first seen an hour ago go.
-            seen.retain(|_, (_, s)| s.first.elapsed() < PRUNE_AFTER);
+impl When {
+    fn as_str(self) -> &'static str {
+        match self {
+            When::Registration => "registration",
+            When::Flush => "flush",
         }
-        match seen.get_mut(&(app.clone(), place)) {
-            Some((logged, s)) if *logged == key => {
-                s.count += 1;
-                false
-            }
-            Some(entry) => {
-                let (old, s) = std::mem::replace(
-                    entry,
-                    (
-                        key,
-                        Seen {
-                            count: 1,
-                            first: Instant::now(),
-                        },
-                    ),
-                );
-                summarize(app, place, &old, &s);
-                true
-            }
-            None => {
-                seen.insert(
-                    (app.clone(), place),
-                    (
-                        key,
-                        Seen {
-                            count: 1,
-                            first: Instant::now(),
-                        },
-                    ),
-                );
-                true
-            }
+    }
+}
+
+/// See the module doc.
+pub struct Admission {
+    checks: Checks,
+    refusals: Refusals,
+    causes: CauseLog,
+    store_type: StoreType,
+}
+
+impl Admission {
+    /// Admission for a server of `store_type` (its local tier, if any, is what a refused app
+    /// falls back to).
+    pub fn new(store_type: StoreType) -> Self {
+        Admission {
+            checks: Checks::default(),
+            refusals: Refusals::default(),
+            causes: CauseLog::default(),
+            store_type,
         }
     }
 
-    /// The place works again for `app`: logs how often the cause was seen, if more than once.
-    pub fn passed(&self, app: &AppId, place: &'static str) {
-        let mut seen = self.seen.lock();
-        if seen.is_empty() {
-            return;
-        }
-        if let Some((cause, s)) = seen.remove(&(app.clone(), place)) {
-            drop(seen);
-            summarize(app, place, &cause, &s);
-        }
+    fn has_local(&self) -> bool {
+        self.store_type.uses_localfile()
     }
 
-    /// The app is gone: logs every count it left.
-    pub fn forget_app(&self, app: &AppId) {
-        let gone: Vec<(&'static str, String, Seen)> = {
-            let mut seen = self.seen.lock();
-            let keys: Vec<_> = seen.keys().filter(|(a, _)| a == app).cloned().collect();
-            keys.into_iter()
-                .filter_map(|k| seen.remove(&k).map(|(c, s)| (k.1, c, s)))
-                .collect()
+    /// An app registered no remote storage path. A store type with no local tier
+    /// (`MEMORY_HDFS`, `HDFS`) has nothing to spill it to: it is refused with the cause,
+    /// instead of filling memory with blocks no spill can take.
+    pub fn no_remote_path(&self, app: &AppId) -> Result<()> {
+        if self.has_local() {
+            return Ok(());
+        }
+        let e = Error::Misconfigured {
+            reason: format!(
+                "this server's storage type {} spills only to remote storage, and app \
+                 {app} registered no remote storage path: set spark.rss.remote.storage.path \
+                 (or the coordinator's rss.coordinator.remote.storage.path), or run the \
+                 server with a storage type that has local disks",
+                self.store_type.name()
+            ),
         };
-        for (place, cause, s) in gone {
-            summarize(app, place, &cause, &s);
+        if self.causes.first(app, Place::Refused, "no remote path") {
+            tracing::warn!(app_id = %app, error = %e, "registration refused");
+        }
+        Err(e)
+    }
+
+    /// The registration check of `remote` as `user`: `probe`'s outcome, or a cached one
+    /// (see [`Checks`]), decided:
+    ///
+    /// - usable: any earlier refusal of the app is forgotten;
+    /// - a transient answer refuses nothing (the spills' retries and fallback handle it, as
+    ///   they did before there was a check): one WARN;
+    /// - refused for good: see [`Admission::refused`].
+    pub async fn check<P, F>(
+        &self,
+        app: &AppId,
+        user: &str,
+        remote: &RemoteStorage,
+        probe: P,
+    ) -> Result<()>
+    where
+        P: FnOnce() -> F,
+        F: Future<Output = Outcome>,
+    {
+        match self.checks.check(user, remote, probe).await {
+            Outcome::Usable => {
+                self.refusals.clear(app);
+                Ok(())
+            }
+            Outcome::Transient(why) => {
+                if self.causes.first(app, Place::RegistrationCheck, &why) {
+                    tracing::warn!(app_id = %app, path = %remote.path, cause = %why,
+                        "the remote storage did not answer the registration check; registering anyway, its spills retry");
+                }
+                Ok(())
+            }
+            Outcome::Refused(refusal) => self.refused(app, refusal, When::Registration),
         }
     }
-}
 
-fn summarize(app: &AppId, place: &str, cause: &str, s: &Seen) {
-    if s.count > 1 {
-        tracing::info!(app_id = %app, place, times = s.count, over_secs = s.first.elapsed().as_secs(),
-            cause, "a cause logged once above repeated");
+    /// Records that `app`'s remote storage refused for good: logged once per app and cause,
+    /// and [`Error::StorageRefused`] for the caller when there is no local tier to serve the
+    /// app instead. With local disks the app is marked (its spills skip the remote tier) and
+    /// carries on. Without, an app refused on a flush is marked (its requests fail with the
+    /// cause from now on); one refused at registration is not recorded at all, so nothing of
+    /// it is kept.
+    pub fn refused(&self, app: &AppId, refusal: Arc<Refusal>, when: When) -> Result<()> {
+        let fallback = self.has_local();
+        let first = self.causes.first(app, Place::Refused, &refusal.answer);
+        if fallback || when == When::Flush {
+            self.refusals.mark(
+                app,
+                Refused {
+                    refusal: Arc::clone(&refusal),
+                    fallback,
+                },
+            );
+        }
+        let when = when.as_str();
+        if fallback {
+            if first {
+                tracing::warn!(app_id = %app, path = %refusal.path, answer = %refusal.answer, fix = %refusal.fix, when,
+                    "remote storage refused this app for good; its spills go to local disk");
+            }
+            Ok(())
+        } else {
+            if first {
+                tracing::warn!(app_id = %app, path = %refusal.path, answer = %refusal.answer, fix = %refusal.fix, when,
+                    "remote storage refused this app for good; it fails (the storage type has no local disk to fall back to)");
+            }
+            Err(refusal.error())
+        }
+    }
+
+    /// Whether `app`'s remote storage refused it (with or without a fallback): its spills and
+    /// purges leave that storage alone.
+    pub fn is_refused(&self, app: &AppId) -> bool {
+        self.refusals.get(app).is_some()
+    }
+
+    /// The cause `app` fails with: its remote storage refused it for good and there is no
+    /// local tier to serve it instead. `requireBuffer`, `sendShuffleData` and
+    /// `finishShuffle` answer with it.
+    pub fn failed(&self, app: &AppId) -> Option<Error> {
+        self.refusals
+            .get(app)
+            .filter(|r| !r.fallback)
+            .map(|r| r.refusal.error())
+    }
+
+    /// The app's data is being purged: its refusal goes with it.
+    pub fn clear(&self, app: &AppId) {
+        self.refusals.clear(app);
+    }
+
+    /// The app is gone: log the counts of its causes.
+    pub fn forget_app(&self, app: &AppId) {
+        self.causes.forget_app(app);
     }
 }
-
-/// A cause's identity: its text with the parts that differ per occurrence (numbers, paths,
-/// object keys, durations) blanked, so "put s3a://b/x/1.data: 403" and "put s3a://b/y/2.data:
-/// 403" are one cause.
-pub fn cause_key(cause: &str) -> String {
-    cause
-        .split_whitespace()
-        .map(|w| {
-            if w.contains('/') || w.chars().any(|c| c.is_ascii_digit()) {
-                "_"
-            } else {
-                w
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,7 +388,7 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 let secret = if i % 2 == 0 { "right" } else { "wrong" };
                 checks
-                    .check("u", &remote("s3a://b/rss", secret), async {
+                    .check("u", &remote("s3a://b/rss", secret), || async {
                         probes.fetch_add(1, Ordering::SeqCst);
                         tokio::time::sleep(Duration::from_millis(20)).await;
                         Outcome::Usable
@@ -369,33 +415,18 @@ mod tests {
             }))
         };
         assert!(matches!(
-            checks.check("u", &r, refused()).await,
+            checks.check("u", &r, refused).await,
             Outcome::Refused(_)
         ));
         // Cached: the probe is not run.
         assert!(matches!(
-            checks.check("u", &r, async { Outcome::Usable }).await,
+            checks.check("u", &r, || async { Outcome::Usable }).await,
             Outcome::Refused(_)
         ));
         tokio::time::advance(REFUSED_FOR + Duration::from_secs(1)).await;
         assert!(matches!(
-            checks.check("u", &r, async { Outcome::Usable }).await,
+            checks.check("u", &r, || async { Outcome::Usable }).await,
             Outcome::Usable
         ));
-    }
-
-    #[test]
-    fn a_cause_is_logged_once_per_app_and_place_until_it_passes_or_changes() {
-        let log = CauseLog::default();
-        let a = AppId::parse("app_1").unwrap();
-        let b = AppId::parse("app_2").unwrap();
-        assert!(log.first(&a, "spill", "put s3a://b/a/0/0-0/x_1.data: 403 Forbidden"));
-        assert!(!log.first(&a, "spill", "put s3a://b/a/0/1-1/x_2.data: 403 Forbidden"));
-        assert!(log.first(&b, "spill", "put s3a://b/b/0/0-0/x_3.data: 403 Forbidden"));
-        assert!(log.first(&a, "spill", "put s3a://b/a/0/0-0/x_4.data: timed out"));
-        log.passed(&a, "spill");
-        assert!(log.first(&a, "spill", "put s3a://b/a/0/0-0/x_5.data: timed out"));
-        log.forget_app(&a);
-        assert!(log.first(&a, "spill", "put s3a://b/a/0/0-0/x_5.data: timed out"));
     }
 }
