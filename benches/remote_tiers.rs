@@ -14,15 +14,7 @@
 //! `cargo bench --bench remote_tiers` (1 GiB per tier and round, 2 rounds);
 //! `cargo bench --bench remote_tiers -- --test` (64 MiB, 1 round: does it still run).
 
-#[path = "../src/store/hdfs/minicluster.rs"]
-#[allow(dead_code)]
-mod minicluster;
-#[path = "../src/store/object/s3proxy.rs"]
-#[allow(dead_code)]
-mod s3proxy;
-#[path = "../src/store/object/s3server.rs"]
-#[allow(dead_code)]
-mod s3server;
+use spillway_test_support::{minicluster, s3proxy, s3server};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

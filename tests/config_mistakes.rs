@@ -7,12 +7,7 @@
 //! not start or a job fails at once", lists each message.
 
 mod common;
-#[path = "../src/store/object/s3proxy.rs"]
-#[allow(dead_code)]
-mod s3proxy;
-#[path = "../src/store/object/s3server.rs"]
-#[allow(dead_code)]
-mod s3server;
+use spillway_test_support::s3proxy;
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

@@ -7,9 +7,7 @@
 //! every test here holds one lock.
 
 mod common;
-#[path = "../src/store/hdfs/minicluster.rs"]
-#[allow(dead_code)]
-mod minicluster;
+use spillway_test_support::minicluster;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

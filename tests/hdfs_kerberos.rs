@@ -9,9 +9,7 @@
 //! cluster and one of them restarts the NameNode, so every case holds one lock.
 
 mod common;
-#[path = "../src/store/hdfs/minicluster.rs"]
-#[allow(dead_code)]
-mod minicluster;
+use spillway_test_support::minicluster;
 
 use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;

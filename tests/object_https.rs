@@ -8,12 +8,7 @@
 //! operator makes it trust a private CA: `SSL_CERT_FILE`.
 
 mod common;
-#[path = "../src/store/object/s3proxy.rs"]
-#[allow(dead_code)]
-mod s3proxy;
-#[path = "../src/store/object/s3server.rs"]
-#[allow(dead_code)]
-mod s3server;
+use spillway_test_support::s3proxy;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -5,9 +5,7 @@
 //! length), never through the server.
 
 mod common;
-#[path = "../src/store/object/s3server.rs"]
-#[allow(dead_code)]
-mod s3server;
+use spillway_test_support::s3server;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ exec 9>"$HERE/target/.install.lock"
 flock 9
 # S3Proxy (Maven Central, org.gaul:s3proxy, one jar with its dependencies): the S3 server
 # that checks request signatures, which moto does not (a wrong secret passes there). The
-# configuration-mistake tests start it (src/store/object/s3proxy.rs), as does the Spark
+# configuration-mistake tests start it (tests/support/src/s3proxy.rs), as does the Spark
 # harness's refusal suite.
 S3PROXY=2.6.0
 if [[ ${1:-} == --maven || ${1:-} == --s3proxy ]]; then

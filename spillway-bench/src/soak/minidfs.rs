@@ -1,7 +1,7 @@
 //! The soak's HDFS: the `tests/hdfs` launcher (`MiniHdfs`, Hadoop's `MiniDFSCluster` with one
 //! NameNode and one DataNode on 127.0.0.1) as a child process, driven over its stdin/stdout.
 //!
-//! The tests' launcher (`store/hdfs/minicluster.rs`) panics when anything is missing, which is
+//! The tests' launcher (`tests/support/src/minicluster.rs`) panics when anything is missing, which is
 //! right for a test and wrong for a CLI; this one returns errors that say what to install or
 //! to pass `--no-hdfs`, and it is async so a NameNode restart never blocks the fault task's
 //! runtime thread.

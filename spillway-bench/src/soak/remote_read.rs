@@ -220,11 +220,8 @@ impl S3Reader {
     }
 }
 
-/// The tests' MiniDFS launcher (std only), included by path as the integration tests do.
 #[cfg(test)]
-#[path = "../../../src/store/hdfs/minicluster.rs"]
-#[allow(dead_code)]
-mod minicluster;
+use spillway_test_support::minicluster;
 
 #[cfg(test)]
 mod tests {

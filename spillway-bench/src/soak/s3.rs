@@ -15,11 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::remote_read::S3Reader;
 pub use s3server::S3Server;
 
-/// The tests' S3 server launcher (std only), included by path as the integration tests and
-/// benches include it: the server library compiles it only for its tests.
-#[path = "../../../src/store/object/s3server.rs"]
-#[allow(dead_code)]
-mod s3server;
+use spillway_test_support::s3server;
 
 /// The bucket the soak's S3 apps register.
 const BUCKET: &str = "spillway-soak";

@@ -2,9 +2,9 @@
 //! NameNode and one DataNode on 127.0.0.1) once per test binary, and talks to it over its
 //! stdin/stdout. Building the launcher is `tests/hdfs/install.sh` (idempotent, ~0 s when built).
 //!
-//! Self-contained (std only) because two kinds of test binaries include this file: the crate's
-//! unit tests as a module, and the integration tests through `#[path]`. Anything that keeps
-//! HDFS from starting panics: a test that needs HDFS fails, it never skips.
+//! Part of the test-support crate (std only), which the release build never links: the crate's
+//! unit tests, the integration tests and the soak use it. Anything that keeps HDFS from
+//! starting panics: a test that needs HDFS fails, it never skips.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -47,14 +47,7 @@ pub fn start_secure(ticket_lifetime: Duration) -> MiniHdfs {
 
 fn start(extra: &[&str]) -> MiniHdfs {
     let started = Instant::now();
-    // The server package is the workspace root; the tools package (which includes this file
-    // by path) is a folder below it.
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let project = if here.join("tests/hdfs").is_dir() {
-        here.join("tests/hdfs")
-    } else {
-        here.join("../tests/hdfs")
-    };
+    let project = crate::repo_root().join("tests/hdfs");
     let status = Command::new("bash")
         .arg(project.join("install.sh"))
         .status()

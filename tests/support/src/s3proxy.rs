@@ -4,8 +4,7 @@
 //! signature, so a wrong secret passes there; S3Proxy answers it `403
 //! SignatureDoesNotMatch`, as S3 and every S3-compatible store do.
 //!
-//! Std only, like the moto launcher beside it (whose start helpers it shares), so integration
-//! tests include both through `#[path]`. The JVM runs under a `bash` that kills it when this
+//! Std only, like the moto launcher beside it (whose start helpers it shares). The JVM runs under a `bash` that kills it when this
 //! process's end of its stdin closes. Anything that keeps it from starting panics: a test that needs it fails,
 //! it never skips.
 
@@ -15,7 +14,7 @@ use std::process::{Child, Command};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::s3server::{answers_http, project_dir, spawn_tied};
+use crate::s3server::{answers_http, project_dir, spawn_tied};
 
 /// The access key S3Proxy knows.
 pub const ACCESS_KEY: &str = "spillway-access";

@@ -2,8 +2,7 @@
 //! `tests/s3/target/venv` by `tests/s3/install.sh` (idempotent, ~0 s when installed) and
 //! started on 127.0.0.1 on a free port, once per test binary.
 //!
-//! Self-contained (std only), like the MiniHdfs launcher, so integration tests can include it
-//! through `#[path]`. The server runs under a `bash` that kills it when this process's end of
+//! Part of the test-support crate (std only), which the release build never links. The server runs under a `bash` that kills it when this process's end of
 //! its stdin closes, so it never outlives the tests. Anything that keeps it from starting
 //! panics: a test that needs S3 fails, it never skips.
 
@@ -34,15 +33,7 @@ pub fn shared() -> &'static S3Server {
 
 /// The path of `tests/s3` in the source tree.
 pub fn project_dir() -> PathBuf {
-    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // The server package is the workspace root; the tools package (which includes this file
-    // by path) is a folder below it.
-    let root = if here.join("tests/s3").is_dir() {
-        here
-    } else {
-        here.join("..")
-    };
-    root.join("tests/s3")
+    crate::repo_root().join("tests/s3")
 }
 
 /// Starts a server of its own (most tests share [`shared`]); panics when it cannot.
