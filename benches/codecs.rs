@@ -10,11 +10,11 @@ use criterion::{criterion_main, BenchmarkId, Criterion, Throughput};
 use prost::Message;
 use roaring::RoaringTreemap;
 use spillway::codec::bitmap;
-use spillway::grpc::convert;
 use spillway::ids::BlockIdLayout;
 use spillway::netty::messages::{ty, Request, SendBlock, SendRequest};
 use spillway::netty::HEADER_LEN;
 use spillway::proto;
+use spillway::protocol::convert;
 use spillway::store::index::IndexEntry;
 use spillway::store::Block;
 
@@ -157,29 +157,11 @@ fn netty_blocks(msg: Bytes) -> Vec<(i32, Vec<Block>)> {
     let Request::Send(r) = Request::decode(ty::SEND, msg).expect("own frame decodes") else {
         unreachable!("a type-3 frame decodes as a send")
     };
-    r.partitions
-        .into_iter()
-        .map(|(p, blocks)| {
-            let blocks = blocks
-                .into_iter()
-                .map(|b| {
-                    let block = Block {
-                        block_id: b.block_id,
-                        task_attempt_id: b.task_attempt_id,
-                        uncompress_length: b.uncompress_length,
-                        crc: b.crc,
-                        data: b.data,
-                    };
-                    convert::block(p, b.length, block).expect("valid block")
-                })
-                .collect();
-            (p, blocks)
-        })
-        .collect()
+    convert::blocks(r.partitions).expect("valid blocks")
 }
 
 /// Decoding a received 16 MiB send into domain blocks (payloads sliced, not copied): prost +
-/// `grpc::convert::blocks` against the Netty decoder + `convert::block`.
+/// `protocol::convert::blocks` on each plane's decoded blocks.
 fn bench_decode_send(c: &mut Criterion) {
     let mut group = c.benchmark_group("decode_send_16MiB");
     group.throughput(Throughput::Bytes(16 << 20));
@@ -189,7 +171,7 @@ fn bench_decode_send(c: &mut Criterion) {
             b.iter(|| {
                 let req = proto::SendShuffleDataRequest::decode(black_box(grpc.clone()))
                     .expect("own encoding decodes");
-                convert::blocks(req.shuffle_data).expect("valid blocks")
+                convert::blocks(convert::grpc_parts(req.shuffle_data)).expect("valid blocks")
             })
         });
         group.bench_function(BenchmarkId::new("netty", label), |b| {

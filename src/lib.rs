@@ -21,8 +21,10 @@
 //! 2. http: the metrics, admin, pprof and conf endpoints, and the coordinator's REST API and
 //!    dashboard on the same port
 //! 3. tasks: side tasks beside the request path (heartbeats, push gateway, heap release)
-//! 4. netty: Uniffle's Netty data plane, calling the same `app` API as gRPC
-//! 5. grpc: the `ShuffleServer` service: convert, call `app`, reply with a status code
+//! 4. grpc, netty: the two data planes, side by side: the `ShuffleServer` gRPC service and
+//!    Uniffle's Netty plane, each decoding its own framing
+//! 5. protocol: what both planes share: request conversion and checks, the status and
+//!    message of a result, the message-size ceilings
 //! 6. coordinator: the optional Uniffle coordinator (placement, admission, apps, REST state)
 //! 7. health: Java's health checks (share of healthy data paths, health script)
 //! 8. app: the registry of apps, shuffles, ranges, tickets, block ids; expiry and purge; the
@@ -66,6 +68,7 @@ pub mod netty;
 pub mod periodic;
 pub mod procstat;
 pub mod proto;
+pub mod protocol;
 pub mod recovery;
 pub mod runtime;
 pub mod server;

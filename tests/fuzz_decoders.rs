@@ -50,7 +50,6 @@ use roaring::RoaringTreemap;
 
 use spillway::codec::bitmap;
 use spillway::config::Config;
-use spillway::grpc::convert;
 use spillway::ids::{AppId, PartitionKey, PartitionRange};
 use spillway::netty::client::send_frame;
 use spillway::netty::frame::{FrameError, Header, HEADER_LEN};
@@ -60,6 +59,7 @@ use spillway::netty::messages::{
 };
 use spillway::netty::{Request, Response, ResponseHead};
 use spillway::proto;
+use spillway::protocol::convert;
 use spillway::recovery::{load_journal, Record, RecoveredState};
 use spillway::store::index::{encode_blocks, shift_offsets, IndexEntry};
 use spillway::store::localfile::{LocalFileOptions, LocalFileTier};
@@ -2043,7 +2043,7 @@ fn grpc_targets() -> Vec<Target> {
         )),
         message_target!(proto::SendShuffleDataRequest, |m| {
             app_checks(&m.app_id);
-            if let Ok(parts) = convert::blocks(m.shuffle_data.clone()) {
+            if let Ok(parts) = convert::blocks(convert::grpc_parts(m.shuffle_data.clone())) {
                 for (p, blocks) in parts {
                     assert!(p >= 0);
                     assert!(blocks.iter().all(|b| b.block_id >= 0));

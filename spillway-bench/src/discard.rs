@@ -34,8 +34,8 @@ pub async fn serve(grpc: TcpListener, netty: TcpListener) -> anyhow::Result<()> 
         .initial_connection_window_size(Some(16 << 20))
         .add_service(
             ShuffleServerServer::new(service)
-                .max_decoding_message_size(spillway::grpc::MAX_REQUEST_SIZE)
-                .max_encoding_message_size(spillway::grpc::MAX_RESPONSE_SIZE),
+                .max_decoding_message_size(spillway::protocol::MAX_REQUEST_SIZE)
+                .max_encoding_message_size(spillway::protocol::MAX_RESPONSE_SIZE),
         );
     let incoming = TcpIncoming::from(grpc).with_nodelay(Some(true));
     let netty_task = tokio::spawn(async move {

@@ -6,9 +6,9 @@ use std::collections::VecDeque;
 use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 
-use super::sizes::MAX_RESPONSE_SIZE;
 use crate::memory::ReadPermit;
 use crate::proto;
+use crate::protocol::MAX_RESPONSE_SIZE;
 
 /// Payloads shorter than this travel copied into shared frames; longer ones as they are. h2's
 /// default (and the Java client's) maximum frame size.

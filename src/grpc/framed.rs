@@ -35,10 +35,10 @@ use tonic::{Request, Response, Status};
 
 use super::answer::{DataAnswer, DataMessage};
 use super::frames::{self, Frames};
-use super::sizes::MAX_RESPONSE_SIZE;
 use super::ShuffleService;
 use crate::memory::ReadPermit;
 use crate::proto::shuffle_server_server::ShuffleServerServer;
+use crate::protocol::MAX_RESPONSE_SIZE;
 use crate::store::Payloads;
 
 const MEMORY_PATH: &str = "/rss.common.ShuffleServer/getMemoryShuffleData";

@@ -2,13 +2,9 @@
 //! convert → call the registry → `reply(result)`; no semantics live here.
 
 mod answer;
-pub mod convert;
 pub mod framed;
 mod frames;
-pub(crate) mod reply;
-mod sizes;
-
-pub use sizes::{MAX_REQUEST_SIZE, MAX_RESPONSE_SIZE};
+mod reply;
 
 use std::sync::Arc;
 
@@ -23,6 +19,7 @@ use crate::limits::RequestLimits;
 use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
 use crate::proto::shuffle_server_server::ShuffleServer;
 use crate::proto::{self, DataDistribution, StatusCode};
+use crate::protocol::convert;
 use crate::store::Payloads;
 use answer::DataAnswer;
 use reply::reply;
@@ -90,7 +87,7 @@ impl ShuffleService {
             self.limits.partitions(PLANE, req.shuffle_data.len())?;
             self.limits
                 .blocks(PLANE, req.shuffle_data.iter().map(|p| p.block.len()).sum())?;
-            let parts = convert::blocks(req.shuffle_data)?;
+            let parts = convert::blocks(convert::grpc_parts(req.shuffle_data))?;
             self.registry.send(
                 &app,
                 req.shuffle_id,

@@ -75,6 +75,22 @@ pub struct SendBlock {
     pub free_memory: i64,
 }
 
+impl crate::protocol::convert::WireBlock for SendBlock {
+    fn declared_length(&self) -> i32 {
+        self.length
+    }
+
+    fn into_block(self) -> crate::store::Block {
+        crate::store::Block {
+            block_id: self.block_id,
+            task_attempt_id: self.task_attempt_id,
+            uncompress_length: self.uncompress_length,
+            crc: self.crc,
+            data: self.data,
+        }
+    }
+}
+
 /// Type 3.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SendRequest {

@@ -23,12 +23,13 @@ use crate::app::read::{MemoryReadArgs, ReadArgs};
 use crate::app::write::TicketSeen;
 use crate::app::AppRegistry;
 use crate::error::{Error, Result};
-use crate::grpc::{convert, reply};
 use crate::limits::{ConnectionTable, Lease, LimitMetrics, RequestLimits};
 use crate::memory::ReadPermit;
 use crate::metrics::NettyMetrics;
 use crate::proto::StatusCode;
-use crate::store::{Block, DataRead, Payloads};
+use crate::protocol::convert;
+use crate::protocol::outcome::outcome;
+use crate::store::{DataRead, Payloads};
 
 /// Limits of the Netty plane (`[limits]`; the frame cap follows the gRPC plane's).
 #[derive(Debug, Clone, Copy)]
@@ -49,7 +50,7 @@ impl Default for NettyOptions {
         let limits = crate::config::LimitsConfig::default();
         NettyOptions {
             receive_budget: limits.receive_budget.as_u64() as usize,
-            max_frame: crate::grpc::MAX_REQUEST_SIZE,
+            max_frame: crate::protocol::MAX_REQUEST_SIZE,
             stall_timeout: limits.stall_timeout,
         }
     }
@@ -556,31 +557,7 @@ impl Handler {
         self.shared
             .limits
             .blocks(PLANE, r.partitions.iter().map(|(_, b)| b.len()).sum())?;
-        let parts = r
-            .partitions
-            .into_iter()
-            .map(|(partition, blocks)| {
-                let p = convert::partition(partition)?;
-                let blocks = blocks
-                    .into_iter()
-                    .map(|b| {
-                        let declared = b.length;
-                        convert::block(
-                            p,
-                            declared,
-                            Block {
-                                block_id: b.block_id,
-                                task_attempt_id: b.task_attempt_id,
-                                uncompress_length: b.uncompress_length,
-                                crc: b.crc,
-                                data: b.data,
-                            },
-                        )
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                Ok((p, blocks))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let parts = convert::blocks(r.partitions)?;
         self.shared.registry.send_noting(
             &app,
             r.shuffle_id,
@@ -643,20 +620,11 @@ fn head<T>(
     app_id: &str,
     result: &Result<T>,
 ) -> ResponseHead {
-    match result {
-        Ok(_) => ResponseHead {
-            request_id,
-            status: StatusCode::Success as i32,
-            ret_message: Some("OK".into()),
-        },
-        Err(e) => {
-            reply::log(method, app_id, e);
-            ResponseHead {
-                request_id,
-                status: e.status() as i32,
-                ret_message: Some(e.to_string()),
-            }
-        }
+    let (status, message) = outcome(method, app_id, result);
+    ResponseHead {
+        request_id,
+        status: status as i32,
+        ret_message: Some(message),
     }
 }
 

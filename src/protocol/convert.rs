@@ -1,5 +1,5 @@
-//! Wire → domain conversions for the gRPC handlers: every check of ids, lengths and layouts a
-//! request needs before it reaches the registry.
+//! Wire → domain conversions for both data planes: every check of ids, lengths and layouts a
+//! request needs before it reaches the registry, written once for gRPC and Netty.
 
 use crate::error::{Error, Result};
 use crate::ids::{AppId, BlockIdLayout, PartitionRange};
@@ -30,32 +30,56 @@ pub fn ranges(wire: &[proto::ShufflePartitionRange]) -> Result<Vec<PartitionRang
         .collect()
 }
 
+/// A block as a plane decodes it: the declared `length` beside the payload, which
+/// [`blocks`] checks against each other.
+pub trait WireBlock {
+    /// The `length` field the client sent.
+    fn declared_length(&self) -> i32;
+    /// The block, trusting nothing yet.
+    fn into_block(self) -> Block;
+}
+
+impl WireBlock for proto::ShuffleBlock {
+    fn declared_length(&self) -> i32 {
+        self.length
+    }
+
+    fn into_block(self) -> Block {
+        Block {
+            block_id: self.block_id,
+            task_attempt_id: self.task_attempt_id,
+            uncompress_length: self.uncompress_length,
+            crc: self.crc,
+            data: self.data,
+        }
+    }
+}
+
 /// Blocks of a send, grouped by partition in request order (see [`partition`] and [`block`]).
-pub fn blocks(data: Vec<proto::ShuffleData>) -> Result<Vec<(i32, Vec<Block>)>> {
-    data.into_iter()
-        .map(|part| {
-            let p = partition(part.partition_id)?;
-            let blocks = part
-                .block
+pub fn blocks<B: WireBlock>(
+    parts: impl IntoIterator<Item = (i32, Vec<B>)>,
+) -> Result<Vec<(i32, Vec<Block>)>> {
+    parts
+        .into_iter()
+        .map(|(partition_id, wire)| {
+            let p = partition(partition_id)?;
+            let blocks = wire
                 .into_iter()
                 .map(|b| {
-                    let declared = b.length;
-                    block(
-                        p,
-                        declared,
-                        Block {
-                            block_id: b.block_id,
-                            task_attempt_id: b.task_attempt_id,
-                            uncompress_length: b.uncompress_length,
-                            crc: b.crc,
-                            data: b.data,
-                        },
-                    )
+                    let declared = b.declared_length();
+                    block(p, declared, b.into_block())
                 })
                 .collect::<Result<Vec<_>>>()?;
             Ok((p, blocks))
         })
         .collect()
+}
+
+/// The partitions of a gRPC `sendShuffleData`, for [`blocks`].
+pub fn grpc_parts(
+    data: Vec<proto::ShuffleData>,
+) -> impl Iterator<Item = (i32, Vec<proto::ShuffleBlock>)> {
+    data.into_iter().map(|p| (p.partition_id, p.block))
 }
 
 /// A partition id of a send: must not be negative.
@@ -101,10 +125,10 @@ mod tests {
                 ..Default::default()
             }],
         };
-        assert!(blocks(vec![mk(1, 3)]).is_ok());
-        assert!(blocks(vec![mk(1, 4)]).is_err());
-        assert!(blocks(vec![mk(1, -3)]).is_err());
-        assert!(blocks(vec![mk(-1, 3)]).is_err());
+        assert!(blocks(grpc_parts(vec![mk(1, 3)])).is_ok());
+        assert!(blocks(grpc_parts(vec![mk(1, 4)])).is_err());
+        assert!(blocks(grpc_parts(vec![mk(1, -3)])).is_err());
+        assert!(blocks(grpc_parts(vec![mk(-1, 3)])).is_err());
         assert!(layout(Some(&proto::BlockIdLayout {
             sequence_no_bits: 20,
             partition_id_bits: 20,

@@ -1,4 +1,5 @@
-//! The gRPC plane's message-size ceilings.
+//! The message-size ceilings of both planes (the Netty plane's frame limit is gRPC's request
+//! limit, as Java's `rss.rpc.message.max.size` serves both).
 
 /// Largest gRPC request accepted: Java's `rss.rpc.message.max.size` default (1 GiB). A
 /// request is buffered whole by the transport before any memory check, so this also bounds

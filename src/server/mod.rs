@@ -24,7 +24,7 @@ use tonic::transport::server::TcpIncoming;
 
 use crate::app::{AppRegistry, RegistryOptions};
 use crate::audit::AuditLogs;
-use crate::config::{Config, StoreType};
+use crate::config::Config;
 use crate::coordinator::service::CoordinatorService;
 use crate::coordinator::Coordinator;
 use crate::error::{Error, Result};
@@ -43,7 +43,7 @@ use crate::store::object::{ObjectOptions, ObjectTier};
 use crate::store::router::TierRouter;
 use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
-use crate::store::FileTier;
+use crate::store::{FileTier, Tier};
 
 /// A started server.
 pub struct Running {
@@ -335,47 +335,25 @@ pub async fn start(config: Config) -> Result<Running> {
                 .collect(),
         })
     });
-    let store = Arc::new(if hdfs.is_some() {
-        let router = Arc::new(
-            TierRouter::new(
-                local.clone(),
-                hdfs.clone(),
-                object.clone(),
-                config.hdfs_store.cold_storage_threshold_size.as_u64(),
-            )?
-            .with_store_type(
-                StoreType::ALL
-                    .iter()
-                    .find(|(_, t)| *t == config.store_type)
-                    .map_or("", |(name, _)| name),
-            ),
-        );
+    let router = Arc::new(TierRouter::new(
+        config.store_type,
+        local.clone().map(|l| l as Arc<dyn Tier>),
+        hdfs.clone(),
+        object.clone(),
+        config.hdfs_store.cold_storage_threshold_size.as_u64(),
+    )?);
+    if hdfs.is_some() {
         tracing::info!(store_type = ?config.store_type, "spills go through the remote-tier router (HDFS or object storage, by the app's path)");
-        TieredStore::with_router(
-            hot,
-            warm,
-            router,
-            spill,
-            tasks_stop.clone(),
-            spill_stop.clone(),
-            tracker.clone(),
-        )
-    } else {
-        let warm = warm.ok_or_else(|| {
-            Error::Startup(format!(
-                "store_type {:?} has no file tier",
-                config.store_type
-            ))
-        })?;
-        TieredStore::new(
-            hot,
-            warm,
-            spill,
-            tasks_stop.clone(),
-            spill_stop.clone(),
-            tracker.clone(),
-        )
-    });
+    }
+    let store = Arc::new(TieredStore::with_router(
+        hot,
+        warm,
+        router,
+        spill,
+        tasks_stop.clone(),
+        spill_stop.clone(),
+        tracker.clone(),
+    ));
 
     let tickets = Arc::new(Tickets::new(mem.buffer_ticket_timeout));
     tickets.spawn_sweeper(
@@ -523,7 +501,7 @@ pub async fn start(config: Config) -> Result<Running> {
     // Released clients only send what requireBuffer reserved, so the gRPC budget sits above
     // the write capacity: only requests beyond what the protocol allows ever meet it.
     let grpc_budget = (limits.receive_budget.as_u64() + mem.capacity.as_u64())
-        .min(crate::grpc::MAX_REQUEST_SIZE as u64 * 4) as usize;
+        .min(crate::protocol::MAX_REQUEST_SIZE as u64 * 4) as usize;
     let grpc_limits = RequestLimitLayer::new(
         grpc_budget,
         limits.stall_timeout,
@@ -587,7 +565,7 @@ pub async fn start(config: Config) -> Result<Running> {
         };
         let options = crate::netty::NettyOptions {
             receive_budget: limits.receive_budget.as_u64() as usize,
-            max_frame: crate::grpc::MAX_REQUEST_SIZE,
+            max_frame: crate::protocol::MAX_REQUEST_SIZE,
             stall_timeout: limits.stall_timeout,
         };
         tokio::spawn(crate::netty::serve(
