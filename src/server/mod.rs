@@ -36,7 +36,7 @@ use crate::memory::{MemoryBudget, ReadBudget, Tickets};
 use crate::metrics::Metrics;
 use crate::recovery::{JournalOptions, Recovery, RecoveryReport, StateLock};
 use crate::status::ServerStatus;
-use crate::store::hdfs::{HdfsOptions, HdfsTier, Identity};
+use crate::store::hdfs::{Background, HdfsOptions, HdfsTier, Identity};
 use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 use crate::store::memory::MemoryTier;
 use crate::store::object::{ObjectOptions, ObjectTier};
@@ -260,28 +260,34 @@ pub async fn start(config: Config) -> Result<Running> {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        HdfsTier::new(HdfsOptions {
-            file_prefix: server_id.clone(),
-            max_concurrency: h.max_concurrency,
-            partition_write_max_concurrency: h.partition_write_max_concurrency,
-            partition_write_max_concurrency_limit: h.partition_write_max_concurrency_limit,
-            write_timeout: h.write_timeout,
-            failure_cooldown: h.failure_cooldown,
-            keep_open: h.keep_open,
-            max_open_pairs: h.max_open_pairs,
-            identity: {
-                let identity = Identity::resolve(
-                    h.kerberos_principal.clone(),
-                    h.kerberos_keytab.as_ref().map(|p| p.display().to_string()),
-                    h.user.clone(),
-                    h.write_as,
-                    &hadoop_conf,
-                );
-                tracing::info!(write_as = ?h.write_as, "{}", identity.describe());
-                identity
+        HdfsTier::with_background(
+            HdfsOptions {
+                file_prefix: server_id.clone(),
+                max_concurrency: h.max_concurrency,
+                partition_write_max_concurrency: h.partition_write_max_concurrency,
+                partition_write_max_concurrency_limit: h.partition_write_max_concurrency_limit,
+                write_timeout: h.write_timeout,
+                failure_cooldown: h.failure_cooldown,
+                keep_open: h.keep_open,
+                max_open_pairs: h.max_open_pairs,
+                identity: {
+                    let identity = Identity::resolve(
+                        h.kerberos_principal.clone(),
+                        h.kerberos_keytab.as_ref().map(|p| p.display().to_string()),
+                        h.user.clone(),
+                        h.write_as,
+                        &hadoop_conf,
+                    );
+                    tracing::info!(write_as = ?h.write_as, "{}", identity.describe());
+                    identity
+                },
+                hadoop_conf,
             },
-            hadoop_conf,
-        })
+            Background {
+                tracker: tracker.clone(),
+                stop: tasks_stop.clone(),
+            },
+        )
     });
 
     // Replay the journal and adopt the data files before the registry exists.

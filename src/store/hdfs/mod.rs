@@ -41,8 +41,11 @@
 
 mod client;
 pub mod conf_files;
+mod errors;
 pub mod identity;
+mod probe;
 mod read;
+mod slots;
 
 #[cfg(test)]
 mod tests;
@@ -53,27 +56,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use hdfs_native::file::FileWriter;
-use hdfs_native::{Client, HdfsError, WriteOptions};
+use hdfs_native::Client;
 use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
-use tokio::time::Instant;
 
 use self::client::{ClientCache, RemoteRoot, TIER};
 pub use self::identity::{Identity, WriteAs};
+pub use self::slots::Background;
+use self::slots::{close_pairs, close_when_idle, recover_leases, retire, write_pair, Slot, Slots};
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
-use crate::store::admission::{Outcome, Refusal};
 use crate::store::failures::Failures;
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
-
-/// Mode of the directories the tier creates (`rwxr-xr-x`); files are created `rw-r--r--`.
-const DIR_PERMISSION: u32 = 0o755;
-
-/// How long the registration probe may take before its answer counts as transient (the
-/// registration then goes ahead, as it did before there was a check).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How the HDFS tier is set up (from `[hdfs_store]` and the server id).
 #[derive(Clone, Debug)]
@@ -112,6 +107,8 @@ pub struct HdfsTier {
     apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
     /// Recent append failures, for [`Tier::health`] and [`HdfsTier::may_try`].
     failures: Failures,
+    /// Where idle closers and lease recoveries run.
+    background: Background,
 }
 
 /// What the tier knows about one app.
@@ -145,73 +142,18 @@ struct Target {
     user: String,
 }
 
-/// A partition's writer slots.
-struct Slots {
-    free: Arc<Semaphore>,
-    slots: Vec<Arc<tokio::sync::Mutex<Slot>>>,
-}
-
-/// One writer's file pair.
-#[derive(Default)]
-struct Slot {
-    index: usize,
-    /// Bumped when an append of this slot failed or was abandoned: the next append starts a
-    /// new file pair.
-    fail_times: u32,
-    /// An append is (or was, if it never finished) writing this pair.
-    dirty: bool,
-    /// The pair exists (appends open it in append mode).
-    created: bool,
-    /// Bytes in the data file, where the next batch starts.
-    data_len: u64,
-    /// The pair's writers, when the last append left them open (everything written is
-    /// synced and visible).
-    open: Option<OpenPair>,
-}
-
-/// A file pair left open after an append, so the slot's next append writes on without an
-/// open and a close.
-struct OpenPair {
-    data: FileWriter,
-    index: FileWriter,
-    /// The client that wrote it, for the lease recovery after a failed close.
-    client: Client,
-    data_path: String,
-    index_path: String,
-    /// When the last append through it ended.
-    used: Instant,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl OpenPair {
-    /// Closes data, then index. Their bytes are already visible to Hadoop's client: the close
-    /// only completes the files and ends the DataNode pipelines and the lease. When it fails
-    /// (the NameNode away or in safe mode), the NameNode is asked to recover both leases in
-    /// the background, which closes the files at their synced lengths; until then readers
-    /// that see only completed blocks see them shorter. The caller retires the slot's pair.
-    async fn close(mut self) -> std::result::Result<(), (String, HdfsError)> {
-        let closed = match self.data.close().await {
-            Ok(()) => self
-                .index
-                .close()
-                .await
-                .map_err(|e| (self.index_path.clone(), e)),
-            Err(e) => Err((self.data_path.clone(), e)),
-        };
-        if closed.is_err() {
-            recover_leases(
-                self.client.clone(),
-                vec![self.data_path.clone(), self.index_path.clone()],
-            );
-        }
-        closed
-    }
-}
-
 impl HdfsTier {
-    /// A tier with no app yet. Connects nothing: clients are built when an app first spills.
+    /// A tier with no app yet, whose background work is on a tracker of its own (tests,
+    /// tools). Connects nothing: clients are built when an app first spills.
     pub fn new(opts: HdfsOptions) -> Arc<Self> {
+        Self::with_background(opts, Background::default())
+    }
+
+    /// A tier whose idle closers and lease recoveries run on `background` (the server's task
+    /// tracker, which shutdown waits for).
+    pub fn with_background(opts: HdfsOptions, background: Background) -> Arc<Self> {
         Arc::new(HdfsTier {
+            background,
             failures: Failures::new("hdfs", "appends", opts.failure_cooldown),
             permits: Arc::new(Semaphore::new(opts.max_concurrency.max(1))),
             open_pairs: Arc::new(Semaphore::new(if opts.keep_open.is_zero() {
@@ -254,126 +196,6 @@ impl HdfsTier {
         Ok(())
     }
 
-    /// The registration check of a path: the root is created if missing (as the first flush
-    /// would), then an empty file `<root>/.spillway-probe-<serverId>` is created and deleted
-    /// as the user the app's files are written as. That is the NameNode's answer to exactly
-    /// the calls a flush makes, with no block written (an empty file's close does not wait
-    /// for a block report). Readers never see the file: they list `<root>/<app>/…` only.
-    pub async fn probe(&self, user: &str, remote: &RemoteStorage) -> Outcome {
-        let refused = |answer: String, fix: String| {
-            Outcome::Refused(Arc::new(Refusal {
-                path: remote.path.clone(),
-                answer,
-                fix,
-            }))
-        };
-        let root = match RemoteRoot::parse(&remote.path) {
-            Ok(r) => r,
-            Err(e) => return refused(e.to_string(), "correct the remote storage path".to_owned()),
-        };
-        if let Some(why) = self.unresolvable(&root, remote).await {
-            return refused(
-                why,
-                "name a host that resolves, or define the nameservice (dfs.nameservices, \
-                 dfs.ha.namenodes.<ns>, dfs.namenode.rpc-address.<ns>.<nn>) in hdfs-site.xml \
-                 under HADOOP_CONF_DIR or in the app's remote storage conf"
-                    .to_owned(),
-            );
-        }
-        let client =
-            match self.clients.get(&root, user, remote) {
-                Ok(c) => c,
-                Err(e) => return refused(
-                    e.to_string(),
-                    "correct the Hadoop settings of the path (HADOOP_CONF_DIR, the app's remote \
-                     storage conf)"
-                        .to_owned(),
-                ),
-            };
-        let dir = if root.root.is_empty() {
-            "/"
-        } else {
-            root.root.as_str()
-        };
-        let file = format!("{}/.spillway-probe-{}", root.root, self.opts.file_prefix);
-        let calls = async {
-            client
-                .mkdirs(dir, DIR_PERMISSION, true)
-                .await
-                .map_err(|e| hdfs_err("mkdirs", dir, e))?;
-            let opened = match client.create(&file, WriteOptions::default()).await {
-                Err(HdfsError::AlreadyExists(_)) => {
-                    // Left by a probe that was cut short.
-                    let _ = client.delete(&file, false).await;
-                    client.create(&file, WriteOptions::default()).await
-                }
-                other => other,
-            };
-            let mut w = opened.map_err(|e| hdfs_err("create", &file, e))?;
-            w.close().await.map_err(|e| hdfs_err("close", &file, e))?;
-            client
-                .delete(&file, false)
-                .await
-                .map_err(|e| hdfs_err("delete", &file, e))?;
-            Ok::<(), Error>(())
-        };
-        match tokio::time::timeout(PROBE_TIMEOUT, calls).await {
-            Ok(Ok(())) => Outcome::Usable,
-            Ok(Err(Error::StorageRefused { answer, fix, .. })) => refused(answer, fix),
-            Ok(Err(e)) if e.to_string().contains("RPC listener disconnected") => {
-                match self
-                    .clients
-                    .explain_refused_proxy(&root, user, remote)
-                    .await
-                {
-                    Some(why) => refused(
-                        why,
-                        "let the server's principal impersonate the app's user \
-                         (hadoop.proxyuser.<server user>.hosts/.groups on the NameNode)"
-                            .to_owned(),
-                    ),
-                    None => Outcome::Transient(e.to_string()),
-                }
-            }
-            Ok(Err(e)) => Outcome::Transient(e.to_string()),
-            Err(_) => Outcome::Transient(format!(
-                "no answer from HDFS within {PROBE_TIMEOUT:?} while checking {}",
-                remote.path
-            )),
-        }
-    }
-
-    /// Why the NameNode host of `root` can never be reached: its name does not resolve and
-    /// no HA nameservice of that name is configured (the conf directory's files, the
-    /// server's items, the app's). The HDFS client would retry such a connection until the
-    /// probe's time runs out, which reads as "unreachable, try later"; a name that does not
-    /// exist is not a passing state. A DNS outage ("temporary failure") is left to the probe.
-    async fn unresolvable(&self, root: &RemoteRoot, remote: &RemoteStorage) -> Option<String> {
-        let authority = root.fs_url.as_deref()?.strip_prefix("hdfs://")?;
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (h, p.parse::<u16>().ok()?),
-            None => (authority, 8020),
-        };
-        let nameservice = format!("dfs.ha.namenodes.{host}");
-        let files = conf_files::conf_dir()
-            .and_then(|(dir, _)| conf_files::read(&dir).ok())
-            .unwrap_or_default();
-        if files
-            .iter()
-            .chain(self.opts.hadoop_conf.iter())
-            .chain(remote.conf.iter())
-            .any(|(k, _)| *k == nameservice)
-        {
-            return None;
-        }
-        match tokio::net::lookup_host((host, port)).await {
-            Err(e) if e.to_string().contains("not known") => Some(format!(
-                "the NameNode host {host} does not resolve ({e}) and no nameservice {host} is configured"
-            )),
-            _ => None,
-        }
-    }
-
     /// The writer slots per partition for `app`, as Java's `getMaxConcurrencyWriting`: what the
     /// app asked for (`maxConcurrencyPerPartitionToWrite` > 0) capped by the server's limit,
     /// else the server's own per-partition value. Partitions that already spilled keep theirs.
@@ -413,7 +235,7 @@ impl HdfsTier {
             .iter()
             .flat_map(|e| e.partitions.lock().values().cloned().collect::<Vec<_>>())
             .collect();
-        close_pairs(&slots).await;
+        close_pairs(&self.background, &slots).await;
     }
 
     /// The file-name prefix of one slot's current pair.
@@ -476,283 +298,6 @@ fn dir_of(
         dir.push_str(&r.dir_name());
     }
     dir
-}
-
-/// An HDFS error as the crate's: an answer no retry changes (see [`final_answer`]) is an
-/// [`Error::StorageRefused`] (the caller that knows the app's registered path puts it in);
-/// anything else is the retryable `TierFailed`.
-fn hdfs_err(what: &str, path: &str, e: HdfsError) -> Error {
-    match final_answer(&e) {
-        Some((answer, fix)) => Error::StorageRefused {
-            path: path.to_owned(),
-            answer: format!("{what} {path}: {answer}"),
-            fix,
-        },
-        None => Error::TierFailed {
-            tier: TIER,
-            reason: format!("{what} {path}: {e}"),
-        },
-    }
-}
-
-/// The NameNode's answer and the setting to correct when `e` will not pass by retrying:
-/// permissions, impersonation refused, a path that cannot be a directory, a host or
-/// nameservice that does not resolve. Safe mode, connection failures, timeouts and
-/// DataNode trouble pass, and stay retried.
-fn final_answer(e: &HdfsError) -> Option<(String, String)> {
-    match e {
-        HdfsError::RPCError(class, msg) | HdfsError::FatalRPCError(class, msg) => {
-            let short = class.rsplit('.').next().unwrap_or(class);
-            let fix = match short {
-                "AccessControlException" => {
-                    "grant the HDFS user the server writes as (the app's user when it \
-                     impersonates, else its own) write access to the remote storage path, or \
-                     register a path it may write"
-                }
-                "AuthorizationException" => {
-                    "let the server's principal impersonate the app's user \
-                     (hadoop.proxyuser.<server user>.hosts/.groups on the NameNode)"
-                }
-                "ParentNotDirectoryException" | "InvalidPathException" => {
-                    "correct the remote storage path (spark.rss.remote.storage.path or the \
-                     coordinator's rss.coordinator.remote.storage.path)"
-                }
-                _ => return None,
-            };
-            let first_line = msg.lines().next().unwrap_or(msg);
-            Some((format!("{short}: {first_line}"), fix.to_owned()))
-        }
-        // EAI_NONAME only: "Temporary failure in name resolution" is a DNS outage, which
-        // passes.
-        HdfsError::IOError(io)
-            if io.to_string().contains("failed to lookup address")
-                && io.to_string().contains("not known") =>
-        {
-            Some((
-                format!("the NameNode's host does not resolve ({io})"),
-                "name a host that resolves, or define the nameservice (dfs.nameservices, \
-             dfs.ha.namenodes.<ns>, dfs.namenode.rpc-address.<ns>.<nn>) in hdfs-site.xml \
-             under HADOOP_CONF_DIR or in the app's remote storage conf"
-                    .to_owned(),
-            ))
-        }
-        HdfsError::InvalidPath(_) | HdfsError::UrlParseError(_) => {
-            Some((e.to_string(), "correct the remote storage path".to_owned()))
-        }
-        _ => None,
-    }
-}
-
-/// Moves a slot to a new pair (`failTimes` + 1); the old pair is never written again.
-fn retire(slot: &mut Slot) {
-    slot.open = None;
-    slot.fail_times += 1;
-    slot.created = false;
-    slot.data_len = 0;
-    slot.dirty = false;
-}
-
-/// How long lease recovery of a retired pair is retried (it completes once the DataNodes
-/// holding its last block are reachable).
-const RECOVERY_PATIENCE: Duration = Duration::from_secs(30 * 60);
-
-/// Asks the NameNode to recover the leases of `paths` until it reports them closed, so the
-/// committed length of a pair whose append failed is visible to readers again.
-fn recover_leases(client: Client, paths: Vec<String>) {
-    tokio::spawn(async move {
-        let started = Instant::now();
-        let mut wait = Duration::from_millis(200);
-        for path in paths {
-            loop {
-                match client.recover_lease(&path).await {
-                    Ok(true) | Err(HdfsError::FileNotFound(_)) => break,
-                    Ok(false) | Err(_) if started.elapsed() < RECOVERY_PATIENCE => {
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(Duration::from_secs(5));
-                    }
-                    outcome => {
-                        tracing::warn!(path, ?outcome, "gave up recovering the lease of a retired HDFS file; the NameNode recovers it at its lease hard limit");
-                        break;
-                    }
-                }
-            }
-        }
-    });
-}
-
-/// Writes one batch to the slot's current pair: the data bytes, made visible (`hsync`, or a
-/// close when the pair is not kept open), then the index records likewise, so no visible
-/// record ever points past the visible data. `keep` is a permit to leave the pair open
-/// afterwards (a pair the slot already holds open carries its own). Leaves `dirty` set unless
-/// everything succeeded, so a failed or dropped (timed-out) append retires the pair.
-async fn write_pair(
-    client: &Client,
-    dir: &str,
-    name_of: impl Fn(&Slot) -> String,
-    slot: &mut Slot,
-    batch: &BlockBatch,
-    keep: Option<OwnedSemaphorePermit>,
-) -> Result<()> {
-    if slot.dirty {
-        retire(slot);
-    }
-    slot.dirty = true;
-    let (mut data, index, mut keep) = match slot.open.take() {
-        Some(pair) => (pair.data, Some(pair.index), Some(pair._permit)),
-        None => (open_data(client, dir, &name_of, slot).await?, None, keep),
-    };
-    let name = name_of(slot);
-    let data_path = format!("{dir}/{name}.data");
-    let index_path = format!("{dir}/{name}.index");
-    for b in batch.blocks() {
-        if !b.data.is_empty() {
-            data.write_bytes(b.data.clone())
-                .await
-                .map_err(|e| hdfs_err("write", &data_path, e))?;
-        }
-    }
-    publish(&mut data, &mut keep, &data_path).await?;
-
-    let records = crate::store::index::encode_blocks(batch.blocks(), slot.data_len);
-    let mut index = match index {
-        Some(w) => w,
-        None => if slot.created {
-            client.append(&index_path).await
-        } else {
-            client.create(&index_path, WriteOptions::default()).await
-        }
-        .map_err(|e| hdfs_err("open", &index_path, e))?,
-    };
-    index
-        .write_bytes(records)
-        .await
-        .map_err(|e| hdfs_err("write", &index_path, e))?;
-    publish(&mut index, &mut keep, &index_path).await?;
-    if keep.is_none() {
-        // The index could not be kept open after all (no hsync there): the pair is not kept,
-        // so its data file is closed too (a no-op when it was closed above).
-        data.close()
-            .await
-            .map_err(|e| hdfs_err("close", &data_path, e))?;
-    }
-    if let Some(permit) = keep {
-        slot.open = Some(OpenPair {
-            data,
-            index,
-            client: client.clone(),
-            data_path,
-            index_path,
-            used: Instant::now(),
-            _permit: permit,
-        });
-    }
-    slot.created = true;
-    slot.data_len += batch.data_bytes();
-    slot.dirty = false;
-    Ok(())
-}
-
-/// Opens the slot's data file: create for a new pair, append for one it wrote before. A pair
-/// left by an earlier run of this server (same id) is never appended to, its lengths being
-/// unknown: the slot skips to the next free name.
-async fn open_data(
-    client: &Client,
-    dir: &str,
-    name_of: &impl Fn(&Slot) -> String,
-    slot: &mut Slot,
-) -> Result<FileWriter> {
-    if !slot.created {
-        // Explicitly 755 (what Hadoop's mkdirs gives with the default umask 022): parents
-        // made implicitly by a create would be 777, writable by every user.
-        client
-            .mkdirs(dir, DIR_PERMISSION, true)
-            .await
-            .map_err(|e| hdfs_err("mkdirs", dir, e))?;
-    }
-    let mut attempts = 0;
-    loop {
-        let data_path = format!("{dir}/{}.data", name_of(slot));
-        let opened = if slot.created {
-            client.append(&data_path).await
-        } else {
-            client.create(&data_path, WriteOptions::default()).await
-        };
-        match opened {
-            Ok(w) => return Ok(w),
-            Err(HdfsError::AlreadyExists(_)) if attempts < 16 => {
-                attempts += 1;
-                slot.fail_times += 1;
-            }
-            Err(e) => return Err(hdfs_err("open", &data_path, e)),
-        }
-    }
-}
-
-/// Makes what was written to `file` visible to readers: `hsync` (the DataNodes have the bytes,
-/// the NameNode the length) when the pair stays open, else a close. Where `hsync` is not
-/// supported (erasure-coded files) it closes, and the pair is not kept open.
-async fn publish(
-    file: &mut FileWriter,
-    keep: &mut Option<OwnedSemaphorePermit>,
-    path: &str,
-) -> Result<()> {
-    if keep.is_some() {
-        match file.hsync().await {
-            Ok(()) => return Ok(()),
-            Err(HdfsError::OperationFailed(m)) if m.contains("not supported") => {
-                tracing::debug!(path, reason = %m, "hsync unsupported; closing the pair after each append");
-                *keep = None;
-            }
-            Err(e) => return Err(hdfs_err("hsync", path, e)),
-        }
-    }
-    file.close().await.map_err(|e| hdfs_err("close", path, e))
-}
-
-/// Closes the open pairs of `partitions`, all at once; a busy slot (an append writing on, an
-/// idle closer closing) is waited for. A pair whose close fails is retired: its bytes are
-/// visible, and the NameNode ends the file by lease recovery.
-async fn close_pairs(partitions: &[Arc<Slots>]) {
-    let closing = partitions
-        .iter()
-        .flat_map(|slots| (0..slots.slots.len()).map(move |i| (Arc::clone(slots), i)))
-        .map(|(slots, i)| async move {
-            // A writer permit first, as appends and idle closers take one: a permit always
-            // finds a slot unlocked.
-            let Ok(_permit) = Arc::clone(&slots.free).acquire_owned().await else {
-                return;
-            };
-            let mut guard = Arc::clone(&slots.slots[i]).lock_owned().await;
-            if let Some(pair) = guard.open.take() {
-                if let Err((path, e)) = pair.close().await {
-                    tracing::warn!(path, error = %e, "closing an open HDFS file pair failed; recovering its lease");
-                    retire(&mut guard);
-                }
-            }
-        });
-    futures::future::join_all(closing).await;
-}
-
-/// Closes a slot's open pair once no append has used it for `idle`. Holds a writer permit of
-/// the partition while it works, so appends meanwhile take the other slots (or wait for one),
-/// never a slot that is closing.
-async fn close_when_idle(slots: Arc<Slots>, index: usize, idle: Duration) {
-    tokio::time::sleep(idle).await;
-    let Ok(_permit) = Arc::clone(&slots.free).acquire_owned().await else {
-        return;
-    };
-    let mut slot = slots.slots[index].lock().await;
-    if slot.open.as_ref().is_none_or(|p| p.used.elapsed() < idle) {
-        // Closed already, or used again since: that append scheduled its own close.
-        return;
-    }
-    let Some(pair) = slot.open.take() else {
-        return;
-    };
-    if let Err((path, e)) = pair.close().await {
-        tracing::warn!(path, error = %e, "closing an idle HDFS file pair failed; recovering its lease");
-        retire(&mut slot);
-    }
 }
 
 #[async_trait]
@@ -860,11 +405,12 @@ impl Tier for HdfsTier {
             {
                 Ok(Ok(())) => {
                     if slot.open.is_some() {
-                        tokio::spawn(close_when_idle(
+                        close_when_idle(
+                            &self.background,
                             Arc::clone(&slots),
                             slot.index,
                             self.opts.keep_open,
-                        ));
+                        );
                     }
                     Ok(())
                 }
@@ -876,28 +422,29 @@ impl Tier for HdfsTier {
                         // back) and never write to it again.
                         let name = self.pair_name(slot_count, &slot);
                         recover_leases(
+                            &self.background,
                             client.clone(),
                             vec![format!("{dir}/{name}.data"), format!("{dir}/{name}.index")],
                         );
                         retire(&mut slot);
                     }
                     match failed {
-                        Ok(Err(Error::TierFailed { tier, reason }))
-                            if reason.contains("RPC listener disconnected") =>
-                        {
+                        Ok(Err(f)) if f.connection_dropped() => {
                             let why = self
                                 .clients
                                 .explain_refused_proxy(&target.root, &target.user, &target.remote)
                                 .await;
-                            Err(Error::TierFailed {
-                                tier,
-                                reason: match why {
-                                    Some(why) => format!("{reason}; {why}"),
-                                    None => reason,
-                                },
+                            Err(match (f.into_error(), why) {
+                                (Error::TierFailed { tier, reason }, Some(why)) => {
+                                    Error::TierFailed {
+                                        tier,
+                                        reason: format!("{reason}; {why}"),
+                                    }
+                                }
+                                (e, _) => e,
                             })
                         }
-                        Ok(Err(e)) => Err(e),
+                        Ok(Err(f)) => Err(f.into_error()),
                         _ => Err(Error::TierFailed {
                             tier: TIER,
                             reason: format!(
@@ -932,7 +479,7 @@ impl Tier for HdfsTier {
         let Some(entry) = self.entry(scope.app()) else {
             return;
         };
-        close_pairs(&entry.slots_in(scope)).await;
+        close_pairs(&self.background, &entry.slots_in(scope)).await;
     }
 
     /// Deletes this server's files (names starting with `<serverId>_`) in the scope, then the
@@ -953,7 +500,7 @@ impl Tier for HdfsTier {
         };
         // Pairs left open in the scope are closed first, so their writers end cleanly rather
         // than against deleted files (appends are kept out by the gate).
-        close_pairs(&entry.slots_in(scope)).await;
+        close_pairs(&self.background, &entry.slots_in(scope)).await;
         let result = async {
             let client = self.client(&target)?;
             let dir = dir_of(&target.root, &app, shuffle, range);
@@ -1019,7 +566,7 @@ impl HdfsTier {
             .get(&(part.shuffle, part.range))
             .cloned();
         if let Some(slots) = slots {
-            close_pairs(&[slots]).await;
+            close_pairs(&self.background, &[slots]).await;
         }
         let target = entry.target.lock().clone();
         let client = self.client(&target)?;
