@@ -669,6 +669,8 @@ fn dockerfile_build_stage_copies_what_cargo_needs() {
             } else {
                 package.join(dest[0])
             };
+            // Docker's COPY makes the destination's parent folders.
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
             let status = Command::new("cp")
                 .arg("-r")
                 .arg(checkout_dir.join(source))
