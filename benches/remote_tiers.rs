@@ -189,7 +189,7 @@ fn main() {
     // operator's trusts a private one, through SSL_CERT_FILE; set before any thread starts.
     let proxy = s3proxy::start_with(&s3proxy::Options {
         tls: true,
-        max_signed_payload: None,
+        ..Default::default()
     });
     let proxy_https = proxy.tls.as_ref().expect("TLS").endpoint.clone();
     std::env::set_var("SSL_CERT_FILE", &proxy.tls.as_ref().expect("TLS").ca_pem);

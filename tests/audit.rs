@@ -304,7 +304,7 @@ async fn netty_send_is_audited_with_the_ticket_it_took() {
     // The same ticket again: it was taken, so nothing is pre-allocated any more.
     let again = conn.call(&Request::Send(req)).await.unwrap();
     let again = status(again);
-    assert_ne!(again, StatusCode::Success);
+    assert_eq!(again, StatusCode::InternalError, "the ticket was taken");
     s.running.shutdown().await;
 
     let lines = lines(&path);

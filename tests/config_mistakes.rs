@@ -9,8 +9,11 @@
 mod common;
 use spillway_test_support::s3proxy;
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 
 use common::*;
 use spillway::config::{ByteSize, StoreType};
@@ -21,7 +24,47 @@ const WRONG_SECRET: &str = "spillway-wrong-secret-typo";
 
 fn proxy() -> &'static s3proxy::S3Proxy {
     static PROXY: OnceLock<s3proxy::S3Proxy> = OnceLock::new();
-    PROXY.get_or_init(s3proxy::start)
+    PROXY.get_or_init(|| {
+        s3proxy::start_with(&s3proxy::Options {
+            log_requests: true,
+            ..Default::default()
+        })
+    })
+}
+
+/// The requests S3Proxy has served for `bucket` so far.
+fn requests_to(bucket: &str) -> Vec<String> {
+    let prefix = format!("/{bucket}/");
+    proxy()
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r.split_once(' ')
+                .is_some_and(|(_, p)| p.starts_with(&prefix))
+        })
+        .collect()
+}
+
+/// One partition's blocks as the Uniffle client reads them from the bucket: every index/data
+/// object pair in the range's folder (S3Proxy's filesystem backend keeps an object as a file).
+fn read_bucket(bucket: &str, app: &str, partition: i32) -> BTreeMap<i64, Bytes> {
+    let dir = proxy()
+        .data
+        .join(bucket)
+        .join(format!("rss/{app}/0/{partition}-{partition}"));
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let index = entry.unwrap().path();
+        if index.extension().is_some_and(|e| e == "index") {
+            let data = index.with_extension("data");
+            blocks_of_pair(
+                &Bytes::from(std::fs::read(&index).unwrap()),
+                &Bytes::from(std::fs::read(&data).unwrap()),
+                &mut out,
+            );
+        }
+    }
+    out
 }
 
 fn bucket(name: &str) -> String {
@@ -142,6 +185,12 @@ async fn memory_localfile_hdfs_serves_a_refused_app_from_local_disk() {
     let app = "app_fallback";
     let r = register_s3(&mut s.client, app, &path, WRONG_SECRET).await;
     assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    // The registration check asked the bucket (and was refused); nothing asks it after that.
+    let checked = requests_to(&b);
+    assert!(
+        checked.iter().any(|r| r.starts_with("PUT ")),
+        "the check's PUT is in S3Proxy's request log: {checked:?}"
+    );
     let expected = write_shuffle(&mut s.client, app, 0, 2, 2, 4, 5_000).await;
     finish(&mut s.client, app, 0).await;
     let store = s.running.registry().store();
@@ -154,6 +203,11 @@ async fn memory_localfile_hdfs_serves_a_refused_app_from_local_disk() {
         assert_eq!(&got.blocks, want, "partition {p}");
         assert_eq!(got.from_memory, 0, "partition {p} read from local files");
     }
+    assert_eq!(
+        requests_to(&b),
+        checked,
+        "the bucket was asked again after it refused the app"
+    );
     assert!(
         std::fs::read_dir(proxy().data.join(&b))
             .unwrap()
@@ -226,32 +280,16 @@ async fn a_bucket_gone_mid_job_fails_that_app_only() {
         registry.store().memory().budget().snapshot().used == 0
     })
     .await;
-    let objects: usize = walk(&proxy().data.join(&fine_bucket));
-    assert!(
-        objects >= 2,
-        "the fine app's pairs are in its bucket ({objects} files)"
-    );
-    assert!(!expected.is_empty());
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    // The fine app's every block reads back from its bucket, as its readers take them.
+    assert_eq!(expected.len(), 2);
+    for (p, want) in &expected {
+        assert_eq!(
+            &read_bucket(&fine_bucket, "app_fine", *p),
+            want,
+            "partition {p}"
+        );
+    }
     s.running.shutdown().await;
-}
-
-fn walk(dir: &std::path::Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| {
-                    let p = e.path();
-                    if p.is_dir() {
-                        walk(&p)
-                    } else {
-                        1
-                    }
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 /// A config for the binary: loopback, free ports, the given data paths and extra lines.
@@ -383,9 +421,15 @@ fn a_hadoop_conf_file_that_does_not_parse_stops_the_start() {
     let conf_dir = conf.display().to_string();
     let (code, text) = exits_with(&config, &[("HADOOP_CONF_DIR", &conf_dir)]);
     assert_eq!(code, Some(1), "{text}");
-    for part in ["HADOOP_CONF_DIR=", "hdfs-site.xml does not parse", "2:"] {
+    for part in ["HADOOP_CONF_DIR=", "hdfs-site.xml does not parse"] {
         assert!(text.contains(part), "names {part}: {text}");
     }
+    // The parser's position of the mistake: line 2 (a timestamp's "12:" must not pass).
+    let cause = text
+        .lines()
+        .find_map(|l| l.split_once("does not parse as XML:").map(|(_, c)| c))
+        .unwrap_or_else(|| panic!("no parse error named: {text}"));
+    assert!(cause.contains(" 2:"), "names line 2: {cause}");
 }
 
 /// A tag that promises the Netty plane on a server without one is refused at start-up.
@@ -468,9 +512,14 @@ fn a_coordinator_quorum_that_does_not_answer_is_named_once() {
     let closed_entry = format!("127.0.0.1:{closed}");
     for entry in [closed_entry.as_str(), "no-such-coordinator.invalid:19999"] {
         let named: Vec<&String> = lines.iter().filter(|l| l.contains(entry)).collect();
+        // The level is a log line's second field, after the timestamp.
+        let levels: Vec<&str> = named
+            .iter()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .collect();
         assert_eq!(
-            named.len(),
-            2,
+            levels,
+            ["WARN", "ERROR"],
             "one WARN and one ERROR for {entry}: {named:#?}"
         );
         assert!(

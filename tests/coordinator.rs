@@ -717,7 +717,7 @@ async fn a_netty_client_without_netty_servers_is_told_why() {
         request("app_netty", 4, 1, &["ss_v5", "GRPC_NETTY"]),
     )
     .await;
-    assert_ne!(status_of(resp.status), StatusCode::Success);
+    assert_eq!(status_of(resp.status), StatusCode::InternalError);
     for part in [
         "There isn't enough shuffle servers",
         "1 server(s) would match but serve no Netty data plane",

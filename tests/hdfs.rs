@@ -852,7 +852,12 @@ async fn memory_hdfs_refuses_paths_it_cannot_write_at_registration() {
         .await
         .unwrap()
         .into_inner();
-    assert_ne!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    assert_eq!(
+        status_of(r.status),
+        StatusCode::InvalidRequest,
+        "{}",
+        r.ret_msg
+    );
     for part in [
         "MEMORY_HDFS",
         "registered no remote storage path",
@@ -904,6 +909,12 @@ async fn memory_localfile_hdfs_serves_an_unwritable_path_from_local_disk() {
     let path = format!("{url}{locked}/rss");
     let app = "app_local_instead";
     register_remote(&mut s.client, app, 0, 0..2, &path, "alice").await;
+    // The registration check asked the NameNode (and was refused); nothing asks it after that.
+    let checked = cluster().await.audit(&locked);
+    assert!(
+        checked.iter().any(|l| l.ends_with("allowed=false")),
+        "the check's refused call is in the NameNode's audit log: {checked:?}"
+    );
     let expected = write_shuffle(&mut s.client, app, 0, 2, 2, 3, 4_000).await;
     finish(&mut s.client, app, 0).await;
     for (p, want) in &expected {
@@ -911,6 +922,11 @@ async fn memory_localfile_hdfs_serves_an_unwritable_path_from_local_disk() {
         assert_eq!(&got.blocks, want, "partition {p}");
         assert_eq!(got.from_memory, 0, "partition {p} from local files");
     }
+    assert_eq!(
+        cluster().await.audit(&locked),
+        checked,
+        "the NameNode was asked again after it refused the app"
+    );
     assert!(
         superuser
             .get_file_info(&format!("{locked}/rss/{app}"))

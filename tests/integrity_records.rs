@@ -71,7 +71,24 @@ async fn stats(client: &mut Client, partitions: &[i32]) -> BTreeMap<i32, BTreeMa
         .unwrap()
         .into_inner();
     assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
-    assert!(!r.serialized_bitmap.is_empty() || partitions.is_empty());
+    // The counts travel beside the block ids: the bitmap holds ids of the requested partitions
+    // only, and every partition with counts has ids in it.
+    let ids = spillway::codec::bitmap::decode(&r.serialized_bitmap).expect("the bitmap decodes");
+    let with_ids: std::collections::BTreeSet<i32> = ids
+        .iter()
+        .map(|id| LAYOUT.partition_of(id as i64))
+        .collect();
+    assert!(
+        with_ids.iter().all(|p| partitions.contains(p)),
+        "block ids of partitions {with_ids:?} answered for {partitions:?}"
+    );
+    for s in &r.partition_stats {
+        assert!(
+            with_ids.contains(&s.partition_id),
+            "counts for partition {} without its block ids ({with_ids:?})",
+            s.partition_id
+        );
+    }
     r.partition_stats
         .into_iter()
         .map(|s| {

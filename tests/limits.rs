@@ -161,7 +161,7 @@ async fn netty_cap_sheds_the_longest_idle_and_turns_newcomers_away_only_when_all
     // At the cap: the newcomer is served, the connection idle longest (a) is closed.
     let mut d = NettyClient::connect(addr).await.unwrap();
     let (status, _) = rpc_status(d.call(&data_request("nobody", 16)).await.unwrap());
-    assert_ne!(status, StatusCode::Success);
+    assert_eq!(status, StatusCode::NoRegister, "no such app");
     closed(&mut a, "a, idle longest").await;
     open(&mut b, "b", Duration::from_millis(200)).await;
     assert_eq!(hits(http, "netty", "max_connections", "shed").await, 1);
@@ -184,7 +184,7 @@ async fn netty_cap_sheds_the_longest_idle_and_turns_newcomers_away_only_when_all
     // And the plane serves again.
     let mut f = NettyClient::connect(addr).await.unwrap();
     let (status, _) = rpc_status(f.call(&data_request("nobody", 16)).await.unwrap());
-    assert_ne!(status, StatusCode::Success);
+    assert_eq!(status, StatusCode::NoRegister, "no such app");
     s.running.shutdown().await;
 }
 
@@ -216,7 +216,8 @@ async fn netty_half_sent_frame_gives_its_receive_budget_back() {
     .expect("the stalled frame's budget comes back")
     .unwrap();
     let (status, _) = rpc_status(answer);
-    assert_ne!(status, StatusCode::Success, "no such app");
+    // A send names its app's missing state, as Java's does.
+    assert_eq!(status, StatusCode::AppNotFound, "no such app");
     closed(&mut a, "a, stalled inside its body").await;
     assert_eq!(
         hits(s.running.http_addr, "netty", "stall_timeout", "closed").await,
@@ -310,7 +311,7 @@ async fn idle_connections_close_on_both_planes_and_clients_come_back() {
             .await
             .unwrap(),
     );
-    assert_ne!(status, StatusCode::Success);
+    assert_eq!(status, StatusCode::NoRegister, "no such app");
     // A fresh gRPC client is served.
     let mut client = common::connect(s.running.grpc_addr).await;
     register(&mut client, "app-idle", 0, 0..1, false).await;

@@ -380,7 +380,7 @@ async fn send_then_read_memory_index_and_data_over_netty() {
             .await
         {
             Response::Data { head, data } => {
-                assert_ne!(status_of(head.status), StatusCode::Success);
+                assert_eq!(status_of(head.status), StatusCode::InvalidRequest);
                 assert!(head.ret_message.is_some());
                 assert!(data.is_empty());
             }
@@ -596,7 +596,7 @@ async fn errors_come_back_as_statuses() {
             data_file_len,
             index,
         } => {
-            assert_ne!(status_of(head.status), StatusCode::Success);
+            assert_eq!(status_of(head.status), StatusCode::NoRegister);
             assert_eq!(data_file_len, 0);
             assert!(index.is_empty());
         }

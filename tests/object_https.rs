@@ -27,6 +27,7 @@ fn proxy() -> s3proxy::S3Proxy {
     s3proxy::start_with(&s3proxy::Options {
         tls: true,
         max_signed_payload: Some(MAX_SIGNED),
+        ..Default::default()
     })
 }
 

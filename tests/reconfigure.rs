@@ -382,10 +382,9 @@ async fn a_new_hard_limit_applies_to_the_next_require_buffer() {
     .await;
     assert_eq!(a.code, 200, "{}", a.body);
     let refused = require(2000).await;
-    assert_ne!(refused, proto::StatusCode::Success);
-    assert_ne!(
+    assert_eq!(
         refused,
-        proto::StatusCode::NoBuffer,
+        proto::StatusCode::ExceedHugePartitionHardLimit,
         "the hard limit, not memory"
     );
     // Deleting it puts Java's default (no limit) back.

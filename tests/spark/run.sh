@@ -1464,7 +1464,14 @@ if [[ $VANILLA_ONLY == 0 ]]; then
     tail -n 30 "$WORK/cargo.log"
     fail "cargo build"
   fi
+  # Every cell below needs the server (and the integrity cell the tools binary beside it): a
+  # missing one fails the run here, rather than leaving only the vanilla passes to count.
+  missing=0
+  for bin in "$SPILLWAY_BIN" "${SPILLWAY_BIN%/*}/spillway-bench"; do
+    [[ -x $bin ]] || { fail "no executable $bin: no Spillway cell can run"; missing=1; }
+  done
   phase_done
+  [[ $missing == 0 ]] || finish
 fi
 
 if [[ $TPC_ONLY == 1 ]]; then

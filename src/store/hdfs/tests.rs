@@ -131,6 +131,19 @@ async fn length(client: &Client, path: &str) -> u64 {
     }
 }
 
+/// Whether the tier holds `p`'s first writer slot's file pair open.
+async fn slot_open(tier: &HdfsTier, p: &PartitionKey) -> bool {
+    let entry = tier.entry(&p.app).unwrap();
+    let slots = entry
+        .partitions
+        .lock()
+        .get(&(p.shuffle, p.range))
+        .cloned()
+        .unwrap();
+    let open = slots.slots[0].lock().await.open.is_some();
+    open
+}
+
 /// The pair stays open between appends, and what an append wrote is visible the moment it
 /// returns (when the spiller frees its memory): the NameNode reports the data and index
 /// lengths a reader checks records against. A reader polling throughout never sees more
@@ -190,6 +203,16 @@ async fn appends_are_visible_before_their_files_close() {
     }
     stop.store(true, Ordering::Relaxed);
     assert!(poller.await.expect("the reader's view stayed consistent") > 0);
+    // Still open after twenty appends: the tier holds the pair, and the NameNode refuses
+    // another writer the lease (a closed file would be opened for append).
+    assert!(slot_open(&tier, &p).await, "the tier closed the pair");
+    for f in [&data, &index] {
+        match admin.append(f).await {
+            Err(HdfsError::AlreadyExists(m)) if m.contains("lease is currently owned") => {}
+            Err(e) => panic!("append to {f}: {e}"),
+            Ok(_) => panic!("{f} was closed between appends: another writer got its lease"),
+        }
+    }
     tier.close_open_pairs().await;
     assert!(
         admin.recover_lease(&data).await.unwrap(),
@@ -229,18 +252,7 @@ async fn idle_pairs_close_and_open_pairs_are_capped() {
     loop {
         // Looked at through the tier's slot, not the NameNode: asking it to recover the
         // lease of a pair still open would take the file from the writer.
-        let open = {
-            let entry = tier.entry(&app).unwrap();
-            let slots = entry
-                .partitions
-                .lock()
-                .get(&(0, kept.range))
-                .cloned()
-                .unwrap();
-            let slot = slots.slots[0].lock().await;
-            slot.open.is_some()
-        };
-        if !open {
+        if !slot_open(&tier, &kept).await {
             break;
         }
         assert!(
@@ -255,14 +267,7 @@ async fn idle_pairs_close_and_open_pairs_are_capped() {
     );
     // The permit came back: the next append keeps its pair open again.
     tier.append(&capped, &batch).await.unwrap();
-    let entry = tier.entry(&app).unwrap();
-    let slots = entry
-        .partitions
-        .lock()
-        .get(&(0, capped.range))
-        .cloned()
-        .unwrap();
-    assert!(slots.slots[0].lock().await.open.is_some());
+    assert!(slot_open(&tier, &capped).await);
     let mut want = batch.blocks().to_vec();
     want.extend(batch.blocks().iter().cloned());
     assert_blocks_eq(&read_back(tier.as_ref(), &capped).await, &want);

@@ -82,8 +82,6 @@ pub(crate) enum FaultPoint {
     AfterIndex,
     /// Sleeps this many milliseconds before writing, then succeeds (a hung disk).
     StallMs(u64),
-    /// The file system refuses `O_DIRECT` (the errno is not used).
-    RefuseDirect,
 }
 
 /// A fault to inject: where, and which OS error to report.
@@ -232,17 +230,7 @@ fn write_data(job: &AppendJob<'_>, data: &mut File) -> io::Result<()> {
     if !job.direct {
         return write_blocks_at(data, offset, job.blocks);
     }
-    #[cfg(test)]
-    let direct = match job.fault {
-        Some(f) if f.at == FaultPoint::RefuseDirect => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "O_DIRECT refused (injected)",
-        )),
-        _ => write_blocks_direct(&job.paths.data, data, offset, job.blocks),
-    };
-    #[cfg(not(test))]
-    let direct = write_blocks_direct(&job.paths.data, data, offset, job.blocks);
-    match direct {
+    match write_blocks_direct(&job.paths.data, data, offset, job.blocks) {
         Err(e) if e.kind() == io::ErrorKind::Unsupported => {
             if !job
                 .direct_refused
@@ -350,7 +338,7 @@ thread_local! {
 /// directly, and readers only read below the committed length.
 ///
 /// `O_DIRECT` refused (`EINVAL` from the open or a write: file systems without direct I/O,
-/// such as tmpfs before Linux 6.6 and some FUSE ones, or a device whose blocks are larger than
+/// such as ramfs, tmpfs before Linux 6.6 and some FUSE ones, or a device whose blocks are larger than
 /// 4 KiB) is returned as [`io::ErrorKind::Unsupported`]; the caller writes the range buffered.
 fn write_blocks_direct(
     path: &Path,

@@ -118,6 +118,29 @@ fn start(extra: &[&str]) -> MiniHdfs {
 }
 
 impl MiniHdfs {
+    /// The NameNode's audit log so far for paths under `prefix`: one `cmd=… src=… allowed=…`
+    /// per call the NameNode answered (allowed or refused), from the launcher's log.
+    pub fn audit(&self, prefix: &str) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines()
+            .filter(|l| l.contains(" audit - "))
+            .filter_map(|l| {
+                let field = |name: &str| {
+                    l.split('\t')
+                        .find_map(|f| f.trim().strip_prefix(name))
+                        .map(str::to_owned)
+                };
+                let src = field("src=")?;
+                // The first field follows the logger's prefix: `… audit - allowed=true`.
+                let (_, rest) = l.split_once("allowed=")?;
+                let allowed = rest.split('\t').next().unwrap_or("");
+                let cmd = field("cmd=")?;
+                src.starts_with(prefix)
+                    .then(|| format!("cmd={cmd} src={src} allowed={allowed}"))
+            })
+            .collect()
+    }
+
     /// Sends one command (`stop-datanode`, `start-datanode`, `stop-namenode`,
     /// `start-namenode`) and waits for its `OK`. Blocking: call it from `spawn_blocking`.
     pub fn command(&self, cmd: &str) {

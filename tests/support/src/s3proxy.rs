@@ -34,6 +34,9 @@ pub struct Options {
     /// before it would hash them. An `UNSIGNED-PAYLOAD` request is not limited, so a small
     /// value shows whether a client hashed its payload. Default: S3Proxy's (32 MiB).
     pub max_signed_payload: Option<u64>,
+    /// Log every request it serves (S3Proxy's debug level), for [`S3Proxy::requests`]: what a
+    /// test counts to show that nothing asked the store.
+    pub log_requests: bool,
 }
 
 /// The HTTPS side of a server started with [`Options::tls`].
@@ -243,7 +246,12 @@ pub fn try_start_with(opts: &Options) -> Result<S3Proxy, String> {
     std::fs::write(&props, conf).map_err(|e| format!("{}: {e}", props.display()))?;
     let log = base.join("s3proxy.log");
     let command = format!(
-        "java -Xmx256m -XX:TieredStopAtLevel=1 -jar {} --properties {}",
+        "{}java -Xmx256m -XX:TieredStopAtLevel=1 -jar {} --properties {}",
+        if opts.log_requests {
+            "LOG_LEVEL=debug "
+        } else {
+            ""
+        },
         jar.display(),
         props.display()
     );
@@ -265,6 +273,24 @@ pub fn try_start_with(opts: &Options) -> Result<S3Proxy, String> {
 }
 
 impl S3Proxy {
+    /// The requests served so far, as `METHOD path` (`PUT /bucket/key`), in order; only with
+    /// [`Options::log_requests`] (S3Proxy logs each one at debug level as it handles it).
+    pub fn requests(&self) -> Vec<String> {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines()
+            .filter_map(|l| l.split_once("request: Request(").map(|(_, r)| r))
+            .filter_map(|r| {
+                let (method, url) = r.split_once(' ')?;
+                let url = url.split(')').next()?;
+                let path = url
+                    .splitn(4, '/')
+                    .nth(3)
+                    .map_or("/".to_owned(), |p| format!("/{p}"));
+                Some(format!("{method} {path}"))
+            })
+            .collect()
+    }
+
     /// Creates `bucket` (a folder of the filesystem backend; no signed request needed).
     pub fn create_bucket(&self, bucket: &str) {
         std::fs::create_dir_all(self.data.join(bucket)).expect("create the bucket's folder");
