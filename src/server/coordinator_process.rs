@@ -111,7 +111,7 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
             accepted.map(|conn| grpc_metrics.count_connection(conn))
         });
         let stop = grpc_stop.clone();
-        tokio::spawn(async move {
+        tracker.spawn(async move {
             router
                 .serve_with_incoming_shutdown(incoming, stop.cancelled())
                 .await
