@@ -1,11 +1,12 @@
 //! Spillway: a drop-in replacement for the Apache Uniffle shuffle server.
 //!
 //! ```text
-//!  request ─▶ grpc ──────▶ app (AppRegistry) ──────▶ store::tiered ─▶ store::memory (hot)
-//!            convert +     apps, shuffles, ranges,     │                 │ store::spill
-//!            reply(status) tickets, block ids,         │                 ▼
-//!                          expiry, purge               └─ reads ──▶ store::localfile (warm)
-//!                                                                    store::router ─▶ hdfs, object
+//!  request ─▶ grpc  ┐ protocol ─▶ app (AppRegistry) ──────▶ store::tiered ─▶ store::memory (hot)
+//!             netty ┘ convert,    apps, shuffles, ranges,     │                 │ store::spill
+//!                     outcome     tickets, block ids,         │                 ▼
+//!                     (status)    expiry, purge               │   store::router (Route, Placement;
+//!                                                             │   store::admission) ─▶ localfile,
+//!                                                             └─ reads ──▶ localfile   hdfs, object
 //! ```
 //!
 //! # Layers

@@ -129,7 +129,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     // hdfs-native warns on every failed NameNode call it retries (one line per attempt while a
-    // NameNode is down); the spill path names the cause once per app (`store::refusal`), so
+    // NameNode is down); the spill path names the cause once per app (`store::admission`, `store::causes`), so
     // by default only its errors show. RUST_LOG overrides all of it.
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,hdfs_native::hdfs::proxy=error"));

@@ -125,7 +125,7 @@ impl tower_service::Service<http::Request<Body>> for ShuffleRoutes {
                 // Payloads decoded from the frames are in one allocation per partition
                 // already, with nothing to compact.
                 Route::Send => match decode_with(req, max_request, frames::decode_send).await {
-                    Ok(req) => service.send_data(req, Payloads::Owned),
+                    Ok(req) => service.send_data(req, Payloads::Owned).await,
                     Err(status) => Err(status),
                 }
                 .map(respond_message),

@@ -64,48 +64,40 @@ impl ShuffleService {
 impl ShuffleService {
     /// `sendShuffleData`; `payloads` says how the request's payloads are held (slices of
     /// tonic's buffer, or allocations of their own when decoded by [`framed`]).
-    fn send_data(
+    async fn send_data(
         &self,
         request: Request<proto::SendShuffleDataRequest>,
         payloads: Payloads,
     ) -> Rpc<proto::SendShuffleDataResponse> {
         crate::metrics::handler_start(&request, request.get_ref().timestamp);
-        let entry = self.audit(Command::SendShuffleData, &request).map(|mut e| {
-            let r = request.get_ref();
-            e.app(&r.app_id).shuffle(r.shuffle_id).args(Args::Send {
+        let describe = |r: &proto::SendShuffleDataRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::Send {
                 require_buffer_id: r.require_buffer_id,
                 timestamp: r.timestamp,
                 stage_attempt_number: r.stage_attempt_number,
                 shuffle_data_size: r.shuffle_data.len(),
             });
-            e
-        });
-        let req = request.into_inner();
-        let app_raw = req.app_id;
-        let result = (|| {
-            let app = convert::app_id(&app_raw)?;
-            self.limits.partitions(PLANE, req.shuffle_data.len())?;
-            self.limits
-                .blocks(PLANE, req.shuffle_data.iter().map(|p| p.block.len()).sum())?;
-            let parts = convert::blocks(convert::grpc_parts(req.shuffle_data))?;
-            self.registry.send(
-                &app,
-                req.shuffle_id,
-                req.require_buffer_id,
-                parts,
-                0,
-                payloads,
-            )
-        })();
-        audited(
-            entry,
-            reply(
-                "sendShuffleData",
-                &app_raw,
-                result.map(|()| Default::default()),
-            ),
-            no_ret,
-        )
+        };
+        let call = |req: proto::SendShuffleDataRequest| {
+            let sent = (|| {
+                let app = convert::app_id(&req.app_id)?;
+                self.limits.partitions(PLANE, req.shuffle_data.len())?;
+                self.limits
+                    .blocks(PLANE, req.shuffle_data.iter().map(|p| p.block.len()).sum())?;
+                let parts = convert::blocks(convert::grpc_parts(req.shuffle_data))?;
+                self.registry.send(
+                    &app,
+                    req.shuffle_id,
+                    req.require_buffer_id,
+                    parts,
+                    0,
+                    payloads,
+                )
+            })();
+            std::future::ready(sent.map(|()| Default::default()))
+        };
+        self.handle(Command::SendShuffleData, request, describe, call, no_ret)
+            .await
     }
 
     /// `getLocalShuffleData`, its bytes kept apart (see [`framed`]).
@@ -244,6 +236,69 @@ impl ShuffleService {
 
 type Rpc<T> = std::result::Result<Response<T>, Status>;
 
+/// A `ShuffleServer` request: every one names its app.
+trait AppRequest {
+    /// The `appId` field as sent.
+    fn app_id(&self) -> &str;
+}
+
+macro_rules! app_requests {
+    ($($t:ident),* $(,)?) => {
+        $(impl AppRequest for proto::$t {
+            fn app_id(&self) -> &str {
+                &self.app_id
+            }
+        })*
+    };
+}
+
+app_requests!(
+    ShuffleRegisterRequest,
+    ShuffleUnregisterRequest,
+    ShuffleUnregisterByAppIdRequest,
+    SendShuffleDataRequest,
+    GetLocalShuffleIndexRequest,
+    ShuffleCommitRequest,
+    ReportShuffleResultRequest,
+    GetShuffleResultRequest,
+    GetShuffleResultForMultiPartRequest,
+    FinishShuffleRequest,
+    AppHeartBeatRequest,
+    StartSortMergeRequest,
+    GetSortedShuffleDataRequest,
+);
+
+impl ShuffleService {
+    /// The one path of a request through the service: the audit entry begun with the
+    /// request's peer and its app, filled by `describe`; `call` (which converts what it
+    /// needs, in its own order, and asks the registry); the reply with its status and
+    /// message; the audit line finished with that status, `ret` being Java's `return{}` part
+    /// taken from the answer.
+    async fn handle<Req, Resp, Fut>(
+        &self,
+        command: Command,
+        request: Request<Req>,
+        describe: impl FnOnce(&Req, &mut Entry),
+        call: impl FnOnce(Req) -> Fut,
+        ret: impl FnOnce(&Resp) -> Ret,
+    ) -> Rpc<Resp>
+    where
+        Req: AppRequest,
+        Resp: Reply,
+        Fut: std::future::Future<Output = Result<Resp>>,
+    {
+        let mut entry = self.audit(command, &request);
+        let req = request.into_inner();
+        let app_id = req.app_id().to_owned();
+        if let Some(e) = &mut entry {
+            e.app(&app_id);
+            describe(&req, e);
+        }
+        let result = call(req).await;
+        audited(entry, reply(command.name(), &app_id, result), ret)
+    }
+}
+
 /// Queues `entry` with the status `response` carries, returning the response. `ret` is taken
 /// from the response, for the commands whose Java line has a `return{}` part.
 fn audited<R: Reply>(
@@ -285,9 +340,8 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::ShuffleRegisterRequest>,
     ) -> Rpc<proto::ShuffleRegisterResponse> {
-        let entry = self.audit(Command::RegisterShuffle, &request).map(|mut e| {
-            let r = request.get_ref();
-            e.app(&r.app_id).shuffle(r.shuffle_id).args(Args::Register {
+        let describe = |r: &proto::ShuffleRegisterRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::Register {
                 remote_storage_path: r
                     .remote_storage
                     .as_ref()
@@ -295,10 +349,8 @@ impl ShuffleServer for ShuffleService {
                     .unwrap_or_default(),
                 user: r.user.clone(),
             });
-            e
-        });
-        let req = request.into_inner();
-        let result = async {
+        };
+        let call = |req: proto::ShuffleRegisterRequest| async move {
             let limits = &self.limits;
             limits.partitions(PLANE, req.partition_ranges.len())?;
             limits.partitions(PLANE, req.properties.len())?;
@@ -346,113 +398,91 @@ impl ShuffleServer for ShuffleService {
                     partition_writers: req.max_concurrency_per_partition_to_write,
                 })
                 .await
-        }
-        .await;
-        audited(
-            entry,
-            reply(
-                "registerShuffle",
-                &req.app_id,
-                result.map(|()| Default::default()),
-            ),
-            no_ret,
-        )
+                .map(|()| Default::default())
+        };
+        self.handle(Command::RegisterShuffle, request, describe, call, no_ret)
+            .await
     }
 
     async fn unregister_shuffle(
         &self,
         request: Request<proto::ShuffleUnregisterRequest>,
     ) -> Rpc<proto::ShuffleUnregisterResponse> {
-        let mut entry = self.audit(Command::UnregisterShuffle, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id);
-        }
-        let result = match convert::app_id(&req.app_id) {
-            Ok(app) => self.registry.unregister_shuffle(&app, req.shuffle_id).await,
-            Err(e) => Err(e),
+        let call = |req: proto::ShuffleUnregisterRequest| async move {
+            let app = convert::app_id(&req.app_id)?;
+            self.registry
+                .unregister_shuffle(&app, req.shuffle_id)
+                .await?;
+            Ok(Default::default())
         };
-        audited(
-            entry,
-            reply(
-                "unregisterShuffle",
-                &req.app_id,
-                result.map(|()| Default::default()),
-            ),
-            no_ret,
-        )
+        let describe = |r: &proto::ShuffleUnregisterRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id);
+        };
+        self.handle(Command::UnregisterShuffle, request, describe, call, no_ret)
+            .await
     }
 
     async fn unregister_shuffle_by_app_id(
         &self,
         request: Request<proto::ShuffleUnregisterByAppIdRequest>,
     ) -> Rpc<proto::ShuffleUnregisterByAppIdResponse> {
-        let mut entry = self.audit(Command::UnregisterShuffleByAppId, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id);
-        }
-        let result = convert::app_id(&req.app_id).map(|app| self.registry.unregister_app(&app));
-        audited(
-            entry,
-            reply(
-                "unregisterShuffleByAppId",
-                &req.app_id,
-                result.map(|()| Default::default()),
-            ),
+        let call = |req: proto::ShuffleUnregisterByAppIdRequest| async move {
+            self.registry.unregister_app(&convert::app_id(&req.app_id)?);
+            Ok(Default::default())
+        };
+        self.handle(
+            Command::UnregisterShuffleByAppId,
+            request,
+            |_, _| {},
+            call,
             no_ret,
         )
+        .await
     }
 
     async fn send_shuffle_data(
         &self,
         request: Request<proto::SendShuffleDataRequest>,
     ) -> Rpc<proto::SendShuffleDataResponse> {
-        self.send_data(request, Payloads::Shared)
+        self.send_data(request, Payloads::Shared).await
     }
 
     async fn get_local_shuffle_index(
         &self,
         request: Request<proto::GetLocalShuffleIndexRequest>,
     ) -> Rpc<proto::GetLocalShuffleIndexResponse> {
-        let mut entry = self.audit(Command::GetLocalShuffleIndex, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id)
-                .shuffle(req.shuffle_id)
-                .args(Args::LocalIndex {
-                    request_id: None,
-                    partition_id: req.partition_id,
-                    per_range: req.partition_num_per_range,
-                    partition_num: req.partition_num,
-                });
-        }
-        let args = ReadArgs {
-            shuffle: req.shuffle_id,
-            partition: req.partition_id,
-            per_range: req.partition_num_per_range,
-            partition_num: req.partition_num,
+        let describe = |r: &proto::GetLocalShuffleIndexRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::LocalIndex {
+                request_id: None,
+                partition_id: r.partition_id,
+                per_range: r.partition_num_per_range,
+                partition_num: r.partition_num,
+            });
         };
-        let result = match convert::app_id(&req.app_id) {
-            Ok(app) => self.registry.read_index(&app, args).await,
-            Err(e) => Err(e),
-        }
-        .and_then(|read| self.limits.response(PLANE, read.index.len()).map(|()| read));
-        let response = reply(
-            "getLocalShuffleIndex",
-            &req.app_id,
-            result.map(|read| proto::GetLocalShuffleIndexResponse {
+        let call = |req: proto::GetLocalShuffleIndexRequest| async move {
+            let args = ReadArgs {
+                shuffle: req.shuffle_id,
+                partition: req.partition_id,
+                per_range: req.partition_num_per_range,
+                partition_num: req.partition_num,
+            };
+            let app = convert::app_id(&req.app_id)?;
+            let read = self.registry.read_index(&app, args).await?;
+            self.limits.response(PLANE, read.index.len())?;
+            Ok(proto::GetLocalShuffleIndexResponse {
                 index_data: read.index,
                 data_file_len: read.data_len as i64,
                 storage_ids: read.storage_ids,
                 ..Default::default()
-            }),
-        );
+            })
+        };
         // Java's `return{len=…}` is the data file's length, set only on success.
-        audited(entry, response, |r| match r.status {
+        let ret = |r: &proto::GetLocalShuffleIndexResponse| match r.status {
             0 => Ret::Len(r.data_file_len.max(0) as u64),
             _ => Ret::None,
-        })
+        };
+        self.handle(Command::GetLocalShuffleIndex, request, describe, call, ret)
+            .await
     }
 
     async fn get_local_shuffle_data(
@@ -479,179 +509,140 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::ShuffleCommitRequest>,
     ) -> Rpc<proto::ShuffleCommitResponse> {
-        let mut entry = self.audit(Command::CommitShuffleTask, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id);
-        }
-        let result = match convert::app_id(&req.app_id) {
-            Ok(app) => self.registry.commit_task(&app, req.shuffle_id).await,
-            Err(e) => Err(e),
+        let describe = |r: &proto::ShuffleCommitRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id);
         };
-        let response = reply(
-            "commitShuffleTask",
-            &req.app_id,
-            result.map(|commit_count| proto::ShuffleCommitResponse {
+        let call = |req: proto::ShuffleCommitRequest| async move {
+            let app = convert::app_id(&req.app_id)?;
+            let commit_count = self.registry.commit_task(&app, req.shuffle_id).await?;
+            Ok(proto::ShuffleCommitResponse {
                 commit_count,
                 ..Default::default()
-            }),
-        );
-        audited(entry, response, |r| match r.status {
+            })
+        };
+        let ret = |r: &proto::ShuffleCommitResponse| match r.status {
             0 => Ret::CommitCount(r.commit_count),
             _ => Ret::None,
-        })
+        };
+        self.handle(Command::CommitShuffleTask, request, describe, call, ret)
+            .await
     }
 
     async fn report_shuffle_result(
         &self,
         request: Request<proto::ReportShuffleResultRequest>,
     ) -> Rpc<proto::ReportShuffleResultResponse> {
-        let mut entry = self.audit(Command::ReportShuffleResult, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id)
-                .shuffle(req.shuffle_id)
-                .args(Args::Report {
-                    task_attempt_id: req.task_attempt_id,
-                    bitmap_num: req.bitmap_num,
-                    // Java's map keeps only partitions with block ids, one entry per id.
-                    partitions: req
-                        .partition_to_block_ids
-                        .iter()
-                        .filter(|p| !p.block_ids.is_empty())
-                        .map(|p| p.partition_id)
-                        .collect::<std::collections::HashSet<_>>()
-                        .len(),
-                });
-        }
-        if let Err(e) = self
-            .limits
-            .partitions(PLANE, req.partition_to_block_ids.len())
-            .and_then(|()| self.limits.partitions(PLANE, req.partition_stats.len()))
-            .and_then(|()| {
-                // A record count rides with block ids; the ids' limit bounds both.
-                self.limits.block_ids(
-                    PLANE,
-                    req.partition_to_block_ids
-                        .iter()
-                        .map(|p| p.block_ids.len())
-                        .chain(
-                            req.partition_stats
-                                .iter()
-                                .map(|s| s.task_attempt_id_to_records.len()),
-                        )
-                        .sum(),
-                )
-            })
-        {
-            return audited(
-                entry,
-                reply::<proto::ReportShuffleResultResponse>(
-                    "reportShuffleResult",
-                    &req.app_id,
-                    Err(e),
-                ),
-                no_ret,
-            );
-        }
-        let parts: Vec<(i32, Vec<i64>)> = req
-            .partition_to_block_ids
-            .into_iter()
-            .map(|p| (p.partition_id, p.block_ids))
-            .collect();
-        let records: Vec<(i32, i64, i64)> = req
-            .partition_stats
-            .iter()
-            .flat_map(|s| {
-                s.task_attempt_id_to_records
+        let describe = |r: &proto::ReportShuffleResultRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::Report {
+                task_attempt_id: r.task_attempt_id,
+                bitmap_num: r.bitmap_num,
+                // Java's map keeps only partitions with block ids, one entry per id.
+                partitions: r
+                    .partition_to_block_ids
                     .iter()
-                    .map(move |t| (s.partition_id, t.task_attempt_id, t.record_number))
-            })
-            .collect();
-        let result = match convert::app_id(&req.app_id) {
-            Ok(app) => {
-                self.registry
-                    .report(
-                        &app,
-                        req.shuffle_id,
-                        req.bitmap_num,
-                        req.task_attempt_id,
-                        &parts,
-                        &records,
-                    )
-                    .await
-            }
-            Err(e) => Err(e),
+                    .filter(|p| !p.block_ids.is_empty())
+                    .map(|p| p.partition_id)
+                    .collect::<std::collections::HashSet<_>>()
+                    .len(),
+            });
         };
-        audited(
-            entry,
-            reply(
-                "reportShuffleResult",
-                &req.app_id,
-                result.map(|()| Default::default()),
-            ),
+        let call = |req: proto::ReportShuffleResultRequest| async move {
+            self.limits
+                .partitions(PLANE, req.partition_to_block_ids.len())?;
+            self.limits.partitions(PLANE, req.partition_stats.len())?;
+            // A record count rides with block ids; the ids' limit bounds both.
+            self.limits.block_ids(
+                PLANE,
+                req.partition_to_block_ids
+                    .iter()
+                    .map(|p| p.block_ids.len())
+                    .chain(
+                        req.partition_stats
+                            .iter()
+                            .map(|s| s.task_attempt_id_to_records.len()),
+                    )
+                    .sum(),
+            )?;
+            let records: Vec<(i32, i64, i64)> = req
+                .partition_stats
+                .iter()
+                .flat_map(|s| {
+                    s.task_attempt_id_to_records
+                        .iter()
+                        .map(move |t| (s.partition_id, t.task_attempt_id, t.record_number))
+                })
+                .collect();
+            let parts: Vec<(i32, Vec<i64>)> = req
+                .partition_to_block_ids
+                .into_iter()
+                .map(|p| (p.partition_id, p.block_ids))
+                .collect();
+            let app = convert::app_id(&req.app_id)?;
+            self.registry
+                .report(
+                    &app,
+                    req.shuffle_id,
+                    req.bitmap_num,
+                    req.task_attempt_id,
+                    &parts,
+                    &records,
+                )
+                .await?;
+            Ok(Default::default())
+        };
+        self.handle(
+            Command::ReportShuffleResult,
+            request,
+            describe,
+            call,
             no_ret,
         )
+        .await
     }
 
     async fn get_shuffle_result(
         &self,
         request: Request<proto::GetShuffleResultRequest>,
     ) -> Rpc<proto::GetShuffleResultResponse> {
-        let mut entry = self.audit(Command::GetShuffleResult, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id)
-                .shuffle(req.shuffle_id)
-                .args(Args::Result {
-                    partition_id: req.partition_id,
-                    layout: audit_layout(req.block_id_layout.as_ref()),
-                });
-        }
-        let result = (|| {
+        let describe = |r: &proto::GetShuffleResultRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::Result {
+                partition_id: r.partition_id,
+                layout: audit_layout(r.block_id_layout.as_ref()),
+            });
+        };
+        let call = |req: proto::GetShuffleResultRequest| async move {
             let app = convert::app_id(&req.app_id)?;
             let layout = convert::layout(req.block_id_layout.as_ref())?;
-            let bitmap =
+            let serialized_bitmap =
                 self.registry
                     .block_ids(&app, req.shuffle_id, &[req.partition_id], layout)?;
-            self.limits.response(PLANE, bitmap.len())?;
-            Ok(bitmap)
-        })();
-        audited(
-            entry,
-            reply(
-                "getShuffleResult",
-                &req.app_id,
-                result.map(|serialized_bitmap| proto::GetShuffleResultResponse {
-                    serialized_bitmap,
-                    ..Default::default()
-                }),
-            ),
-            no_ret,
-        )
+            self.limits.response(PLANE, serialized_bitmap.len())?;
+            Ok(proto::GetShuffleResultResponse {
+                serialized_bitmap,
+                ..Default::default()
+            })
+        };
+        self.handle(Command::GetShuffleResult, request, describe, call, no_ret)
+            .await
     }
 
     async fn get_shuffle_result_for_multi_part(
         &self,
         request: Request<proto::GetShuffleResultForMultiPartRequest>,
     ) -> Rpc<proto::GetShuffleResultForMultiPartResponse> {
-        let mut entry = self.audit(Command::GetShuffleResultForMultiPart, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id)
-                .shuffle(req.shuffle_id)
-                .args(Args::ResultMulti {
-                    partitions: req.partitions.clone(),
-                    layout: audit_layout(req.block_id_layout.as_ref()),
-                });
-        }
-        let result = (|| {
+        let describe = |r: &proto::GetShuffleResultForMultiPartRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::ResultMulti {
+                partitions: r.partitions.clone(),
+                layout: audit_layout(r.block_id_layout.as_ref()),
+            });
+        };
+        let call = |req: proto::GetShuffleResultForMultiPartRequest| async move {
             let app = convert::app_id(&req.app_id)?;
             let layout = convert::layout(req.block_id_layout.as_ref())?;
             self.limits.partitions(PLANE, req.partitions.len())?;
-            let bitmap = self
-                .registry
-                .block_ids(&app, req.shuffle_id, &req.partitions, layout)?;
+            let serialized_bitmap =
+                self.registry
+                    .block_ids(&app, req.shuffle_id, &req.partitions, layout)?;
             // Post-0.10 readers check these against the records they read; older ones skip
             // the field.
             let partition_stats: Vec<proto::PartitionStats> = self
@@ -675,48 +666,38 @@ impl ShuffleServer for ShuffleService {
                 .iter()
                 .map(|s| s.task_attempt_id_to_records.len())
                 .sum();
-            self.limits.response(PLANE, bitmap.len() + counts * 16)?;
-            Ok((bitmap, partition_stats))
-        })();
-        audited(
-            entry,
-            reply(
-                "getShuffleResultForMultiPart",
-                &req.app_id,
-                result.map(|(serialized_bitmap, partition_stats)| {
-                    proto::GetShuffleResultForMultiPartResponse {
-                        serialized_bitmap,
-                        partition_stats,
-                        ..Default::default()
-                    }
-                }),
-            ),
+            self.limits
+                .response(PLANE, serialized_bitmap.len() + counts * 16)?;
+            Ok(proto::GetShuffleResultForMultiPartResponse {
+                serialized_bitmap,
+                partition_stats,
+                ..Default::default()
+            })
+        };
+        self.handle(
+            Command::GetShuffleResultForMultiPart,
+            request,
+            describe,
+            call,
             no_ret,
         )
+        .await
     }
 
     async fn finish_shuffle(
         &self,
         request: Request<proto::FinishShuffleRequest>,
     ) -> Rpc<proto::FinishShuffleResponse> {
-        let mut entry = self.audit(Command::FinishShuffle, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id).shuffle(req.shuffle_id);
-        }
-        let result = match convert::app_id(&req.app_id) {
-            Ok(app) => self.registry.finish_shuffle(&app, req.shuffle_id).await,
-            Err(e) => Err(e),
+        let describe = |r: &proto::FinishShuffleRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id);
         };
-        audited(
-            entry,
-            reply(
-                "finishShuffle",
-                &req.app_id,
-                result.map(|()| Default::default()),
-            ),
-            no_ret,
-        )
+        let call = |req: proto::FinishShuffleRequest| async move {
+            let app = convert::app_id(&req.app_id)?;
+            self.registry.finish_shuffle(&app, req.shuffle_id).await?;
+            Ok(Default::default())
+        };
+        self.handle(Command::FinishShuffle, request, describe, call, no_ret)
+            .await
     }
 
     async fn require_buffer(
@@ -798,70 +779,65 @@ impl ShuffleServer for ShuffleService {
         &self,
         request: Request<proto::AppHeartBeatRequest>,
     ) -> Rpc<proto::AppHeartBeatResponse> {
-        let mut entry = self.audit(Command::AppHeartbeat, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id);
-        }
-        let result = convert::app_id(&req.app_id).and_then(|app| self.registry.heartbeat(&app));
-        let mut response = reply(
-            "appHeartbeat",
-            &req.app_id,
-            result.map(|()| proto::AppHeartBeatResponse::default()),
-        )?;
+        let call = |req: proto::AppHeartBeatRequest| async move {
+            self.registry.heartbeat(&convert::app_id(&req.app_id)?)?;
+            Ok(Default::default())
+        };
+        let mut response: Response<proto::AppHeartBeatResponse> = self
+            .handle(Command::AppHeartbeat, request, |_, _| {}, call, no_ret)
+            .await?;
+        // Java answers a heartbeat with no message.
         if response.get_ref().status == StatusCode::Success as i32 {
             response.get_mut().ret_msg.clear();
         }
-        audited(entry, Ok(response), no_ret)
+        Ok(response)
     }
 
     async fn start_sort_merge(
         &self,
         request: Request<proto::StartSortMergeRequest>,
     ) -> Rpc<proto::StartSortMergeResponse> {
-        let mut entry = self.audit(Command::StartSortMerge, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id)
-                .shuffle(req.shuffle_id)
-                .args(Args::SortMerge {
-                    partition_id: req.partition_id,
-                });
-        }
-        let response = reply::<proto::StartSortMergeResponse>(
-            "startSortMerge",
-            &req.app_id,
+        let describe = |r: &proto::StartSortMergeRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::SortMerge {
+                partition_id: r.partition_id,
+            });
+        };
+        let call = |_| async {
             Err(Error::NotSupported {
                 what: "remote merge (startSortMerge): Remote merge is disabled",
-            }),
-        );
-        audited(entry, response, no_ret)
+            })
+        };
+        self.handle(Command::StartSortMerge, request, describe, call, no_ret)
+            .await
     }
 
     async fn get_sorted_shuffle_data(
         &self,
         request: Request<proto::GetSortedShuffleDataRequest>,
     ) -> Rpc<proto::GetSortedShuffleDataResponse> {
-        let mut entry = self.audit(Command::GetSortedShuffleData, &request);
-        let req = request.into_inner();
-        if let Some(e) = &mut entry {
-            e.app(&req.app_id)
-                .shuffle(req.shuffle_id)
-                .args(Args::Sorted {
-                    partition_id: req.partition_id,
-                    block_id: req.merged_block_id,
-                });
-        }
-        let mut response = reply::<proto::GetSortedShuffleDataResponse>(
-            "getSortedShuffleData",
-            &req.app_id,
+        let describe = |r: &proto::GetSortedShuffleDataRequest, e: &mut Entry| {
+            e.shuffle(r.shuffle_id).args(Args::Sorted {
+                partition_id: r.partition_id,
+                block_id: r.merged_block_id,
+            });
+        };
+        let call = |_| async {
             Err(Error::NotSupported {
                 what: "remote merge (getSortedShuffleData): Remote merge is disabled",
-            }),
-        )?;
+            })
+        };
+        let mut response: Response<proto::GetSortedShuffleDataResponse> = self
+            .handle(
+                Command::GetSortedShuffleData,
+                request,
+                describe,
+                call,
+                no_ret,
+            )
+            .await?;
         response.get_mut().next_block_id = -1;
         response.get_mut().m_state = 3; // MergeState.INTERNAL_ERROR
-        audited(entry, Ok(response), no_ret)
+        Ok(response)
     }
 }
 
