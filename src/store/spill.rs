@@ -197,12 +197,10 @@ impl Spiller {
             // an event) and the counters of the attempt are the tier it is written to.
             let route = self.shared.target.route(&key, &batch.batch);
             let kind = route.first().unwrap_or(TierKind::Hdfs);
-            let began = std::time::SystemTime::now();
-            let started = std::time::Instant::now();
-            match self.attempt(&key, &batch, route, kind, attempt).await {
+            let (result, began, took) = self.attempt(&key, &batch, route, kind, attempt).await;
+            match result {
                 Ok(placed) => {
-                    self.written(&key, &batch, placed, began, started.elapsed())
-                        .await;
+                    self.written(&key, &batch, placed, began, took).await;
                     if attempt > 0 {
                         self.shared.causes.passed(&key.app, Place::Spill);
                     }
@@ -255,7 +253,9 @@ impl Spiller {
 
     /// One append of `batch` along `route`, under a spill permit and the append timeout
     /// (which keeps one hung disk from holding permits forever; the tier finishes or rolls
-    /// back an abandoned append before the partition is written again).
+    /// back an abandoned append before the partition is written again). Returns the result
+    /// with the write's own start and time span, from the permit on (the audit line's and
+    /// the flush metrics').
     async fn attempt(
         &self,
         key: &PartitionKey,
@@ -263,7 +263,11 @@ impl Spiller {
         route: Route,
         kind: TierKind,
         attempt: u32,
-    ) -> crate::error::Result<Placement> {
+    ) -> (
+        crate::error::Result<Placement>,
+        std::time::SystemTime,
+        Duration,
+    ) {
         let pools = &self.shared.pools;
         let pool = if attempt == 0 {
             pools.first(kind)
@@ -275,15 +279,19 @@ impl Spiller {
         drop(waiting);
         let _working = pool.work();
         self.shared.stats.attempt(kind, attempt > 0);
+        let started = std::time::Instant::now();
+        let began = std::time::SystemTime::now();
         let timeout = self.shared.opts.append_timeout;
-        tokio::time::timeout(timeout, self.shared.target.append(key, &batch.batch, route))
-            .await
-            .unwrap_or_else(|_| {
-                Err(crate::error::Error::TierFailed {
-                    tier: kind.as_str(),
-                    reason: format!("append did not finish within {timeout:?}"),
-                })
-            })
+        let result =
+            tokio::time::timeout(timeout, self.shared.target.append(key, &batch.batch, route))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(crate::error::Error::TierFailed {
+                        tier: kind.as_str(),
+                        reason: format!("append did not finish within {timeout:?}"),
+                    })
+                });
+        (result, began, started.elapsed())
     }
 
     /// The bookkeeping of a durable batch: the storage audit, the flush statistics, and the
