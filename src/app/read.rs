@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
-use crate::app::record_counts::{Count, PartitionCounts, RecordCounts};
+use crate::app::record_counts::{PartitionCounts, RecordCount, RecordCounts};
 use crate::app::stats::ReadKind;
 use crate::app::AppRegistry;
 use crate::codec::bitmap;
@@ -77,14 +77,14 @@ impl AppRegistry {
         bitmap_num: i32,
         task: i64,
         parts: &[(i32, Vec<i64>)],
-        records: &[Count],
+        records: &[RecordCount],
     ) -> Result<()> {
         let app = self.verify_and_touch(app_id)?;
         let shuffle_state = Self::shuffle_of(&app, shuffle)?;
         RecordCounts::validate(records)?;
         shuffle_state.block_ids.report(bitmap_num, parts)?;
         // A set, not a scan of `parts` per count: a report may carry thousands of partitions.
-        let records: Vec<Count> = if records.is_empty() {
+        let records: Vec<RecordCount> = if records.is_empty() {
             Vec::new()
         } else {
             let written: std::collections::HashSet<i32> = parts
@@ -94,7 +94,7 @@ impl AppRegistry {
                 .collect();
             records
                 .iter()
-                .filter(|(p, t, _)| *t == task && written.contains(p))
+                .filter(|c| c.task_attempt == task && written.contains(&c.partition))
                 .copied()
                 .collect()
         };
@@ -104,7 +104,12 @@ impl AppRegistry {
             shuffle,
             bitmap_num,
             parts: parts.to_vec(),
-            records,
+            // The journal's line keeps the `(partition, task attempt, records)` arrays it
+            // always wrote, so journals of earlier builds replay as they are.
+            records: records
+                .iter()
+                .map(|c| (c.partition, c.task_attempt, c.records))
+                .collect(),
             at_ms: crate::clock::now_ms().unsigned_abs(),
         })
         .await

@@ -17,24 +17,51 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
-/// One shuffle's counts: partition id → (task attempt id, records), sorted by attempt.
+/// One shuffle's counts: partition id → its attempts' counts, sorted by attempt.
 #[derive(Debug, Default)]
 pub struct RecordCounts {
-    inner: Mutex<HashMap<i32, Vec<(i64, i64)>>>,
+    inner: Mutex<HashMap<i32, Vec<AttemptRecords>>>,
 }
 
-/// `(partition, task attempt, records)` as a report carries them.
-pub type Count = (i32, i64, i64);
+/// One count as a report carries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordCount {
+    /// The partition the records were written to.
+    pub partition: i32,
+    /// The map task attempt that wrote them.
+    pub task_attempt: i64,
+    /// How many records.
+    pub records: i64,
+}
 
-/// One partition's counts as answered: `(partition, [(task attempt, records)])`.
-pub type PartitionCounts = (i32, Vec<(i64, i64)>);
+/// One attempt's count of a partition (16 bytes, as kept).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttemptRecords {
+    /// The map task attempt.
+    pub task_attempt: i64,
+    /// How many records it wrote to the partition.
+    pub records: i64,
+}
+
+/// One partition's counts as answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionCounts {
+    /// The partition.
+    pub partition: i32,
+    /// Its attempts' counts, sorted by attempt.
+    pub attempts: Vec<AttemptRecords>,
+}
 
 impl RecordCounts {
     /// Rejects a report whose counts make no sense (a negative partition or count), before
     /// anything of it is applied.
-    pub fn validate(counts: &[Count]) -> Result<()> {
-        match counts.iter().find(|(p, _, n)| *p < 0 || *n < 0) {
-            Some((p, t, n)) => Err(Error::bad_request(format!(
+    pub fn validate(counts: &[RecordCount]) -> Result<()> {
+        match counts.iter().find(|c| c.partition < 0 || c.records < 0) {
+            Some(RecordCount {
+                partition: p,
+                task_attempt: t,
+                records: n,
+            }) => Err(Error::bad_request(format!(
                 "partitionStats of partition {p}, task attempt {t}: {n} records is not a \
                  non-negative count of a non-negative partition"
             ))),
@@ -43,13 +70,17 @@ impl RecordCounts {
     }
 
     /// Keeps `counts` (the registry has checked them against the report's block ids).
-    pub fn report(&self, counts: &[Count]) {
+    pub fn report(&self, counts: &[RecordCount]) {
         let mut inner = self.inner.lock();
-        for &(p, task, n) in counts {
-            let tasks = inner.entry(p).or_default();
-            match tasks.binary_search_by_key(&task, |(t, _)| *t) {
-                Ok(at) => tasks[at].1 = n,
-                Err(at) => tasks.insert(at, (task, n)),
+        for c in counts {
+            let tasks = inner.entry(c.partition).or_default();
+            let kept = AttemptRecords {
+                task_attempt: c.task_attempt,
+                records: c.records,
+            };
+            match tasks.binary_search_by_key(&c.task_attempt, |a| a.task_attempt) {
+                Ok(at) => tasks[at] = kept,
+                Err(at) => tasks.insert(at, kept),
             }
         }
     }
@@ -65,7 +96,12 @@ impl RecordCounts {
         partitions
             .iter()
             .filter(|p| seen.insert(**p))
-            .filter_map(|p| inner.get(p).map(|tasks| (*p, tasks.clone())))
+            .filter_map(|p| {
+                inner.get(p).map(|tasks| PartitionCounts {
+                    partition: *p,
+                    attempts: tasks.clone(),
+                })
+            })
             .collect()
     }
 
@@ -75,14 +111,17 @@ impl RecordCounts {
             .inner
             .lock()
             .iter()
-            .map(|(p, t)| (*p, t.clone()))
+            .map(|(p, t)| PartitionCounts {
+                partition: *p,
+                attempts: t.clone(),
+            })
             .collect();
-        out.sort_unstable_by_key(|(p, _)| *p);
+        out.sort_unstable_by_key(|c| c.partition);
         out
     }
 
     /// Counts recovered after a restart, as if reported.
-    pub fn import(&self, counts: &[Count]) {
+    pub fn import(&self, counts: &[RecordCount]) {
         self.report(counts);
     }
 
@@ -101,19 +140,44 @@ impl RecordCounts {
 mod tests {
     use super::*;
 
+    fn count(partition: i32, task_attempt: i64, records: i64) -> RecordCount {
+        RecordCount {
+            partition,
+            task_attempt,
+            records,
+        }
+    }
+
+    fn answer(partition: i32, attempts: &[(i64, i64)]) -> PartitionCounts {
+        PartitionCounts {
+            partition,
+            attempts: attempts
+                .iter()
+                .map(|&(task_attempt, records)| AttemptRecords {
+                    task_attempt,
+                    records,
+                })
+                .collect(),
+        }
+    }
+
     #[test]
     fn last_report_of_an_attempt_wins() {
         let c = RecordCounts::default();
-        c.report(&[(0, 7, 10), (1, 7, 5)]);
-        c.report(&[(0, 9, 4), (0, 7, 11)]);
+        c.report(&[count(0, 7, 10), count(1, 7, 5)]);
+        c.report(&[count(0, 9, 4), count(0, 7, 11)]);
         assert_eq!(
             c.get(&[1, 0, 0, 2]),
-            vec![(1, vec![(7, 5)]), (0, vec![(7, 11), (9, 4)])]
+            vec![answer(1, &[(7, 5)]), answer(0, &[(7, 11), (9, 4)])]
         );
         assert_eq!(c.len(), 3);
         let copy = RecordCounts::default();
-        for (p, tasks) in c.export() {
-            let counts: Vec<Count> = tasks.into_iter().map(|(t, n)| (p, t, n)).collect();
+        for p in c.export() {
+            let counts: Vec<RecordCount> = p
+                .attempts
+                .iter()
+                .map(|a| count(p.partition, a.task_attempt, a.records))
+                .collect();
             copy.import(&counts);
         }
         assert_eq!(copy.export(), c.export());
@@ -121,8 +185,8 @@ mod tests {
 
     #[test]
     fn negative_counts_and_partitions_are_refused() {
-        assert!(RecordCounts::validate(&[(0, 1, 2)]).is_ok());
-        for bad in [(-1, 1, 2), (0, 1, -2)] {
+        assert!(RecordCounts::validate(&[count(0, 1, 2)]).is_ok());
+        for bad in [count(-1, 1, 2), count(0, 1, -2)] {
             let e = RecordCounts::validate(&[bad]).unwrap_err();
             assert!(e.to_string().contains("partitionStats"), "{e}");
         }

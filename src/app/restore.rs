@@ -73,10 +73,18 @@ fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
                     .block_ids
                     .import(bitmap_num, s.ids.into_iter().collect());
             }
-            let counts: Vec<crate::app::record_counts::Count> = s
+            let counts: Vec<crate::app::record_counts::RecordCount> = s
                 .records
                 .into_iter()
-                .flat_map(|(p, tasks)| tasks.into_iter().map(move |(t, n)| (p, t, n)))
+                .flat_map(|(p, tasks)| {
+                    tasks
+                        .into_iter()
+                        .map(move |(t, n)| crate::app::record_counts::RecordCount {
+                            partition: p,
+                            task_attempt: t,
+                            records: n,
+                        })
+                })
                 .collect();
             shuffle.records.import(&counts);
         }
@@ -112,7 +120,10 @@ fn export(registry: &AppRegistry) -> RecoveredState {
                         .records
                         .export()
                         .into_iter()
-                        .map(|(p, tasks)| (p, tasks.into_iter().collect()))
+                        .map(|c| {
+                            let attempts = c.attempts.iter().map(|a| (a.task_attempt, a.records));
+                            (c.partition, attempts.collect())
+                        })
                         .collect(),
                 },
             );

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::app::read::{MemoryReadArgs, ReadArgs};
+use crate::app::record_counts::RecordCount;
 use crate::app::{AppRegistry, Registration, RemoteStorage};
 use crate::audit::rpc::{self as audit, Args, Command, Entry, Ret};
 use crate::audit::RpcAudit;
@@ -563,13 +564,17 @@ impl ShuffleServer for ShuffleService {
                     )
                     .sum(),
             )?;
-            let records: Vec<(i32, i64, i64)> = req
+            let records: Vec<RecordCount> = req
                 .partition_stats
                 .iter()
                 .flat_map(|s| {
                     s.task_attempt_id_to_records
                         .iter()
-                        .map(move |t| (s.partition_id, t.task_attempt_id, t.record_number))
+                        .map(move |t| RecordCount {
+                            partition: s.partition_id,
+                            task_attempt: t.task_attempt_id,
+                            records: t.record_number,
+                        })
                 })
                 .collect();
             let parts: Vec<(i32, Vec<i64>)> = req
@@ -649,16 +654,15 @@ impl ShuffleServer for ShuffleService {
                 .registry
                 .record_counts(&app, req.shuffle_id, &req.partitions)?
                 .into_iter()
-                .map(|(partition_id, tasks)| proto::PartitionStats {
-                    partition_id,
-                    task_attempt_id_to_records: tasks
+                .map(|c| proto::PartitionStats {
+                    partition_id: c.partition,
+                    task_attempt_id_to_records: c
+                        .attempts
                         .into_iter()
-                        .map(
-                            |(task_attempt_id, record_number)| proto::TaskAttemptIdToRecords {
-                                task_attempt_id,
-                                record_number,
-                            },
-                        )
+                        .map(|a| proto::TaskAttemptIdToRecords {
+                            task_attempt_id: a.task_attempt,
+                            record_number: a.records,
+                        })
                         .collect(),
                 })
                 .collect();
