@@ -1,9 +1,10 @@
-//! The storage tiers behind the app registry: the trait every tier implements, and the block
-//! types that travel from the gRPC layer through memory to files.
+//! The storage tiers behind the app registry: the trait every leaf tier implements, and the
+//! block types that travel from the planes through memory to files.
 //!
 //! ```text
-//!  sendShuffleData ─▶ TieredStore ─▶ MemoryTier (hot) ──Spiller──▶ LocalFileTier (warm)
-//!                                        ▲  reads by block cursor        ▲ reads by index + range
+//!  sendShuffleData ─▶ TieredStore ─▶ MemoryTier (hot) ──Spiller──▶ TierRouter ─▶ LocalFileTier (warm)
+//!                                        ▲ reads by block cursor     (Route,     ─▶ HdfsTier, ObjectTier
+//!                                                                     admission)    (cold)
 //! ```
 
 use std::sync::Arc;
