@@ -209,6 +209,109 @@ pub(super) const fn refused(
 
 use Releases::{Both, Only010, Only092};
 
+// Rows the server's and the coordinator's tables share (Jetty, the push gateway, the RPC
+// port): written once here, listed in both.
+
+/// `rss.jetty.https.port`, the same in both files.
+pub(super) const RSS_JETTY_HTTPS_PORT: JavaKey = mapped(
+    "rss.jetty.https.port",
+    Both,
+    "(none)",
+    &["metrics.https"],
+    "the HTTPS port (metrics.https.port), beside the HTTP one as Jetty's second connector; required with rss.jetty.ssl.enable",
+    "no HTTPS",
+);
+
+/// `rss.jetty.ssl.keymanager.password`, the same in both files.
+pub(super) const RSS_JETTY_SSL_KEYMANAGER_PASSWORD: JavaKey = mapped(
+    "rss.jetty.ssl.keymanager.password",
+    Both,
+    "(none)",
+    &["metrics.https"],
+    "metrics.https.key_password; a PKCS#12 keystore has one password, so it must equal the keystore password",
+    "the keystore password",
+);
+
+/// `rss.jetty.ssl.keystore.password`, the same in both files.
+pub(super) const RSS_JETTY_SSL_KEYSTORE_PASSWORD: JavaKey = mapped(
+    "rss.jetty.ssl.keystore.password",
+    Both,
+    "(none)",
+    &["metrics.https"],
+    "metrics.https.keystore_password",
+    "none (a keystore without a password)",
+);
+
+/// `rss.jetty.ssl.keystore.path`, the same in both files.
+pub(super) const RSS_JETTY_SSL_KEYSTORE_PATH: JavaKey = mapped(
+    "rss.jetty.ssl.keystore.path",
+    Both,
+    "(none)",
+    &["metrics.https"],
+    "metrics.https.keystore_path: PKCS#12 (.p12/.pfx) or PEM with chain and key; a JKS keystore is refused with the keytool command that converts it",
+    "none; required with rss.jetty.ssl.enable",
+);
+
+/// `rss.metrics.prometheus.pushgateway.addr`, the same in both files.
+pub(super) const RSS_METRICS_PROMETHEUS_PUSHGATEWAY_ADDR: JavaKey = mapped(
+    "rss.metrics.prometheus.pushgateway.addr",
+    Both,
+    "(none)",
+    &["metrics.push_gateway_endpoint"],
+    "host:port gets http://; required with the reporter",
+    "none",
+);
+
+/// `rss.metrics.prometheus.pushgateway.groupingkey`, the same in both files.
+pub(super) const RSS_METRICS_PROMETHEUS_PUSHGATEWAY_GROUPINGKEY: JavaKey = mapped(
+    "rss.metrics.prometheus.pushgateway.groupingkey",
+    Both,
+    "",
+    &["metrics.push_gateway_grouping_key"],
+    "k1=v1;k2=v2",
+    "empty",
+);
+
+/// `rss.metrics.prometheus.pushgateway.jobname`, the same in both files.
+pub(super) const RSS_METRICS_PROMETHEUS_PUSHGATEWAY_JOBNAME: JavaKey = mapped(
+    "rss.metrics.prometheus.pushgateway.jobname",
+    Both,
+    "(none)",
+    &["metrics.push_gateway_job"],
+    "required with the reporter",
+    "none",
+);
+
+/// `rss.metrics.prometheus.pushgateway.report.interval.seconds`, the same in both files.
+pub(super) const RSS_METRICS_PROMETHEUS_PUSHGATEWAY_REPORT_INTERVAL_SECONDS: JavaKey = mapped(
+    "rss.metrics.prometheus.pushgateway.report.interval.seconds",
+    Both,
+    "10",
+    &["metrics.push_interval"],
+    "seconds > 0",
+    "10 s",
+);
+
+/// `rss.metrics.reporter.class`, the same in both files.
+pub(super) const RSS_METRICS_REPORTER_CLASS: JavaKey = mapped(
+    "rss.metrics.reporter.class",
+    Both,
+    "(none)",
+    &["metrics.push_gateway_endpoint"],
+    "must be the PrometheusPushGatewayMetricReporter; it turns pushing on; another class is warned",
+    "no pushing",
+);
+
+/// `rss.rpc.server.port`, the same in both files.
+pub(super) const RSS_RPC_SERVER_PORT: JavaKey = mapped(
+    "rss.rpc.server.port",
+    Both,
+    "19999",
+    &["grpc_port"],
+    "0..=65535; 0 = any free port",
+    "19999",
+);
+
 /// Every key, sorted by name.
 pub static KEYS: &[JavaKey] = &[
     na(
@@ -285,14 +388,7 @@ pub static KEYS: &[JavaKey] = &[
         "0..=65535",
         "19998",
     ),
-    mapped(
-        "rss.jetty.https.port",
-        Both,
-        "(none)",
-        &["metrics.https"],
-        "the HTTPS port (metrics.https.port), beside the HTTP one as Jetty's second connector; required with rss.jetty.ssl.enable",
-        "no HTTPS",
-    ),
+    RSS_JETTY_HTTPS_PORT,
     na(
         "rss.jetty.maxPool.size",
         Both,
@@ -307,30 +403,9 @@ pub static KEYS: &[JavaKey] = &[
         "true serves HTTPS on rss.jetty.https.port with rss.jetty.ssl.keystore.path; false warns the other rss.jetty.ssl keys",
         "false (HTTP only)",
     ),
-    mapped(
-        "rss.jetty.ssl.keymanager.password",
-        Both,
-        "(none)",
-        &["metrics.https"],
-        "metrics.https.key_password; a PKCS#12 keystore has one password, so it must equal the keystore password",
-        "the keystore password",
-    ),
-    mapped(
-        "rss.jetty.ssl.keystore.password",
-        Both,
-        "(none)",
-        &["metrics.https"],
-        "metrics.https.keystore_password",
-        "none (a keystore without a password)",
-    ),
-    mapped(
-        "rss.jetty.ssl.keystore.path",
-        Both,
-        "(none)",
-        &["metrics.https"],
-        "metrics.https.keystore_path: PKCS#12 (.p12/.pfx) or PEM with chain and key; a JKS keystore is refused with the keytool command that converts it",
-        "none; required with rss.jetty.ssl.enable",
-    ),
+    RSS_JETTY_SSL_KEYMANAGER_PASSWORD,
+    RSS_JETTY_SSL_KEYSTORE_PASSWORD,
+    RSS_JETTY_SSL_KEYSTORE_PATH,
     na(
         "rss.jetty.ssl.truststore.password",
         Both,
@@ -373,46 +448,11 @@ pub static KEYS: &[JavaKey] = &[
         "false",
         "serializer settings of remote merge, which Spillway does not serve",
     ),
-    mapped(
-        "rss.metrics.prometheus.pushgateway.addr",
-        Both,
-        "(none)",
-        &["metrics.push_gateway_endpoint"],
-        "host:port gets http://; required with the reporter",
-        "none",
-    ),
-    mapped(
-        "rss.metrics.prometheus.pushgateway.groupingkey",
-        Both,
-        "",
-        &["metrics.push_gateway_grouping_key"],
-        "k1=v1;k2=v2",
-        "empty",
-    ),
-    mapped(
-        "rss.metrics.prometheus.pushgateway.jobname",
-        Both,
-        "(none)",
-        &["metrics.push_gateway_job"],
-        "required with the reporter",
-        "none",
-    ),
-    mapped(
-        "rss.metrics.prometheus.pushgateway.report.interval.seconds",
-        Both,
-        "10",
-        &["metrics.push_interval"],
-        "seconds > 0",
-        "10 s",
-    ),
-    mapped(
-        "rss.metrics.reporter.class",
-        Both,
-        "(none)",
-        &["metrics.push_gateway_endpoint"],
-        "must be the PrometheusPushGatewayMetricReporter; it turns pushing on; another class is warned",
-        "no pushing",
-    ),
+    RSS_METRICS_PROMETHEUS_PUSHGATEWAY_ADDR,
+    RSS_METRICS_PROMETHEUS_PUSHGATEWAY_GROUPINGKEY,
+    RSS_METRICS_PROMETHEUS_PUSHGATEWAY_JOBNAME,
+    RSS_METRICS_PROMETHEUS_PUSHGATEWAY_REPORT_INTERVAL_SECONDS,
+    RSS_METRICS_REPORTER_CLASS,
     na(
         "rss.port.max.retry",
         Both,
@@ -501,14 +541,7 @@ pub static KEYS: &[JavaKey] = &[
         "1024",
         "tunes Java Netty's allocator or event loops; Spillway's Netty plane is tokio, with its own buffers",
     ),
-    mapped(
-        "rss.rpc.server.port",
-        Both,
-        "19999",
-        &["grpc_port"],
-        "0..=65535; 0 = any free port",
-        "19999",
-    ),
+    RSS_RPC_SERVER_PORT,
     mapped(
         "rss.rpc.server.type",
         Both,
