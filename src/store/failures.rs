@@ -59,6 +59,30 @@ impl Failures {
         }
     }
 
+    /// The end of a remote tier's append: a refusal names the path the app registered (the
+    /// tier's own calls know only the file they failed on), and is not counted against the
+    /// tier, whose other apps it does not concern; every other outcome is recorded.
+    pub fn settle(
+        &self,
+        outcome: crate::error::Result<()>,
+        registered: &str,
+    ) -> crate::error::Result<()> {
+        let outcome = outcome.map_err(|e| match e {
+            crate::error::Error::StorageRefused { answer, fix, .. } => {
+                crate::error::Error::StorageRefused {
+                    path: registered.to_owned(),
+                    answer,
+                    fix,
+                }
+            }
+            other => other,
+        });
+        if !matches!(outcome, Err(crate::error::Error::StorageRefused { .. })) {
+            self.record(&outcome);
+        }
+        outcome
+    }
+
     /// False during the cooldown after a failure, so the router sends spills elsewhere
     /// instead of waiting on a broken store; then one write may find out it recovered.
     pub fn may_try(&self) -> bool {

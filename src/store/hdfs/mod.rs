@@ -458,20 +458,8 @@ impl Tier for HdfsTier {
         }
         .await;
         drop(gate);
-        let outcome = outcome.map_err(|e| match e {
-            // The app's own path or user is refused: name the path it registered; HDFS itself
-            // is fine for other apps, so it is not counted as failing.
-            Error::StorageRefused { answer, fix, .. } => Error::StorageRefused {
-                path: target.remote.path.clone(),
-                answer,
-                fix,
-            },
-            other => other,
-        });
-        if !matches!(outcome, Err(Error::StorageRefused { .. })) {
-            self.failures.record(&outcome);
-        }
-        outcome
+        // The app's own path or user refused: HDFS itself is fine for other apps.
+        self.failures.settle(outcome, &target.remote.path)
     }
 
     /// Closes the pairs kept open in `scope` (see the module doc).

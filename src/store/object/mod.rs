@@ -540,20 +540,8 @@ impl Tier for ObjectTier {
         }
         .await;
         drop(gate);
-        let outcome = outcome.map_err(|e| match e {
-            // The app's own settings are refused: name the path it registered; the tier
-            // itself is fine for other apps, so it is not counted as failing.
-            Error::StorageRefused { answer, fix, .. } => Error::StorageRefused {
-                path: entry.remote.path.clone(),
-                answer,
-                fix,
-            },
-            other => other,
-        });
-        if !matches!(outcome, Err(Error::StorageRefused { .. })) {
-            self.failures.record(&outcome);
-        }
-        outcome
+        // The app's own settings refused: the tier itself is fine for other apps.
+        self.failures.settle(outcome, &entry.remote.path)
     }
 
     /// Lists the scope's prefix and batch-deletes this server's objects in it. Object stores
