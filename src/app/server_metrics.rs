@@ -12,7 +12,7 @@ use prometheus::proto::{self, MetricFamily, MetricType};
 
 use crate::app::AppRegistry;
 use crate::metrics::pools::PoolValues;
-use crate::metrics::ServerFamilies;
+use crate::metrics::{family, label, sample, ServerFamilies};
 use crate::store::localfile::{DiskStatus, LocalFileTier};
 use crate::store::TierKind;
 
@@ -135,25 +135,10 @@ impl Families<'_> {
                     pairs.push(label("tags", self.tags.to_owned()));
                 }
                 pairs.extend(labels.into_iter().map(|(k, v)| label(k, v)));
-                let mut m = proto::Metric::from_label(pairs);
-                if ty == MetricType::COUNTER {
-                    let mut c = proto::Counter::default();
-                    c.set_value(value);
-                    m.set_counter(c);
-                } else {
-                    let mut g = proto::Gauge::default();
-                    g.set_value(value);
-                    m.set_gauge(g);
-                }
-                m
+                sample(pairs, ty, value)
             })
             .collect();
-        let mut f = MetricFamily::default();
-        f.set_name(name.to_owned());
-        f.set_help(help.to_owned());
-        f.set_field_type(ty);
-        f.set_metric(metrics);
-        self.out.push(f);
+        self.out.push(family(name, help.to_owned(), ty, metrics));
     }
 
     fn gauge(&mut self, name: &str, value: f64) {
@@ -163,13 +148,6 @@ impl Families<'_> {
     fn counter(&mut self, name: &str, value: u64) {
         self.push(name, MetricType::COUNTER, vec![(Vec::new(), value as f64)]);
     }
-}
-
-fn label(name: &str, value: String) -> proto::LabelPair {
-    let mut l = proto::LabelPair::default();
-    l.set_name(name.to_owned());
-    l.set_value(value);
-    l
 }
 
 impl Collector for ServerCollector {

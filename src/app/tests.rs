@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::app::read::{MemoryReadArgs, ReadArgs};
+use crate::app::write::Require;
 use crate::app::{AppRegistry, Registration, RegistryOptions};
 use crate::error::Error;
 use crate::ids::{AppId, PartitionRange};
@@ -23,6 +24,17 @@ use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
 use crate::store::Payloads;
 use crate::store::{Block, FileTier};
+
+/// A `requireBuffer` of shuffle 0 by `app`.
+fn ask<'a>(app: &'a AppId, partitions: &'a [i32], sizes: &'a [i32], size: i32) -> Require<'a> {
+    Require {
+        app: Some(app),
+        shuffle: 0,
+        partitions,
+        partition_sizes: sizes,
+        size,
+    }
+}
 
 struct Fixture {
     registry: Arc<AppRegistry>,
@@ -46,19 +58,10 @@ impl Fixture {
     ) -> Self {
         let dir = TempDir::new().unwrap();
         let local = LocalFileTier::new(LocalFileOptions {
-            data_paths: vec![dir.path().to_path_buf()],
-            file_prefix: "127.0.0.1-1".into(),
             high_watermark: 0.99,
             low_watermark: 0.9,
-            capacity: None,
-            capacity_ratio: 0.9,
-            whole_disk_watermark: false,
-            init_max_failed_paths: 0,
-            min_writable_disks: 0,
             max_concurrency_per_disk: 4,
-            sync_on_write: false,
-            direct_io: true,
-            write_timeout: std::time::Duration::from_secs(60),
+            ..LocalFileOptions::testing(vec![dir.path().to_path_buf()], "127.0.0.1-1")
         })
         .unwrap();
         let faulty = Arc::new(FaultyTier::new(local));
@@ -121,7 +124,7 @@ impl Fixture {
     fn write(&self, app: &AppId, partition: i32, id: i64, len: usize) -> crate::error::Result<()> {
         let t = self
             .registry
-            .require_buffer(Some(app), 0, &[partition], &[], len as i32 + 32)?;
+            .require_buffer(ask(app, &[partition], &[], len as i32 + 32))?;
         let block = Block {
             block_id: id,
             task_attempt_id: 1,
@@ -216,9 +219,7 @@ async fn apps_without_heartbeat_expire_and_are_purged_everywhere() {
     f.registry.finish_shuffle(&a, 0).await.unwrap();
     f.write(&a, 1, 2, 100).unwrap(); // one block in memory, one on disk
                                      // An unused ticket of a.
-    f.registry
-        .require_buffer(Some(&a), 0, &[0], &[], 500)
-        .unwrap();
+    f.registry.require_buffer(ask(&a, &[0], &[], 500)).unwrap();
 
     tokio::time::advance(Duration::from_secs(40)).await;
     f.registry.heartbeat(&b).unwrap(); // b stays alive
@@ -416,7 +417,7 @@ fn require_sized(
     sizes: &[i32],
 ) -> crate::error::Result<crate::app::write::RequireOutcome> {
     f.registry
-        .require_buffer(Some(app), 0, partitions, sizes, sizes.iter().sum())
+        .require_buffer(ask(app, partitions, sizes, sizes.iter().sum()))
 }
 
 #[tokio::test]
@@ -454,7 +455,7 @@ async fn split_limit_lists_partitions_strictly_above_it() {
     // Without per-partition sizes (before 0.10) nothing is ever listed.
     let t = f
         .registry
-        .require_buffer(Some(&a), 0, &[0, 1], &[], 10_000)
+        .require_buffer(ask(&a, &[0, 1], &[], 10_000))
         .unwrap();
     assert!(t.need_split.is_empty());
     f.stop().await;

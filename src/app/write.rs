@@ -37,31 +37,38 @@ pub struct TicketSeen {
     pub require_size: Option<u64>,
 }
 
+/// One `requireBuffer` as the registry takes it, from either plane.
+#[derive(Clone, Copy, Debug)]
+pub struct Require<'a> {
+    /// `None` for legacy clients that send no app id (no checks, as Java).
+    pub app: Option<&'a AppId>,
+    /// Shuffle id.
+    pub shuffle: i32,
+    /// The partitions the bytes are for (huge-partition checks).
+    pub partitions: &'a [i32],
+    /// Their sizes, when the client sends them (0.10), else empty.
+    pub partition_sizes: &'a [i32],
+    /// `requireSize`: the bytes to reserve.
+    pub size: i32,
+}
+
 impl AppRegistry {
     /// `requireBuffer`: checks huge-partition limits, then reserves `size` bytes under a
-    /// ticket. `app` is `None` for legacy clients that send no app id (no checks, as Java).
-    pub fn require_buffer(
-        &self,
-        app: Option<&AppId>,
-        shuffle: i32,
-        partitions: &[i32],
-        partition_sizes: &[i32],
-        size: i32,
-    ) -> Result<RequireOutcome> {
-        let result = self.reserve(app, shuffle, partitions, partition_sizes, size, None);
+    /// ticket.
+    pub fn require_buffer(&self, req: Require<'_>) -> Result<RequireOutcome> {
+        let result = self.reserve(req, None);
         self.stats().require_outcome(&result);
         result
     }
 
-    fn reserve(
-        &self,
-        app: Option<&AppId>,
-        shuffle: i32,
-        partitions: &[i32],
-        partition_sizes: &[i32],
-        size: i32,
-        claim: Option<&Claim>,
-    ) -> Result<RequireOutcome> {
+    fn reserve(&self, req: Require<'_>, claim: Option<&Claim>) -> Result<RequireOutcome> {
+        let Require {
+            app,
+            shuffle,
+            partitions,
+            partition_sizes,
+            size,
+        } = req;
         let verified = app
             .map(|id| self.verify_and_touch(id).map(|a| (id, a)))
             .transpose()?;
@@ -164,14 +171,7 @@ impl AppRegistry {
     /// ranks from that refusal (`Claim::rank_by`), so an app whose client backs off after
     /// `NO_BUFFER` keeps its place instead of queueing behind every request that arrived
     /// while it slept (measured: 2,000 apps over 64 MiB, `curves backpressure`).
-    pub async fn require_buffer_waiting(
-        &self,
-        app: Option<&AppId>,
-        shuffle: i32,
-        partitions: &[i32],
-        partition_sizes: &[i32],
-        size: i32,
-    ) -> Result<RequireOutcome> {
+    pub async fn require_buffer_waiting(&self, req: Require<'_>) -> Result<RequireOutcome> {
         let budget = self.store().memory().budget().clone();
         let wait = self.opts.require_buffer_wait;
         let start = tokio::time::Instant::now();
@@ -183,7 +183,7 @@ impl AppRegistry {
             start + wait.max(SPILL_WAIT)
         };
         let claim = budget.claim();
-        let waiting_app = app.and_then(|id| self.verify(id).ok());
+        let waiting_app = req.app.and_then(|id| self.verify(id).ok());
         if let Some(a) = &waiting_app {
             let since = a.refused_since();
             if since != 0 {
@@ -202,14 +202,7 @@ impl AppRegistry {
                 for_claimant.as_mut().enable();
             }
             // `reserve`, not `require_buffer`: the refusal metrics count answers, not attempts.
-            let result = self.reserve(
-                app,
-                shuffle,
-                partitions,
-                partition_sizes,
-                size,
-                Some(&claim),
-            );
+            let result = self.reserve(req, Some(&claim));
             if let Err(Error::NoBuffer { .. }) = result {
                 if let Some(a) = &waiting_app {
                     a.note_refused(claim.id());

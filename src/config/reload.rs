@@ -56,7 +56,7 @@
 //! ([`Runtime::listen`], Java's `ReconfigurableRegistry.register`), so requests never look at
 //! the config.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -577,16 +577,20 @@ fn restart_keys(running: &Config, file: &Config) -> Vec<String> {
     out
 }
 
-/// Re-reads `path` every `interval` once its modification time moves (Java polls the same
-/// way), applying what changed; stops with `stop`.
+/// Re-reads the file `config` was loaded from every `reconfigure_interval` once its
+/// modification time moves (Java polls the same way), applying what changed; stops with
+/// `stop`. A config that came from no file has nothing to watch.
 pub fn spawn_file_watch(
     runtime: Arc<Runtime>,
-    path: PathBuf,
-    interval: Duration,
-    env: fn(&str) -> Option<String>,
+    config: &Config,
     stop: CancellationToken,
     tracker: &TaskTracker,
 ) {
+    let Some(path) = config.source_path.clone() else {
+        return;
+    };
+    let interval = config.reconfigure_interval;
+    let env: fn(&str) -> Option<String> = |name| std::env::var(name).ok();
     tracing::info!(path = %path.display(), ?interval, "watching the config file for reconfigurable keys");
     tracker.spawn(async move {
         // Nothing seen yet, as Java starts: the first check reads the file once, so an edit

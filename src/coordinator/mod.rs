@@ -579,6 +579,19 @@ impl Coordinator {
         self.shuffle_nodes_max.store(n.max(1), Ordering::Relaxed);
     }
 
+    /// Follows `coordinator.shuffle_server_number` through runtime reconfiguration (the file
+    /// or a REST update), as Java's `rss.coordinator.shuffle.nodes.max` does.
+    pub fn follow_reloads(self: &Arc<Self>, runtime: &crate::config::reload::Runtime) {
+        let coordinator = Arc::clone(self);
+        runtime.listen(
+            &["coordinator.shuffle_server_number"],
+            Box::new(move |c| {
+                coordinator.set_shuffle_nodes_max(c.coordinator.shuffle_server_number);
+                Ok(())
+            }),
+        );
+    }
+
     /// The policy in force (`default_server_number` as at start-up: see
     /// [`Coordinator::shuffle_nodes_max`]).
     pub fn options(&self) -> &CoordinatorOptions {

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::app::read::{MemoryReadArgs, ReadArgs};
 use crate::app::record_counts::RecordCount;
+use crate::app::write::Require;
 use crate::app::{AppRegistry, Registration, RemoteStorage};
 use crate::audit::rpc::{self as audit, Args, Command, Entry, Ret};
 use crate::audit::RpcAudit;
@@ -727,13 +728,13 @@ impl ShuffleServer for ShuffleService {
         }) {
             Ok(app) => {
                 self.registry
-                    .require_buffer_waiting(
-                        app.as_ref(),
-                        req.shuffle_id,
-                        &req.partition_ids,
-                        &req.partition_require_sizes,
-                        req.require_size,
-                    )
+                    .require_buffer_waiting(Require {
+                        app: app.as_ref(),
+                        shuffle: req.shuffle_id,
+                        partitions: &req.partition_ids,
+                        partition_sizes: &req.partition_require_sizes,
+                        size: req.require_size,
+                    })
                     .await
             }
             Err(e) => Err(e),

@@ -188,19 +188,11 @@ mod tests {
     async fn the_share_of_healthy_paths_decides() {
         let dir = tempfile::tempdir().unwrap();
         let tier = LocalFileTier::new(crate::store::localfile::LocalFileOptions {
-            data_paths: vec![dir.path().join("d0")],
-            file_prefix: "127.0.0.1-1".into(),
-            capacity: None,
-            capacity_ratio: 0.9,
-            high_watermark: 1.0,
-            low_watermark: 1.0,
-            whole_disk_watermark: false,
-            init_max_failed_paths: 0,
-            min_writable_disks: 0,
             max_concurrency_per_disk: 1,
-            sync_on_write: false,
-            direct_io: true,
-            write_timeout: Duration::from_secs(60),
+            ..crate::store::localfile::LocalFileOptions::testing(
+                vec![dir.path().join("d0")],
+                "127.0.0.1-1",
+            )
         })
         .unwrap();
         let mut c = StorageChecker::new(tier, OPTS);

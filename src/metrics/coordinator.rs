@@ -26,6 +26,7 @@ use crate::limits::LimitMetrics;
 use super::grpc::GrpcMetrics;
 use super::grpc::COORDINATOR_TAGS;
 use super::pools;
+use super::{label, sample};
 
 /// The coordinator's state its `server` families show, read at each scrape. The coordinator
 /// implements it: this layer knows the figures, not the coordinator's types.
@@ -186,28 +187,9 @@ fn plain(name: &str, ty: MetricType, value: f64) -> MetricFamily {
 fn app_num(users: std::collections::BTreeMap<String, u64>) -> MetricFamily {
     let samples = users
         .into_iter()
-        .map(|(user, n)| {
-            let mut l = proto::LabelPair::default();
-            l.set_name("user_name".into());
-            l.set_value(user);
-            sample(vec![l], MetricType::GAUGE, n as f64)
-        })
+        .map(|(user, n)| sample(vec![label("user_name", user)], MetricType::GAUGE, n as f64))
         .collect();
     family("app_num", MetricType::GAUGE, samples)
-}
-
-fn sample(labels: Vec<proto::LabelPair>, ty: MetricType, value: f64) -> proto::Metric {
-    let mut m = proto::Metric::from_label(labels);
-    if ty == MetricType::COUNTER {
-        let mut c = proto::Counter::default();
-        c.set_value(value);
-        m.set_counter(c);
-    } else {
-        let mut g = proto::Gauge::default();
-        g.set_value(value);
-        m.set_gauge(g);
-    }
-    m
 }
 
 fn family(name: &str, ty: MetricType, metrics: Vec<proto::Metric>) -> MetricFamily {
@@ -216,12 +198,7 @@ fn family(name: &str, ty: MetricType, metrics: Vec<proto::Metric>) -> MetricFami
     } else {
         "Gauge"
     };
-    let mut f = MetricFamily::default();
-    f.set_name(name.to_owned());
-    f.set_help(format!("{help} {name}"));
-    f.set_field_type(ty);
-    f.set_metric(metrics);
-    f
+    super::family(name, format!("{help} {name}"), ty, metrics)
 }
 
 /// Merges families of the same name into one (their samples differ by label values, e.g.

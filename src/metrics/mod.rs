@@ -22,6 +22,7 @@
 
 pub mod coordinator;
 mod families;
+pub use families::{family, label, sample};
 pub mod format;
 pub mod grpc;
 pub mod netty;

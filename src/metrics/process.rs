@@ -4,7 +4,7 @@
 //! does not add up.
 
 use prometheus::core::{Collector, Desc};
-use prometheus::proto::{self, MetricFamily, MetricType};
+use prometheus::proto::{MetricFamily, MetricType};
 
 /// Scrape-time collector of tokio runtime and allocator numbers.
 pub struct RuntimeCollector {
@@ -31,25 +31,8 @@ impl RuntimeCollector {
 }
 
 fn family(name: &str, help: &str, ty: MetricType, tags: &str, value: f64) -> MetricFamily {
-    let mut l = proto::LabelPair::default();
-    l.set_name("tags".into());
-    l.set_value(tags.to_owned());
-    let mut m = proto::Metric::from_label(vec![l]);
-    if ty == MetricType::COUNTER {
-        let mut c = proto::Counter::default();
-        c.set_value(value);
-        m.set_counter(c);
-    } else {
-        let mut g = proto::Gauge::default();
-        g.set_value(value);
-        m.set_gauge(g);
-    }
-    let mut f = MetricFamily::default();
-    f.set_name(name.to_owned());
-    f.set_help(help.to_owned());
-    f.set_field_type(ty);
-    f.set_metric(vec![m]);
-    f
+    let m = super::sample(vec![super::label("tags", tags.to_owned())], ty, value);
+    super::family(name, help.to_owned(), ty, vec![m])
 }
 
 impl Collector for RuntimeCollector {

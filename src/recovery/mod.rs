@@ -188,19 +188,8 @@ mod tests {
 
     fn tier(root: &std::path::Path) -> Arc<LocalFileTier> {
         LocalFileTier::new(LocalFileOptions {
-            data_paths: vec![root.join("d0")],
-            file_prefix: "127.0.0.1-1-2".into(),
-            high_watermark: 1.0,
-            low_watermark: 1.0,
-            capacity: None,
-            capacity_ratio: 0.9,
-            whole_disk_watermark: false,
-            init_max_failed_paths: 0,
-            min_writable_disks: 0,
             max_concurrency_per_disk: 1,
-            sync_on_write: false,
-            direct_io: true,
-            write_timeout: Duration::from_secs(60),
+            ..LocalFileOptions::testing(vec![root.join("d0")], "127.0.0.1-1-2")
         })
         .unwrap()
     }

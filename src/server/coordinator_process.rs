@@ -124,26 +124,13 @@ pub async fn start(config: Config) -> Result<RunningCoordinator> {
         config.clone(),
         &["coordinator.shuffle_server_number", "metrics.push_interval"],
     );
-    {
-        let coordinator = Arc::clone(&coordinator);
-        runtime.listen(
-            &["coordinator.shuffle_server_number"],
-            Box::new(move |c| {
-                coordinator.set_shuffle_nodes_max(c.coordinator.shuffle_server_number);
-                Ok(())
-            }),
-        );
-    }
-    if let Some(path) = &config.source_path {
-        crate::config::reload::spawn_file_watch(
-            Arc::clone(&runtime),
-            path.clone(),
-            config.reconfigure_interval,
-            |name| std::env::var(name).ok(),
-            tasks_stop.clone(),
-            &tracker,
-        );
-    }
+    coordinator.follow_reloads(&runtime);
+    crate::config::reload::spawn_file_watch(
+        Arc::clone(&runtime),
+        &config,
+        tasks_stop.clone(),
+        &tracker,
+    );
     let http = crate::http::coordinator::standalone_router(
         &crate::http::coordinator::CoordinatorHttp {
             rest: Arc::new(crate::coordinator::rest::RestContext {

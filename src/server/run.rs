@@ -20,6 +20,7 @@ use crate::config::Config;
 use crate::coordinator::service::CoordinatorService;
 use crate::error::Result;
 use crate::grpc::{InternalService, ShuffleService};
+use crate::ids::AppId;
 use crate::limits::grpc::{RequestLimitLayer, TrackedConn};
 use crate::limits::{ConnectionLimits, ConnectionTable, RequestLimits};
 
@@ -64,31 +65,25 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
         tasks_stop.clone(),
         &tracker,
     );
-    if let Some(local) = &local {
-        let (local, registry) = (Arc::clone(local), Arc::clone(&registry));
+    // Every `leak_check_interval`: this server's files and objects of apps it no longer
+    // knows (Java's `checkAndClearLeakedShuffleData`), disks first, then object storage.
+    if local.is_some() || object.is_some() {
+        let (local, object, registry) = (local.clone(), object.clone(), Arc::clone(&registry));
         crate::periodic::periodic(
             &tracker,
             lf.leak_check_interval,
             tasks_stop.clone(),
             move || {
-                let (local, registry) = (Arc::clone(&local), Arc::clone(&registry));
+                let (local, object) = (local.clone(), object.clone());
+                let registry = Arc::clone(&registry);
                 async move {
-                    local.sweep_leaked(|app| registry.is_registered(app)).await;
-                }
-            },
-        );
-    }
-    // The same sweep over object storage: this server's objects of apps it no longer knows.
-    if let Some(object) = &object {
-        let (object, registry) = (Arc::clone(object), Arc::clone(&registry));
-        crate::periodic::periodic(
-            &tracker,
-            lf.leak_check_interval,
-            tasks_stop.clone(),
-            move || {
-                let (object, registry) = (Arc::clone(&object), Arc::clone(&registry));
-                async move {
-                    object.sweep_leaked(|app| registry.is_registered(app)).await;
+                    let live = |app: &AppId| registry.is_registered(app);
+                    if let Some(local) = local {
+                        local.sweep_leaked(live).await;
+                    }
+                    if let Some(object) = object {
+                        object.sweep_leaked(live).await;
+                    }
                 }
             },
         );
@@ -265,14 +260,7 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
             }),
         );
         if let Some(coordinator) = &coordinator {
-            let coordinator = Arc::clone(coordinator);
-            runtime.listen(
-                &["coordinator.shuffle_server_number"],
-                Box::new(move |c| {
-                    coordinator.set_shuffle_nodes_max(c.coordinator.shuffle_server_number);
-                    Ok(())
-                }),
-            );
+            coordinator.follow_reloads(&runtime);
         }
         let budget = budget.clone();
         runtime.listen(
@@ -287,16 +275,12 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
             }),
         );
     }
-    if let Some(path) = &config.source_path {
-        crate::config::reload::spawn_file_watch(
-            Arc::clone(&runtime),
-            path.clone(),
-            config.reconfigure_interval,
-            |name| std::env::var(name).ok(),
-            tasks_stop.clone(),
-            &tracker,
-        );
-    }
+    crate::config::reload::spawn_file_watch(
+        Arc::clone(&runtime),
+        &config,
+        tasks_stop.clone(),
+        &tracker,
+    );
     let http = crate::http::router(Arc::new(crate::http::HttpState {
         metrics: Arc::clone(&metrics),
         registry: Arc::clone(&registry),

@@ -246,21 +246,10 @@ mod tests {
     use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 
     fn faulty(dir: &tempfile::TempDir) -> Arc<FaultyTier> {
-        let inner = LocalFileTier::new(LocalFileOptions {
-            data_paths: vec![dir.path().join("d0"), dir.path().join("d1")],
-            file_prefix: "127.0.0.1-19999".to_owned(),
-            high_watermark: 1.0,
-            low_watermark: 1.0,
-            capacity: None,
-            capacity_ratio: 0.9,
-            whole_disk_watermark: false,
-            init_max_failed_paths: 0,
-            min_writable_disks: 0,
-            max_concurrency_per_disk: 2,
-            sync_on_write: false,
-            direct_io: true,
-            write_timeout: std::time::Duration::from_secs(60),
-        })
+        let inner = LocalFileTier::new(LocalFileOptions::testing(
+            vec![dir.path().join("d0"), dir.path().join("d1")],
+            "127.0.0.1-19999",
+        ))
         .unwrap();
         Arc::new(FaultyTier::new(inner))
     }

@@ -642,8 +642,8 @@ mod tests {
         assert_eq!(ids(buf.read(&req)), vec![1, 3, 5]);
     }
 
-    #[test]
-    fn local_order_sorts_spilled_batches_by_task() {
+    /// A local-order buffer holding blocks 1, 2, 3 of tasks 3, 1, 2 (arrival order).
+    fn three_tasks_out_of_order() -> (MemoryTier, Arc<PartitionBuffer>) {
         let budget = MemoryBudget::new(10_000, 0.8, 0.2);
         let tier = MemoryTier::new(budget.clone());
         let buf = tier.ensure(key("a", 0, 1), true);
@@ -654,6 +654,12 @@ mod tests {
             &mut r,
         )
         .unwrap();
+        (tier, buf)
+    }
+
+    #[test]
+    fn local_order_sorts_spilled_batches_by_task() {
+        let (_tier, buf) = three_tasks_out_of_order();
         let spill = buf.begin_spill(&AtomicU64::new(1)).unwrap();
         let tasks: Vec<i64> = spill
             .batch
@@ -668,16 +674,7 @@ mod tests {
     fn local_order_spill_keeps_arrival_order_for_readers() {
         // A reducer mid-way through a partition must not skip blocks when the batch it reads
         // is spilled (and sorted for the file) under its cursor.
-        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
-        let tier = MemoryTier::new(budget.clone());
-        let buf = tier.ensure(key("a", 0, 1), true);
-        let mut r = budget.try_reserve(3 * 42).unwrap();
-        buf.insert(
-            vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)],
-            Payloads::Shared,
-            &mut r,
-        )
-        .unwrap();
+        let (_tier, buf) = three_tasks_out_of_order();
         let first = MemoryReadRequest {
             last_block_id: -1,
             max_bytes: 1,

@@ -26,6 +26,7 @@ pub mod localfile;
 pub mod memory;
 pub mod object;
 pub mod pairs;
+pub mod remote;
 pub mod router;
 pub mod spill;
 pub mod spill_pools;
@@ -195,6 +196,16 @@ impl PurgeScope {
             PurgeScope::App(app) => app,
             PurgeScope::Shuffle(key) => &key.app,
             PurgeScope::Partition(key) => &key.app,
+        }
+    }
+
+    /// Where in the app the scope lies: its shuffle and range, `None` for "all of them", the
+    /// folder levels the remote tiers delete under.
+    pub fn within_app(&self) -> (Option<i32>, Option<crate::ids::PartitionRange>) {
+        match self {
+            PurgeScope::App(_) => (None, None),
+            PurgeScope::Shuffle(k) => (Some(k.shuffle), None),
+            PurgeScope::Partition(k) => (Some(k.shuffle), Some(k.range)),
         }
     }
 

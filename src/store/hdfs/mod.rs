@@ -66,6 +66,7 @@ use self::slots::{close_pairs, close_when_idle, recover_leases, retire, write_pa
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::failures::Failures;
+use crate::store::remote::{end_purge, RemoteApps};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -104,7 +105,7 @@ pub struct HdfsTier {
     permits: Arc<Semaphore>,
     /// One permit per file pair kept open between appends (`max_open_pairs`).
     open_pairs: Arc<Semaphore>,
-    apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
+    apps: RemoteApps<AppEntry>,
     /// Recent append failures, for [`Tier::health`] and [`HdfsTier::may_try`].
     failures: Failures,
     /// Where idle closers and lease recoveries run.
@@ -481,11 +482,7 @@ impl Tier for HdfsTier {
         };
         let mut gate = Arc::clone(&entry.gate).write_owned().await;
         let target = entry.target.lock().clone();
-        let (shuffle, range) = match scope {
-            PurgeScope::App(_) => (None, None),
-            PurgeScope::Shuffle(k) => (Some(k.shuffle), None),
-            PurgeScope::Partition(k) => (Some(k.shuffle), Some(k.range)),
-        };
+        let (shuffle, range) = scope.within_app();
         // Pairs left open in the scope are closed first, so their writers end cleanly rather
         // than against deleted files (appends are kept out by the gate).
         close_pairs(&self.background, &entry.slots_in(scope)).await;
@@ -500,19 +497,7 @@ impl Tier for HdfsTier {
             .partitions
             .lock()
             .retain(|(s, r), _| !scope.covers(&PartitionKey::new(app.clone(), *s, *r)));
-        if matches!(scope, PurgeScope::App(_)) && result.is_ok() {
-            *gate = true;
-            let mut apps = self.apps.lock();
-            if apps.get(&app).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
-                apps.remove(&app);
-            }
-        }
-        drop(gate);
-        if let Ok(freed) = &result {
-            if *freed > 0 {
-                tracing::info!(app_id = %app, ?scope, freed, "deleted HDFS files");
-            }
-        }
+        end_purge(&self.apps, &entry, scope, &mut *gate, &result, "HDFS files");
         result
     }
 

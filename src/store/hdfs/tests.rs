@@ -105,7 +105,7 @@ async fn conformance_closing_after_every_append() {
     conformance::run_all(&t).await;
 }
 
-/// A tier on a fresh root with one writer per partition, and the app registered there.
+/// A tier with `opts` on a fresh root, and the app registered there.
 async fn tier_for(name: &str, app: &AppId, opts: HdfsOptions) -> (Arc<HdfsTier>, String, String) {
     let url = cluster_url().await;
     let root = fresh_root(name);
@@ -477,20 +477,9 @@ async fn read_file(client: &Client, path: &str) -> Bytes {
 /// never read, and the blocks of the retried batch are read once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_append_moves_to_the_next_pair() {
-    let url = cluster_url().await;
-    let admin = admin(&url);
-    let root = fresh_root("failtimes");
-    let tier = HdfsTier::new(options(1));
     let app = AppId::parse("app-fail").unwrap();
-    tier.register_app(
-        &app,
-        "",
-        &RemoteStorage {
-            path: format!("{url}{root}"),
-            conf: Vec::new(),
-        },
-    )
-    .unwrap();
+    let (tier, url, root) = tier_for("failtimes", &app, options(1)).await;
+    let admin = admin(&url);
     let p = part(&app, 0, 0);
     let dir = format!("{root}/app-fail/0/0-0");
     admin
@@ -535,20 +524,9 @@ async fn failed_append_moves_to_the_next_pair() {
 /// and none that ends past the data file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn torn_index_records_are_not_read() {
-    let url = cluster_url().await;
-    let admin = admin(&url);
-    let root = fresh_root("torn");
-    let tier = HdfsTier::new(options(1));
     let app = AppId::parse("app-torn").unwrap();
-    tier.register_app(
-        &app,
-        "",
-        &RemoteStorage {
-            path: format!("{url}{root}"),
-            conf: Vec::new(),
-        },
-    )
-    .unwrap();
+    let (tier, url, root) = tier_for("torn", &app, options(1)).await;
+    let admin = admin(&url);
     let p = part(&app, 0, 0);
     let good = BlockBatch::new(vec![test_block(1, 0, payload(1, 100))]);
     tier.append(&p, &good).await.unwrap();
@@ -594,20 +572,9 @@ async fn torn_index_records_are_not_read() {
 /// in them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_keeps_other_servers_files() {
-    let url = cluster_url().await;
-    let admin = admin(&url);
-    let root = fresh_root("purge");
-    let tier = HdfsTier::new(options(2));
     let app = AppId::parse("app-purge").unwrap();
-    tier.register_app(
-        &app,
-        "",
-        &RemoteStorage {
-            path: format!("{url}{root}"),
-            conf: Vec::new(),
-        },
-    )
-    .unwrap();
+    let (tier, url, root) = tier_for("purge", &app, options(2)).await;
+    let admin = admin(&url);
     let shared = part(&app, 1, 0);
     let alone = part(&app, 1, 1);
     let other_shuffle = part(&app, 2, 0);

@@ -42,6 +42,29 @@ pub struct LocalFileOptions {
     pub write_timeout: std::time::Duration,
 }
 
+#[cfg(test)]
+impl LocalFileOptions {
+    /// Options for the tests of this tier and of those built on it: no capacity limit, no
+    /// watermark, direct I/O, two writes per disk.
+    pub fn testing(data_paths: Vec<PathBuf>, file_prefix: &str) -> Self {
+        LocalFileOptions {
+            data_paths,
+            file_prefix: file_prefix.to_owned(),
+            capacity: None,
+            capacity_ratio: 0.9,
+            high_watermark: 1.0,
+            low_watermark: 1.0,
+            whole_disk_watermark: false,
+            init_max_failed_paths: 0,
+            min_writable_disks: 0,
+            max_concurrency_per_disk: 2,
+            sync_on_write: false,
+            direct_io: true,
+            write_timeout: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
 /// Checks the options once, at start-up: every error names the field.
 pub(super) fn validate(opts: &LocalFileOptions) -> Result<()> {
     let bad = |why: String| Err(Error::Startup(format!("localfile options: {why}")));

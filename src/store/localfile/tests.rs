@@ -21,21 +21,7 @@ use crate::store::{Block, DataRead, FileTier, IndexRead};
 const PREFIX: &str = "10.0.0.7-19999";
 
 fn opts(paths: Vec<PathBuf>) -> LocalFileOptions {
-    LocalFileOptions {
-        data_paths: paths,
-        file_prefix: PREFIX.to_owned(),
-        capacity: None,
-        capacity_ratio: 0.9,
-        high_watermark: 1.0,
-        low_watermark: 1.0,
-        whole_disk_watermark: false,
-        init_max_failed_paths: 0,
-        min_writable_disks: 0,
-        max_concurrency_per_disk: 2,
-        sync_on_write: false,
-        direct_io: true,
-        write_timeout: std::time::Duration::from_secs(60),
-    }
+    LocalFileOptions::testing(paths, PREFIX)
 }
 
 /// A data path that exists but whose probe file cannot be written (a directory holds its name).

@@ -57,6 +57,7 @@ use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::admission::{Outcome, Refusal};
 use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
+use crate::store::remote::{end_purge, RemoteApps};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -85,7 +86,7 @@ pub struct ObjectTier {
     seq: AtomicU64,
     permits: Arc<Semaphore>,
     stores: parking_lot::Mutex<HashMap<(String, S3Settings), Arc<dyn ObjectStore>>>,
-    apps: parking_lot::Mutex<HashMap<AppId, Arc<AppEntry>>>,
+    apps: RemoteApps<AppEntry>,
     /// Every root an app registered since start (kept after the app is gone), for the
     /// leaked-data sweep.
     roots: parking_lot::Mutex<HashMap<ObjectRoot, Arc<dyn ObjectStore>>>,
@@ -552,26 +553,17 @@ impl Tier for ObjectTier {
             return Ok(0);
         };
         let mut gate = entry.gate.write().await;
-        let (shuffle, range) = match scope {
-            PurgeScope::App(_) => (None, None),
-            PurgeScope::Shuffle(k) => (Some(k.shuffle), None),
-            PurgeScope::Partition(k) => (Some(k.shuffle), Some(k.range)),
-        };
+        let (shuffle, range) = scope.within_app();
         let folder = Self::folder(&entry.root, &app, shuffle, range);
         let result = delete_own(&entry.store, &folder, &self.opts.file_prefix).await;
-        if matches!(scope, PurgeScope::App(_)) && result.is_ok() {
-            *gate = true;
-            let mut apps = self.apps.lock();
-            if apps.get(&app).is_some_and(|e| Arc::ptr_eq(e, &entry)) {
-                apps.remove(&app);
-            }
-        }
-        drop(gate);
-        if let Ok(freed) = &result {
-            if *freed > 0 {
-                tracing::info!(app_id = %app, ?scope, freed, "deleted object-store objects");
-            }
-        }
+        end_purge(
+            &self.apps,
+            &entry,
+            scope,
+            &mut *gate,
+            &result,
+            "object-store objects",
+        );
         result
     }
 
