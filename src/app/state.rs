@@ -269,6 +269,21 @@ impl Shuffle {
             .map(|r| PartitionKey::new(app.clone(), self.id, r))
     }
 
+    /// [`Shuffle::key_of`] for a write: a partition outside every registered range is the
+    /// client's mistake, named in the answer.
+    pub fn registered_key(
+        &self,
+        app: &AppId,
+        partition: i32,
+    ) -> crate::error::Result<PartitionKey> {
+        self.key_of(app, partition)
+            .ok_or_else(|| crate::error::Error::NotRegistered {
+                app_id: app.to_string(),
+                shuffle_id: self.id,
+                what: format!("partition {partition}"),
+            })
+    }
+
     /// `commitShuffleTask`s counted so far.
     pub fn commits(&self) -> i32 {
         self.commits.load(Ordering::Acquire)

@@ -93,13 +93,7 @@ impl AppRegistry {
             let sizes = (partition_sizes.len() == partitions.len()).then_some(partition_sizes);
             if let Some(shuffle) = app.shuffle(shuffle) {
                 for (i, &p) in partitions.iter().enumerate() {
-                    let key = shuffle
-                        .key_of(app_id, p)
-                        .ok_or_else(|| Error::NotRegistered {
-                            app_id: app_id.to_string(),
-                            shuffle_id: shuffle.id(),
-                            what: format!("partition {p}"),
-                        })?;
+                    let key = shuffle.registered_key(app_id, p)?;
                     let extra = sizes.map_or(0, |s| s[i].max(0) as u64);
                     let buffer = self.store().memory().get(&key);
                     if let Some(buffer) = &buffer {
@@ -362,13 +356,7 @@ impl AppRegistry {
             if blocks.is_empty() {
                 continue;
             }
-            let key = shuffle
-                .key_of(app_id, partition)
-                .ok_or_else(|| Error::NotRegistered {
-                    app_id: app_id.to_string(),
-                    shuffle_id: shuffle.id(),
-                    what: format!("partition {partition}"),
-                })?;
+            let key = shuffle.registered_key(app_id, partition)?;
             let buffer = self.buffer(&key)?;
             if let Some(hard) = self.huge_partition_hard_limit() {
                 let incoming: u64 = blocks.iter().map(|b| b.data.len() as u64).sum();

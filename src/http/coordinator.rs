@@ -25,16 +25,15 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::Router;
 
 use super::auth::{self, AdminAuth};
 use crate::config::reload::Runtime;
 use crate::coordinator::rest::{self, RestContext};
-use crate::metrics::{format, Kind, Metrics};
+use crate::metrics::Metrics;
 
 /// What the coordinator's routes read.
 pub struct CoordinatorHttp {
@@ -108,60 +107,32 @@ pub fn standalone_router(c: &CoordinatorHttp, config: &crate::config::Config) ->
 /// The coordinator's metric routes over `metrics`; `standalone` adds the root paths.
 fn router(metrics: Arc<Metrics>, standalone: bool) -> Router {
     let mut router = Router::new()
-        .route("/api/coordinator/metrics", get(json_all))
-        .route("/api/coordinator/metrics/", get(json_all))
-        .route("/api/coordinator/metrics/{kind}", get(json_kind))
-        .route("/api/coordinator/prometheus/metrics/{kind}", get(text_kind));
+        .route("/api/coordinator/metrics", get(metrics_route::<false>))
+        .route("/api/coordinator/metrics/", get(metrics_route::<false>))
+        .route(
+            "/api/coordinator/metrics/{kind}",
+            get(metrics_route::<false>),
+        )
+        .route(
+            "/api/coordinator/prometheus/metrics/{kind}",
+            get(metrics_route::<true>),
+        );
     if standalone {
         router = router
-            .route("/metrics", get(json_all))
-            .route("/metrics/{kind}", get(json_kind))
-            .route("/prometheus/metrics/{kind}", get(text_kind));
+            .route("/metrics", get(metrics_route::<false>))
+            .route("/metrics/{kind}", get(metrics_route::<false>))
+            .route("/prometheus/metrics/{kind}", get(metrics_route::<true>));
     }
     router.with_state(metrics)
 }
 
-/// Java answers an unknown type with an uncaught exception, which Jetty turns into a 500.
-fn bad_kind(e: crate::error::Error) -> Response {
-    (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
-}
-
-fn json(metrics: &Metrics, kind: Kind, query: Option<String>) -> Response {
-    match metrics.gather_coordinator(kind, &super::state::names(query)) {
-        Ok(families) => Json(format::json(&families, crate::clock::now_ms())).into_response(),
-        Err(e) => bad_kind(e),
-    }
-}
-
-async fn json_all(State(m): State<Arc<Metrics>>, RawQuery(q): RawQuery) -> Response {
-    json(&m, Kind::All, q)
-}
-
-async fn json_kind(
+/// `…/metrics[/{kind}]` (Java's JSON) and, with `TEXT`, `…/prometheus/metrics/{kind}`.
+async fn metrics_route<const TEXT: bool>(
     State(m): State<Arc<Metrics>>,
-    Path(kind): Path<String>,
+    kind: Option<Path<String>>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    match kind.parse::<Kind>() {
-        Ok(kind) => json(&m, kind, q),
-        Err(e) => bad_kind(e),
-    }
-}
-
-async fn text_kind(
-    State(m): State<Arc<Metrics>>,
-    Path(kind): Path<String>,
-    RawQuery(q): RawQuery,
-) -> Response {
-    let families = kind
-        .parse::<Kind>()
-        .and_then(|kind| m.gather_coordinator(kind, &super::state::names(q)));
-    match families {
-        Ok(families) => (
-            [(header::CONTENT_TYPE, format::TEXT_CONTENT_TYPE)],
-            format::text(&families),
-        )
-            .into_response(),
-        Err(e) => bad_kind(e),
-    }
+    super::state::metrics_answer(kind, TEXT, |kind| {
+        m.gather_coordinator(kind, &super::state::names(q))
+    })
 }

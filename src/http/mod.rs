@@ -38,17 +38,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, StatusCode};
 use axum::middleware;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::{format, Kind};
 pub use state::HttpState;
-use state::{conf_json, names};
+use state::{conf_json, metrics_answer, names};
 
 /// The router over `state`. Built once per server: it also logs which admin mode applies.
 pub fn router(state: Arc<HttpState>) -> Router {
@@ -87,17 +85,20 @@ pub fn router(state: Arc<HttpState>) -> Router {
         None => Router::new(),
     };
     Router::new()
-        .route("/metrics", get(json_all))
-        .route("/metrics/{kind}", get(json_metrics))
-        .route("/prometheus/metrics/{kind}", get(text_metrics))
+        .route("/metrics", get(metrics_route::<false>))
+        .route("/metrics/{kind}", get(metrics_route::<false>))
+        .route("/prometheus/metrics/{kind}", get(metrics_route::<true>))
         // 0.10's resource takes the type as optional (`all` without it); the dashboard calls
         // it bare.
-        .route("/api/shuffleServer/metrics", get(json_all))
-        .route("/api/shuffleServer/metrics/", get(json_all))
-        .route("/api/shuffleServer/metrics/{kind}", get(json_metrics))
+        .route("/api/shuffleServer/metrics", get(metrics_route::<false>))
+        .route("/api/shuffleServer/metrics/", get(metrics_route::<false>))
+        .route(
+            "/api/shuffleServer/metrics/{kind}",
+            get(metrics_route::<false>),
+        )
         .route(
             "/api/shuffleServer/prometheus/metrics/{kind}",
-            get(text_metrics),
+            get(metrics_route::<true>),
         )
         .route("/api/shuffleServer/conf", get(conf))
         .route("/api/shuffleServer/stacks", get(admin::stacks))
@@ -205,46 +206,13 @@ pub fn spawn(
     tracker.spawn(serve(http, router, stop.clone()));
 }
 
-/// Java answers an unknown type with an uncaught exception, which Jetty turns into a 500.
-fn bad_kind(e: crate::error::Error) -> Response {
-    (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
-}
-
-async fn json_all(State(s): State<Arc<HttpState>>, RawQuery(q): RawQuery) -> Response {
-    let families = s.metrics.gather(Kind::All, &names(q));
-    Json(format::json(&families, crate::clock::now_ms())).into_response()
-}
-
-async fn json_metrics(
+/// `…/metrics[/{kind}]` (Java's JSON) and, with `TEXT`, `…/prometheus/metrics/{kind}`.
+async fn metrics_route<const TEXT: bool>(
     State(s): State<Arc<HttpState>>,
-    Path(kind): Path<String>,
+    kind: Option<Path<String>>,
     RawQuery(q): RawQuery,
 ) -> Response {
-    match kind.parse::<Kind>() {
-        Ok(kind) => {
-            let families = s.metrics.gather(kind, &names(q));
-            Json(format::json(&families, crate::clock::now_ms())).into_response()
-        }
-        Err(e) => bad_kind(e),
-    }
-}
-
-async fn text_metrics(
-    State(s): State<Arc<HttpState>>,
-    Path(kind): Path<String>,
-    RawQuery(q): RawQuery,
-) -> Response {
-    match kind.parse::<Kind>() {
-        Ok(kind) => {
-            let families = s.metrics.gather(kind, &names(q));
-            (
-                [(header::CONTENT_TYPE, format::TEXT_CONTENT_TYPE)],
-                format::text(&families),
-            )
-                .into_response()
-        }
-        Err(e) => bad_kind(e),
-    }
+    metrics_answer(kind, TEXT, |kind| Ok(s.metrics.gather(kind, &names(q))))
 }
 
 /// `GET /api/shuffleServer/conf`: see [`conf_json`].

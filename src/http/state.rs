@@ -3,14 +3,17 @@
 
 use std::sync::Arc;
 
+use axum::extract::Path;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use prometheus::proto::MetricFamily;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppRegistry;
 use crate::config::reload::Runtime;
 use crate::config::Config;
-use crate::metrics::Metrics;
+use crate::metrics::{format, Kind, Metrics};
 
 /// What the handlers read.
 pub struct HttpState {
@@ -30,6 +33,26 @@ pub struct HttpState {
     /// The embedded coordinator's REST API; `None` when the coordinator is off, and then its
     /// paths answer 404 as a Java shuffle server's do.
     pub coordinator: Option<Arc<crate::coordinator::rest::RestContext>>,
+}
+
+/// A metrics route's answer: the families of the type in the path (`all` without one) that
+/// `gather` returns, in Java's JSON, or in the Prometheus text format when `text`. Java answers
+/// an unknown type with an uncaught exception, which Jetty turns into a 500.
+pub(super) fn metrics_answer(
+    kind: Option<Path<String>>,
+    text: bool,
+    gather: impl FnOnce(Kind) -> crate::error::Result<Vec<MetricFamily>>,
+) -> Response {
+    let kind = kind.map_or(Ok(Kind::All), |Path(k)| k.parse::<Kind>());
+    match kind.and_then(gather) {
+        Ok(families) if text => (
+            [(header::CONTENT_TYPE, format::TEXT_CONTENT_TYPE)],
+            format::text(&families),
+        )
+            .into_response(),
+        Ok(families) => Json(format::json(&families, crate::clock::now_ms())).into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
 }
 
 /// The repeated `name[]=` parameters.

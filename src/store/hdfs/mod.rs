@@ -66,7 +66,7 @@ use self::slots::{close_pairs, close_when_idle, recover_leases, retire, write_pa
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::failures::Failures;
-use crate::store::remote::{end_purge, RemoteApps};
+use crate::store::remote::{end_purge, entry_for_append, sites, RemoteApps, RemoteEntry};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -120,6 +120,16 @@ struct AppEntry {
     partitions: parking_lot::Mutex<HashMap<(i32, PartitionRange), Arc<Slots>>>,
     /// Writer slots a partition of this app gets when it first spills here.
     writers: std::sync::atomic::AtomicUsize,
+}
+
+impl RemoteEntry for AppEntry {
+    fn gate(&self) -> &Arc<tokio::sync::RwLock<bool>> {
+        &self.gate
+    }
+
+    fn registered_path(&self) -> String {
+        self.target.lock().remote.path.clone()
+    }
 }
 
 impl AppEntry {
@@ -327,10 +337,7 @@ impl Tier for HdfsTier {
 
     /// The app's remote storage, when it registered one.
     fn sites(&self, app: &AppId) -> Vec<StorageSite> {
-        self.entry(app)
-            .map(|entry| StorageSite::remote(&entry.target.lock().remote.path))
-            .into_iter()
-            .collect()
+        sites(&self.apps, app)
     }
 
     /// Writes the batch to a free slot's file pair under the app's remote storage, within
@@ -341,15 +348,7 @@ impl Tier for HdfsTier {
         if batch.is_empty() {
             return Ok(());
         }
-        let no_storage = || Error::TierFailed {
-            tier: TIER,
-            reason: format!("app {} registered no remote storage", part.app),
-        };
-        let entry = self.entry(&part.app).ok_or_else(no_storage)?;
-        let gate = Arc::clone(&entry.gate).read_owned().await;
-        if *gate {
-            return Err(no_storage());
-        }
+        let (entry, gate) = entry_for_append(&self.apps, &part.app, TIER, "remote storage").await?;
         let target = entry.target.lock().clone();
         let n = entry.writers.load(std::sync::atomic::Ordering::Relaxed);
         let slots = Arc::clone(

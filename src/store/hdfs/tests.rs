@@ -122,6 +122,17 @@ async fn tier_for(name: &str, app: &AppId, opts: HdfsOptions) -> (Arc<HdfsTier>,
     (tier, url, root)
 }
 
+/// Registers `app` for the user alice at `path`; its partition 0 of shuffle 0.
+fn registered_by_alice(tier: &HdfsTier, app: &str, path: String) -> PartitionKey {
+    let app = AppId::parse(app).unwrap();
+    let remote = RemoteStorage {
+        path,
+        conf: Vec::new(),
+    };
+    tier.register_app(&app, "alice", &remote).unwrap();
+    PartitionKey::new(app, 0, crate::ids::PartitionRange::new(0, 0).unwrap())
+}
+
 /// HDFS lengths as the Uniffle client takes them (`getFileStatus`), 0 for a missing file.
 async fn length(client: &Client, path: &str) -> u64 {
     match client.get_file_info(path).await {
@@ -317,14 +328,8 @@ async fn apps_ask_for_their_own_partition_writers_up_to_the_limit() {
             writers,
             "requested {requested}"
         );
-        let app = AppId::parse("app-writers_1").unwrap();
-        let remote = RemoteStorage {
-            path: format!("{url}{root}/"),
-            conf: Vec::new(),
-        };
-        tier.register_app(&app, "alice", &remote).unwrap();
-        tier.set_partition_writers(&app, requested);
-        let p = PartitionKey::new(app, 0, crate::ids::PartitionRange::new(0, 0).unwrap());
+        let p = registered_by_alice(&tier, "app-writers_1", format!("{url}{root}/"));
+        tier.set_partition_writers(&p.app, requested);
         let batch = BlockBatch::new(vec![test_block(1, 0, payload(1, 64))]);
         tier.append(&p, &batch).await.expect("append");
         let mut names: Vec<String> = admin
@@ -429,17 +434,7 @@ async fn app_user_opt_in_writes_as_the_app_user() {
     let block = BlockBatch::new(vec![test_block(1, 0, payload(1, 64))]);
 
     let servers = root_owned_by(&admin, "as-app-refused", "rss").await;
-    let app = AppId::parse("app-as-user_1").unwrap();
-    let remote = RemoteStorage {
-        path: format!("{url}{servers}"),
-        conf: Vec::new(),
-    };
-    tier.register_app(&app, "alice", &remote).unwrap();
-    let p = PartitionKey::new(
-        app.clone(),
-        0,
-        crate::ids::PartitionRange::new(0, 0).unwrap(),
-    );
+    let p = registered_by_alice(&tier, "app-as-user_1", format!("{url}{servers}"));
     let err = tier.append(&p, &block).await.unwrap_err().to_string();
     assert!(
         err.contains("Permission denied") && err.contains("alice"),
@@ -447,24 +442,14 @@ async fn app_user_opt_in_writes_as_the_app_user() {
     );
 
     let alices = root_owned_by(&admin, "as-app", "alice").await;
-    let app = AppId::parse("app-as-user_2").unwrap();
-    let remote = RemoteStorage {
-        path: format!("{url}{alices}"),
-        conf: Vec::new(),
-    };
-    tier.register_app(&app, "alice", &remote).unwrap();
-    let p = PartitionKey::new(
-        app.clone(),
-        0,
-        crate::ids::PartitionRange::new(0, 0).unwrap(),
-    );
+    let p = registered_by_alice(&tier, "app-as-user_2", format!("{url}{alices}"));
     tier.append(&p, &block).await.expect("append as alice");
     let file = admin
         .get_file_info(&format!("{alices}/app-as-user_2/0/0-0/{SERVER_ID}_0.data"))
         .await
         .unwrap();
     assert_eq!(file.owner, "alice");
-    tier.purge(&PurgeScope::App(app)).await.unwrap();
+    tier.purge(&PurgeScope::App(p.app)).await.unwrap();
 }
 
 async fn read_file(client: &Client, path: &str) -> Bytes {

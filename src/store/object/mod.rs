@@ -57,7 +57,7 @@ use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::admission::{Outcome, Refusal};
 use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
-use crate::store::remote::{end_purge, RemoteApps};
+use crate::store::remote::{end_purge, entry_for_append, sites, RemoteApps, RemoteEntry};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -100,7 +100,17 @@ struct AppEntry {
     settings: S3Settings,
     store: Arc<dyn ObjectStore>,
     /// Flushes hold it shared, purges exclusively; `true` once an app purge retired the entry.
-    gate: tokio::sync::RwLock<bool>,
+    gate: Arc<tokio::sync::RwLock<bool>>,
+}
+
+impl RemoteEntry for AppEntry {
+    fn gate(&self) -> &Arc<tokio::sync::RwLock<bool>> {
+        &self.gate
+    }
+
+    fn registered_path(&self) -> String {
+        self.remote.path.clone()
+    }
 }
 
 /// A store error as the crate's: an answer no retry changes (see [`final_answer`]) is an
@@ -215,7 +225,7 @@ impl ObjectTier {
                 root,
                 settings,
                 store,
-                gate: tokio::sync::RwLock::new(false),
+                gate: Arc::new(tokio::sync::RwLock::new(false)),
             }),
         );
         Ok(())
@@ -484,10 +494,7 @@ impl Tier for ObjectTier {
     }
 
     fn sites(&self, app: &AppId) -> Vec<StorageSite> {
-        self.entry(app)
-            .map(|e| StorageSite::remote(&e.remote.path))
-            .into_iter()
-            .collect()
+        sites(&self.apps, app)
     }
 
     /// One new object pair: data, then index. On any failure the index object was not
@@ -498,15 +505,8 @@ impl Tier for ObjectTier {
         if batch.is_empty() {
             return Ok(());
         }
-        let no_storage = || Error::TierFailed {
-            tier: TIER,
-            reason: format!("app {} registered no object-store path", part.app),
-        };
-        let entry = self.entry(&part.app).ok_or_else(no_storage)?;
-        let gate = entry.gate.read().await;
-        if *gate {
-            return Err(no_storage());
-        }
+        let (entry, gate) =
+            entry_for_append(&self.apps, &part.app, TIER, "object-store path").await?;
         let outcome = async {
             let _permit = Arc::clone(&self.permits)
                 .acquire_owned()
