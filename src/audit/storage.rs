@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::writer::{Record, Sink};
-use crate::ids::{AppId, PartitionRange};
+use crate::ids::{AppId, PartitionKey};
 
 /// Java's `LocalStorage.STORAGE_HOST`: the host field of every local-disk line.
 pub const LOCAL_HOST: &str = "local";
@@ -108,12 +108,8 @@ pub fn java_uri_host(uri: &str) -> Option<&str> {
 pub enum StorageRecord {
     /// A spill that is durable.
     Write {
-        /// App.
-        app: AppId,
-        /// Shuffle.
-        shuffle: i32,
-        /// The partition range of the buffer spilled.
-        range: PartitionRange,
+        /// The partition range spilled, of its app and shuffle.
+        part: PartitionKey,
         /// Where it was written.
         site: StorageSite,
         /// Σ (block length + 32): Java's event size.
@@ -161,14 +157,13 @@ impl Record for StorageRecord {
     fn write_line(&self, out: &mut dyn Write) -> io::Result<()> {
         match self {
             StorageRecord::Write {
-                app,
-                shuffle,
-                range,
+                part,
                 site,
                 size,
                 start,
                 end,
             } => {
+                let (app, shuffle, range) = (&part.app, part.shuffle, part.range);
                 write!(out, "w|{app}|{shuffle}|{}_{}|", range.start, range.end)?;
                 write_site(out, site)?;
                 write!(out, "|{size}|")?;
@@ -222,22 +217,17 @@ impl StorageAudit {
 
     /// Queues a write line; `site` `None` (a tier that does not say where) logs nothing, as
     /// Java only audits the storages it has.
-    #[allow(clippy::too_many_arguments)]
     pub fn written(
         &self,
-        app: &AppId,
-        shuffle: i32,
-        range: PartitionRange,
+        part: &PartitionKey,
         site: Option<StorageSite>,
         size: u64,
-        start: SystemTime,
-        end: SystemTime,
+        (start, end): (SystemTime, SystemTime),
     ) {
         if let (Some(sink), Some(site)) = (&self.sink, site) {
+            let part = part.clone();
             sink.send(StorageRecord::Write {
-                app: app.clone(),
-                shuffle,
-                range,
+                part,
                 site,
                 size,
                 start,
@@ -270,6 +260,7 @@ impl StorageAudit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::PartitionRange;
     use std::time::Duration;
 
     fn line(r: &StorageRecord) -> String {
@@ -300,9 +291,7 @@ mod tests {
         let start = UNIX_EPOCH + Duration::from_millis(1_700_000_000_250);
         let end = start + Duration::from_millis(1_412);
         let write = StorageRecord::Write {
-            app: app.clone(),
-            shuffle: 0,
-            range: PartitionRange::new(3, 4).unwrap(),
+            part: PartitionKey::new(app.clone(), 0, PartitionRange::new(3, 4).unwrap()),
             site: StorageSite::local("/data1/rssdata"),
             size: 1056,
             start,

@@ -238,16 +238,9 @@ mod tests {
 
     fn server(id: &str, available: i64, used: i64, status: ServerStatus) -> ServerNode {
         ServerNode {
-            id: id.into(),
-            ip: "127.0.0.1".into(),
-            grpc_port: 1,
-            netty_port: 0,
-            jetty_port: 0,
-            tags: ["ss_v5".to_string()].into_iter().collect(),
             status,
-            available_memory: available,
             used_memory: used,
-            last_seen: Instant::now(),
+            ..ServerNode::testing(id, available, &["ss_v5"])
         }
     }
 

@@ -391,23 +391,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use proptest::prelude::*;
-    use tokio::time::Instant;
 
     use super::*;
 
     fn server(id: &str, memory: i64, tags: &[&str]) -> ServerNode {
-        ServerNode {
-            id: id.into(),
-            ip: "127.0.0.1".into(),
-            grpc_port: 1,
-            netty_port: 0,
-            jetty_port: 0,
-            tags: tags.iter().map(|t| t.to_string()).collect(),
-            status: ServerStatus::Active,
-            available_memory: memory,
-            used_memory: 0,
-            last_seen: Instant::now(),
-        }
+        ServerNode::testing(id, memory, tags)
     }
 
     fn three() -> Vec<ServerNode> {

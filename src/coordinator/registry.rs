@@ -39,6 +39,23 @@ pub struct ServerNode {
 }
 
 impl ServerNode {
+    /// An active server on 127.0.0.1 with `tags`, `available` memory and none used, seen now.
+    #[cfg(test)]
+    pub fn testing(id: &str, available: i64, tags: &[&str]) -> Self {
+        ServerNode {
+            id: id.into(),
+            ip: "127.0.0.1".into(),
+            grpc_port: 1,
+            netty_port: 0,
+            jetty_port: 0,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+            status: ServerStatus::Active,
+            available_memory: available,
+            used_memory: 0,
+            last_seen: Instant::now(),
+        }
+    }
+
     /// Reads a heartbeat the way the Java coordinator does: `status` if present, else ACTIVE;
     /// a present `isHealthy` overrides it (true → ACTIVE, false → UNHEALTHY) for ≤0.7 servers.
     /// A status number this build does not know counts as UNHEALTHY so it is never assigned.

@@ -308,13 +308,10 @@ impl Spiller {
         // Java's `w|…` line: logged once the write is durable, with the event size (what the
         // batch cost in memory) and the write's own time span.
         self.shared.opts.audit.written(
-            &key.app,
-            key.shuffle,
-            key.range,
+            key,
             placed.site,
             batch.batch.charged_bytes(),
-            began,
-            std::time::SystemTime::now(),
+            (began, std::time::SystemTime::now()),
         );
         let data = batch.batch.data_bytes();
         let huge_hdfs = match (&placed.location, placed.kind) {
