@@ -59,8 +59,8 @@ pub fn router(state: Arc<HttpState>) -> Router {
             "/admin/cancel_decommission",
             post(admin::cancel_decommission),
         )
-        .route("/debug/pprof/profile", get(pprof::profile))
-        .route("/debug/pprof/flamegraph", get(pprof::flamegraph))
+        .route("/debug/pprof/profile", get(pprof::cpu::<false>))
+        .route("/debug/pprof/flamegraph", get(pprof::cpu::<true>))
         .route("/debug/pprof/heap", get(pprof::heap))
         .route("/api/shuffleServer/confOps/update", post(conf_ops::update))
         .route("/confOps/update", post(conf_ops::update))

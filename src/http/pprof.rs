@@ -56,8 +56,9 @@ fn internal(e: impl std::fmt::Display) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response()
 }
 
-/// `GET /debug/pprof/profile?seconds=N`: CPU profile, pprof protobuf (`go tool pprof` reads it).
-pub(super) async fn profile(
+/// `GET /debug/pprof/profile?seconds=N`: CPU profile, pprof protobuf (`go tool pprof` reads
+/// it); with `SVG`, `GET /debug/pprof/flamegraph?seconds=N`: the same samples as an SVG.
+pub(super) async fn cpu<const SVG: bool>(
     State(s): State<Arc<HttpState>>,
     Query(p): Query<ProfileParams>,
 ) -> Response {
@@ -65,39 +66,26 @@ pub(super) async fn profile(
         Ok(r) => r,
         Err(resp) => return resp,
     };
-    match report.pprof() {
-        Ok(profile) => {
+    let rendered = if SVG {
+        let mut svg = Vec::new();
+        report
+            .flamegraph(&mut svg)
+            .map(|()| ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response())
+    } else {
+        report.pprof().map(|profile| {
             use pprof::protos::Message;
+            let disposition = "attachment; filename=\"profile.pb\"";
             (
                 [
                     (header::CONTENT_TYPE, "application/octet-stream"),
-                    (
-                        header::CONTENT_DISPOSITION,
-                        "attachment; filename=\"profile.pb\"",
-                    ),
+                    (header::CONTENT_DISPOSITION, disposition),
                 ],
                 profile.encode_to_vec(),
             )
                 .into_response()
-        }
-        Err(e) => internal(e),
-    }
-}
-
-/// `GET /debug/pprof/flamegraph?seconds=N`: the CPU profile as a flamegraph SVG.
-pub(super) async fn flamegraph(
-    State(s): State<Arc<HttpState>>,
-    Query(p): Query<ProfileParams>,
-) -> Response {
-    let report = match sample(&s, &p).await {
-        Ok(r) => r,
-        Err(resp) => return resp,
+        })
     };
-    let mut svg = Vec::new();
-    match report.flamegraph(&mut svg) {
-        Ok(()) => ([(header::CONTENT_TYPE, "image/svg+xml")], svg).into_response(),
-        Err(e) => internal(e),
-    }
+    rendered.unwrap_or_else(internal)
 }
 
 /// `GET /debug/pprof/heap`: jemalloc's sampled live heap in pprof format (gzipped protobuf).
