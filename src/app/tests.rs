@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::app::read::{MemoryReadArgs, ReadArgs};
-use crate::app::write::Require;
+use crate::app::write::{Require, TicketSeen};
 use crate::app::{AppRegistry, Registration, RegistryOptions};
 use crate::error::Error;
 use crate::ids::{AppId, PartitionRange};
@@ -139,6 +139,7 @@ impl Fixture {
             vec![(partition, vec![block])],
             0,
             Payloads::Shared,
+            &mut TicketSeen::default(),
         )
     }
 
@@ -450,6 +451,7 @@ async fn split_limit_lists_partitions_strictly_above_it() {
             vec![(0, vec![block(2, 137)]), (1, vec![block(3, 268)])],
             0,
             Payloads::Shared,
+            &mut TicketSeen::default(),
         )
         .unwrap();
     // Without per-partition sizes (before 0.10) nothing is ever listed.

@@ -287,31 +287,10 @@ impl AppRegistry {
     /// client adds its encoded message length to `requireSize` (SEMANTICS §3.4); that part is
     /// given back as soon as the ticket is taken. gRPC passes 0. `payloads` says whether the
     /// blocks share one request buffer (copied per partition) or own theirs (kept).
-    pub fn send(
-        &self,
-        app_id: &AppId,
-        shuffle: i32,
-        ticket_id: i64,
-        parts: Vec<(i32, Vec<Block>)>,
-        frame_overhead: u64,
-        payloads: Payloads,
-    ) -> Result<()> {
-        let mut seen = TicketSeen::default();
-        self.send_noting(
-            app_id,
-            shuffle,
-            ticket_id,
-            parts,
-            frame_overhead,
-            payloads,
-            &mut seen,
-        )
-    }
-
-    /// [`AppRegistry::send`], noting in `seen` the ticket it took (whatever the outcome), for
-    /// the Netty plane's audit line.
+    ///
+    /// `seen` notes the ticket it took (whatever the outcome), for the Netty plane's audit line.
     #[allow(clippy::too_many_arguments)]
-    pub fn send_noting(
+    pub fn send(
         &self,
         app_id: &AppId,
         shuffle: i32,

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::app::read::{MemoryReadArgs, ReadArgs};
 use crate::app::record_counts::RecordCount;
-use crate::app::write::Require;
+use crate::app::write::{Require, TicketSeen};
 use crate::app::{AppRegistry, Registration, RemoteStorage};
 use crate::audit::rpc::{self as audit, Args, Command, Entry, Ret};
 use crate::audit::RpcAudit;
@@ -94,6 +94,7 @@ impl ShuffleService {
                     parts,
                     0,
                     payloads,
+                    &mut TicketSeen::default(),
                 )
             })();
             std::future::ready(sent.map(|()| Default::default()))

@@ -558,7 +558,7 @@ impl Handler {
             .limits
             .blocks(PLANE, r.partitions.iter().map(|(_, b)| b.len()).sum())?;
         let parts = convert::blocks(r.partitions)?;
-        self.shared.registry.send_noting(
+        self.shared.registry.send(
             &app,
             r.shuffle_id,
             r.require_buffer_id,

@@ -276,9 +276,10 @@ pub trait Tier: Send + Sync + 'static {
     }
 
     /// Where `part`'s last append went as Java's storage audit names it (`local` + the disk's
-    /// base path; the remote storage's host + path). Default: not audited.
-    fn site(&self, _part: &PartitionKey) -> Option<StorageSite> {
-        None
+    /// base path; the remote storage's host + path). Default: the app's one site in
+    /// [`Tier::sites`] (a remote tier's); a tier that spreads an app over several says which.
+    fn site(&self, part: &PartitionKey) -> Option<StorageSite> {
+        self.sites(&part.app).pop()
     }
 
     /// Every storage a purge of `app` deletes from, as Java's storage audit lists them (each

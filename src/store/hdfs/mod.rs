@@ -330,11 +330,6 @@ impl Tier for HdfsTier {
         Some(authority.unwrap_or_else(|| "default".to_owned()))
     }
 
-    /// The app's remote storage path as the client registered it, and that URI's host.
-    fn site(&self, part: &PartitionKey) -> Option<StorageSite> {
-        self.sites(&part.app).pop()
-    }
-
     /// The app's remote storage, when it registered one.
     fn sites(&self, app: &AppId) -> Vec<StorageSite> {
         sites(&self.apps, app)

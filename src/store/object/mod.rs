@@ -489,10 +489,6 @@ impl Tier for ObjectTier {
         self.entry(&part.app).map(|e| e.root.bucket.clone())
     }
 
-    fn site(&self, part: &PartitionKey) -> Option<StorageSite> {
-        self.sites(&part.app).pop()
-    }
-
     fn sites(&self, app: &AppId) -> Vec<StorageSite> {
         sites(&self.apps, app)
     }
