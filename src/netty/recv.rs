@@ -205,6 +205,24 @@ mod tests {
         }
     }
 
+    /// Reads one type-3 frame from `server` through a [`Receiver`] over `buffer`, leaving
+    /// what follows it in `buffer`.
+    async fn receive_send(
+        server: &mut TcpStream,
+        buffer: &mut BytesMut,
+        touch: &(dyn Fn() + Sync),
+    ) -> SendRequest {
+        while buffer.len() < HEADER_LEN {
+            server.read_buf(buffer).await.unwrap();
+        }
+        let header = Header::parse(buffer, usize::MAX).unwrap();
+        buffer.advance(HEADER_LEN);
+        let mut rx = Receiver::new(server, buffer, header.msg_len, Duration::from_secs(10), touch);
+        let got = decode_send(&mut rx).await.unwrap();
+        rx.skip_rest(header.body_len).await.unwrap();
+        got
+    }
+
     /// The same send decoded off a socket that delivers it in awkward pieces (splitting
     /// fields and payloads, with the next frame behind it) equals the in-memory decoding, and
     /// the bytes after the message stay buffered for the next frame.
@@ -228,21 +246,7 @@ mod tests {
                 client
             });
             let mut buffer = BytesMut::new();
-            while buffer.len() < HEADER_LEN {
-                server.read_buf(&mut buffer).await.unwrap();
-            }
-            let header = Header::parse(&buffer, usize::MAX).unwrap();
-            buffer.advance(HEADER_LEN);
-            let touch = || {};
-            let mut rx = Receiver::new(
-                &mut server,
-                &mut buffer,
-                header.msg_len,
-                Duration::from_secs(10),
-                &touch,
-            );
-            let got = decode_send(&mut rx).await.unwrap();
-            rx.skip_rest(header.body_len).await.unwrap();
+            let got = receive_send(&mut server, &mut buffer, &|| {}).await;
             assert_eq!(got, request, "pieces of {piece} bytes");
             let _client = writer.await.unwrap();
             while buffer.len() < next.len() {
@@ -268,24 +272,11 @@ mod tests {
         // first read.
         client.write_all(&wire).await.unwrap();
         let mut buffer = BytesMut::new();
-        while buffer.len() < HEADER_LEN {
-            server.read_buf(&mut buffer).await.unwrap();
-        }
-        let header = Header::parse(&buffer, usize::MAX).unwrap();
-        buffer.advance(HEADER_LEN);
         let reads = AtomicUsize::new(0);
         let touch = || {
             reads.fetch_add(1, Ordering::Relaxed);
         };
-        let mut rx = Receiver::new(
-            &mut server,
-            &mut buffer,
-            header.msg_len,
-            Duration::from_secs(10),
-            &touch,
-        );
-        let got = decode_send(&mut rx).await.unwrap();
-        rx.skip_rest(header.body_len).await.unwrap();
+        let got = receive_send(&mut server, &mut buffer, &touch).await;
         assert_eq!(got, request);
         let reads = reads.load(Ordering::Relaxed);
         assert!(reads <= 4, "{reads} reads for 16 small payloads");
