@@ -46,76 +46,31 @@ const fn spec(
     }
 }
 
-/// Java's `ShuffleServerGrpcMetrics` (0.9 and 0.10) method list.
+/// Java's `ShuffleServerGrpcMetrics` (0.9 and 0.10) method list, one row per method:
+/// method, metric stem, gauge, transport, process (kept as a table, unformatted).
+#[rustfmt::skip]
 const METHODS: [MethodSpec; 14] = [
     spec("registerShuffle", "registered_shuffle", true, false, false),
     spec("sendShuffleData", "send_shuffle_data", true, true, true),
-    spec(
-        "commitShuffleTask",
-        "commit_shuffle_task",
-        true,
-        false,
-        false,
-    ),
+    spec("commitShuffleTask", "commit_shuffle_task", true, false, false),
     spec("finishShuffle", "finish_shuffle", true, false, false),
     spec("requireBuffer", "require_buffer", true, false, false),
     spec("appHeartbeat", "app_heartbeat", true, false, false),
-    spec(
-        "reportShuffleResult",
-        "report_shuffle_result",
-        true,
-        false,
-        true,
-    ),
+    spec("reportShuffleResult", "report_shuffle_result", true, false, true),
     spec("getShuffleResult", "get_shuffle_result", true, false, false),
-    spec(
-        "getShuffleResultForMultiPart",
-        "get_shuffle_result_for_multi_part",
-        false,
-        false,
-        true,
-    ),
-    spec(
-        "getLocalShuffleData",
-        "get_local_shuffle_data",
-        true,
-        true,
-        true,
-    ),
-    spec(
-        "getMemoryShuffleData",
-        "get_memory_shuffle_data",
-        true,
-        true,
-        true,
-    ),
-    spec(
-        "getLocalShuffleIndex",
-        "get_local_shuffle_index",
-        true,
-        false,
-        false,
-    ),
-    spec(
-        "getSortedShuffleData",
-        "get_sorted_shuffle_data",
-        true,
-        true,
-        true,
-    ),
+    spec("getShuffleResultForMultiPart", "get_shuffle_result_for_multi_part", false, false, true),
+    spec("getLocalShuffleData", "get_local_shuffle_data", true, true, true),
+    spec("getMemoryShuffleData", "get_memory_shuffle_data", true, true, true),
+    spec("getLocalShuffleIndex", "get_local_shuffle_index", true, false, false),
+    spec("getSortedShuffleData", "get_sorted_shuffle_data", true, true, true),
     spec("startSortMerge", "start_sort_merge", true, false, false),
 ];
 
 /// Java's `CoordinatorGrpcMetrics` method list: gauge and counter, no latencies.
+#[rustfmt::skip]
 const COORDINATOR_METHODS: [MethodSpec; 2] = [
     spec("heartbeat", "heartbeat", true, false, false),
-    spec(
-        "getShuffleAssignments",
-        "get_shuffle_assignments",
-        true,
-        false,
-        false,
-    ),
+    spec("getShuffleAssignments", "get_shuffle_assignments", true, false, false),
 ];
 
 /// The path prefix of the coordinator's gRPC service, whose calls the coordinator's own

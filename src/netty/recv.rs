@@ -217,7 +217,13 @@ mod tests {
         }
         let header = Header::parse(buffer, usize::MAX).unwrap();
         buffer.advance(HEADER_LEN);
-        let mut rx = Receiver::new(server, buffer, header.msg_len, Duration::from_secs(10), touch);
+        let mut rx = Receiver::new(
+            server,
+            buffer,
+            header.msg_len,
+            Duration::from_secs(10),
+            touch,
+        );
         let got = decode_send(&mut rx).await.unwrap();
         rx.skip_rest(header.body_len).await.unwrap();
         got
