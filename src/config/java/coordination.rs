@@ -1,6 +1,6 @@
 //! The coordinators, and the lifetimes the server keeps for apps, buffer tickets and commits.
 
-use super::mapper::{half, Mapper};
+use super::mapper::Mapper;
 use crate::config::ConfigError;
 
 impl Mapper {
@@ -18,25 +18,28 @@ impl Mapper {
             "heartbeat_interval",
             |c, v| c.heartbeat_interval = v,
         )?;
-        self.map_to_each(
+        self.map_expiry(
             "rss.server.app.expired.withoutHeartbeat",
-            Self::positive_millis,
-            &["app.app_heartbeat_timeout", "app.expiry_check_interval"],
-            |c, timeout| {
-                c.app.app_heartbeat_timeout = timeout;
-                c.app.expiry_check_interval = half(timeout);
+            ["app.app_heartbeat_timeout", "app.expiry_check_interval"],
+            |c| {
+                (
+                    &mut c.app.app_heartbeat_timeout,
+                    &mut c.app.expiry_check_interval,
+                )
             },
         )?;
-        self.map_to_each(
+        self.map_expiry(
             "rss.server.preAllocation.expired",
-            Self::positive_millis,
-            &[
+            [
                 "memory_store.buffer_ticket_timeout",
                 "memory_store.buffer_ticket_check_interval",
             ],
-            |c, timeout| {
-                c.memory_store.buffer_ticket_timeout = timeout;
-                c.memory_store.buffer_ticket_check_interval = half(timeout);
+            |c| {
+                let m = &mut c.memory_store;
+                (
+                    &mut m.buffer_ticket_timeout,
+                    &mut m.buffer_ticket_check_interval,
+                )
             },
         )?;
         self.map(

@@ -10,6 +10,26 @@ use crate::config::coordinator::{
 };
 use crate::config::{ConfigError, Role};
 
+/// `rss.coordinator.assignment.host.strategy`'s Java names.
+const HOST_STRATEGIES: [(&str, HostStrategy); 3] = [
+    ("PREFER_DIFF", HostStrategy::PreferDiff),
+    ("MUST_DIFF", HostStrategy::MustDiff),
+    ("NONE", HostStrategy::None),
+];
+
+/// `rss.coordinator.select.partition.strategy`'s Java names.
+const PARTITION_STRATEGIES: [(&str, PartitionStrategy); 2] = [
+    ("ROUND", PartitionStrategy::Round),
+    ("CONTINUOUS", PartitionStrategy::Continuous),
+];
+
+/// `rss.coordinator.dynamicClientConf.parser`'s Java names.
+const CLIENT_CONF_PARSERS: [(&str, ClientConfFormat); 3] = [
+    ("LEGACY", ClientConfFormat::Legacy),
+    ("YAML", ClientConfFormat::Yaml),
+    ("MIXED", ClientConfFormat::Mixed),
+];
+
 impl Mapper {
     /// Maps a coordinator.conf: the process becomes a coordinator (`role`), with Java's
     /// ports, expiry and assignment size, and pushes to a gateway as the Java coordinator does.
@@ -79,24 +99,15 @@ impl Mapper {
     fn map_placement(&mut self) -> Result<(), ConfigError> {
         self.map(
             "rss.coordinator.assignment.host.strategy",
-            |m, k| m.choice(k, &["PREFER_DIFF", "MUST_DIFF", "NONE"]),
+            |m, k| m.one_of(k, &HOST_STRATEGIES),
             "coordinator.assignment_host_strategy",
-            |c, i| {
-                c.coordinator.assignment_host_strategy = [
-                    HostStrategy::PreferDiff,
-                    HostStrategy::MustDiff,
-                    HostStrategy::None,
-                ][i]
-            },
+            |c, v| c.coordinator.assignment_host_strategy = v,
         )?;
         self.map(
             "rss.coordinator.select.partition.strategy",
-            |m, k| m.choice(k, &["ROUND", "CONTINUOUS"]),
+            |m, k| m.one_of(k, &PARTITION_STRATEGIES),
             "coordinator.select_partition_strategy",
-            |c, i| {
-                c.coordinator.select_partition_strategy =
-                    [PartitionStrategy::Round, PartitionStrategy::Continuous][i]
-            },
+            |c, v| c.coordinator.select_partition_strategy = v,
         )?;
         // APP_BALANCE is what Spillway serves; IO_SAMPLE ranks paths by HDFS probes that a
         // coordinator without an HDFS client cannot make.
@@ -203,15 +214,9 @@ impl Mapper {
         )?;
         self.map(
             "rss.coordinator.dynamicClientConf.parser",
-            |m, k| m.choice(k, &["LEGACY", "YAML", "MIXED"]),
+            |m, k| m.one_of(k, &CLIENT_CONF_PARSERS),
             "coordinator.dynamic_client_conf_parser",
-            |c, i| {
-                c.coordinator.dynamic_client_conf_parser = [
-                    ClientConfFormat::Legacy,
-                    ClientConfFormat::Yaml,
-                    ClientConfFormat::Mixed,
-                ][i]
-            },
+            |c, v| c.coordinator.dynamic_client_conf_parser = v,
         )?;
         self.map(
             "rss.coordinator.dynamicClientConf.updateIntervalSec",

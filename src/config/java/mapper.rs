@@ -335,6 +335,31 @@ impl Mapper {
         }
     }
 
+    /// One of `options`' Java names (any case), as the value it stands for.
+    pub(super) fn one_of<T: Copy>(
+        &mut self,
+        key: &str,
+        options: &[(&str, T)],
+    ) -> Result<Option<(Entry, T)>, ConfigError> {
+        let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
+        Ok(self.choice(key, &names)?.map(|(e, i)| (e, options[i].1)))
+    }
+
+    /// A Java expiry: the timeout (milliseconds) sets the first of `spillway`, and the period
+    /// Spillway sweeps at, [`half`] of it, the second; `fields` names both.
+    pub(super) fn map_expiry(
+        &mut self,
+        key: &str,
+        spillway: [&'static str; 2],
+        fields: fn(&mut Config) -> (&mut Duration, &mut Duration),
+    ) -> Result<(), ConfigError> {
+        self.map_to_each(key, Self::positive_millis, &spillway, |c, timeout| {
+            let (expiry, sweep) = fields(c);
+            *expiry = timeout;
+            *sweep = half(timeout);
+        })
+    }
+
     pub(super) fn map_all(&mut self, memory: Option<u64>) -> Result<(), ConfigError> {
         self.map_listeners()?;
         self.map_storage()?;

@@ -9,12 +9,11 @@ use crate::config::{ByteSize, StoreType};
 
 impl Mapper {
     pub(super) fn map_storage(&mut self) -> Result<(), ConfigError> {
-        let names = StoreType::ALL.map(|(n, _)| n);
         self.map(
             "rss.storage.type",
-            |m, k| m.choice(k, &names),
+            |m, k| m.one_of(k, &StoreType::ALL),
             "store_type",
-            |c, i| c.store_type = StoreType::ALL[i].1,
+            |c, v| c.store_type = v,
         )?;
         self.map(
             "rss.server.leak.shuffledata.check.interval",
