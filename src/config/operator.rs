@@ -233,15 +233,7 @@ pub(super) fn apply_env(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
+    use crate::config::tests::map_env as env_of;
 
     const OPERATOR_ENV: &[(&str, &str)] = &[
         ("SERVER_RPC_PORT", "19997"),

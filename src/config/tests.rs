@@ -34,7 +34,8 @@ fn no_env(_: &str) -> Option<String> {
     None
 }
 
-fn map_env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+/// An environment of `pairs` (the loader's tests and the operator's read it).
+pub(super) fn map_env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
     let map: HashMap<String, String> = pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

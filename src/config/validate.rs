@@ -61,44 +61,40 @@ impl Config {
             source_path: _,
         } = self;
 
-        if bind_ip.parse::<std::net::IpAddr>().is_err() {
-            return Err(ConfigError::new(
-                "bind_ip",
-                format!("{bind_ip:?}: expected an IP address such as 0.0.0.0 or 127.0.0.1"),
-            ));
-        }
+        refuse_if(
+            bind_ip.parse::<std::net::IpAddr>().is_err(),
+            "bind_ip",
+            format!("{bind_ip:?}: expected an IP address such as 0.0.0.0 or 127.0.0.1"),
+        )?;
         for addr in coordinator_quorum {
             check_host_port(addr).map_err(|reason| {
                 ConfigError::new("coordinator_quorum", format!("{addr:?}: {reason}"))
             })?;
         }
         for tag in tags {
-            if tag.trim().is_empty() || tag.contains(',') {
-                return Err(ConfigError::new(
-                    "tags",
-                    format!("{tag:?}: tags must be non-empty and contain no commas"),
-                ));
-            }
+            refuse_if(
+                tag.trim().is_empty() || tag.contains(','),
+                "tags",
+                format!("{tag:?}: tags must be non-empty and contain no commas"),
+            )?;
             // The client-type tag promises a data plane: Netty clients would be assigned a
             // server that answers them on no port.
-            if tag.trim() == "GRPC_NETTY" && *netty_port < 0 {
-                return Err(ConfigError::new(
-                    "tags",
-                    "\"GRPC_NETTY\" with netty_port = -1: the server would be assigned to Netty \
-                     clients and serve them no Netty port; set netty_port, or remove the tag (the \
-                     server adds it itself when it has a Netty port)",
-                ));
-            }
+            refuse_if(
+                tag.trim() == "GRPC_NETTY" && *netty_port < 0,
+                "tags",
+                "\"GRPC_NETTY\" with netty_port = -1: the server would be assigned to Netty \
+                 clients and serve them no Netty port; set netty_port, or remove the tag (the \
+                 server adds it itself when it has a Netty port)",
+            )?;
         }
         nonzero_duration("heartbeat_interval", *heartbeat_interval)?;
         nonzero_duration("reconfigure_interval", *reconfigure_interval)?;
         if let Some(ip) = worker_ip {
-            if ip.is_empty() || ip.contains(char::is_whitespace) {
-                return Err(ConfigError::new(
-                    "worker_ip",
-                    format!("{ip:?}: expected an address without spaces"),
-                ));
-            }
+            refuse_if(
+                ip.is_empty() || ip.contains(char::is_whitespace),
+                "worker_ip",
+                format!("{ip:?}: expected an address without spaces"),
+            )?;
         }
         check_netty_port(*netty_port, *grpc_port, metrics.http_port)?;
         memory_store.check()?;
@@ -135,24 +131,21 @@ impl AuditConfig {
             coordinator_rpc_log_path,
             coordinator_rpc_exclude: _,
         } = self;
-        if *rpc_log && rpc_log_path.as_os_str().is_empty() {
-            return Err(ConfigError::new(
-                "audit.rpc_log_path",
-                "is empty while audit.rpc_log is on",
-            ));
-        }
-        if *storage_log && storage_log_path.as_os_str().is_empty() {
-            return Err(ConfigError::new(
-                "audit.storage_log_path",
-                "is empty while audit.storage_log is on",
-            ));
-        }
-        if *coordinator_rpc_log && coordinator_rpc_log_path.as_os_str().is_empty() {
-            return Err(ConfigError::new(
-                "audit.coordinator_rpc_log_path",
-                "is empty while audit.coordinator_rpc_log is on",
-            ));
-        }
+        refuse_if(
+            *rpc_log && rpc_log_path.as_os_str().is_empty(),
+            "audit.rpc_log_path",
+            "is empty while audit.rpc_log is on",
+        )?;
+        refuse_if(
+            *storage_log && storage_log_path.as_os_str().is_empty(),
+            "audit.storage_log_path",
+            "is empty while audit.storage_log is on",
+        )?;
+        refuse_if(
+            *coordinator_rpc_log && coordinator_rpc_log_path.as_os_str().is_empty(),
+            "audit.coordinator_rpc_log_path",
+            "is empty while audit.coordinator_rpc_log is on",
+        )?;
         Ok(())
     }
 }
@@ -193,34 +186,33 @@ impl LimitsConfig {
             ("limits.max_string_length", max_string_length.as_u64()),
         ];
         for (key, value) in positive {
-            if value == 0 {
-                return Err(ConfigError::new(key, "must be above zero"));
-            }
+            refuse_if(value == 0, key, "must be above zero")?;
         }
         nonzero_duration("limits.idle_timeout", *idle_timeout)?;
         nonzero_duration("limits.stall_timeout", *stall_timeout)?;
         // One semaphore acquisition counts in u32, and a request must fit a Netty frame.
         let budget = receive_budget.as_u64();
-        if budget < (1 << 20) || budget > i32::MAX as u64 {
-            return Err(ConfigError::new(
-                "limits.receive_budget",
-                format!("{receive_budget}: must be between 1M and 2G - 1"),
-            ));
-        }
+        refuse_if(
+            budget < (1 << 20) || budget > i32::MAX as u64,
+            "limits.receive_budget",
+            format!("{receive_budget}: must be between 1M and 2G - 1"),
+        )?;
         let response = max_response_size.as_u64();
-        if response == 0 || response > i32::MAX as u64 {
-            return Err(ConfigError::new(
-                "limits.max_response_size",
-                format!("{max_response_size}: must be between 1 and 2G - 1 (a Netty frame's int32 length)"),
-            ));
-        }
+        refuse_if(
+            response == 0 || response > i32::MAX as u64,
+            "limits.max_response_size",
+            format!(
+                "{max_response_size}: must be between 1 and 2G - 1 (a Netty frame's int32 length)"
+            ),
+        )?;
         let request = max_request_size.as_u64();
-        if request == 0 || request > i32::MAX as u64 {
-            return Err(ConfigError::new(
-                "limits.max_request_size",
-                format!("{max_request_size}: must be between 1 and 2G - 1 (gRPC's int32 message length)"),
-            ));
-        }
+        refuse_if(
+            request == 0 || request > i32::MAX as u64,
+            "limits.max_request_size",
+            format!(
+                "{max_request_size}: must be between 1 and 2G - 1 (gRPC's int32 message length)"
+            ),
+        )?;
         Ok(())
     }
 }
@@ -233,34 +225,35 @@ impl RecoveryConfig {
             compact_size,
             takeover: _,
         } = self;
-        if dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
-            return Err(ConfigError::new("recovery.dir", "is empty"));
-        }
-        if compact_size.as_u64() == 0 {
-            return Err(ConfigError::new(
-                "recovery.compact_size",
-                "must be above zero",
-            ));
-        }
+        refuse_if(
+            dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()),
+            "recovery.dir",
+            "is empty",
+        )?;
+        refuse_if(
+            compact_size.as_u64() == 0,
+            "recovery.compact_size",
+            "must be above zero",
+        )?;
         Ok(())
     }
 }
 
 /// `netty_port`: -1 (off), 0 (any free port) or a port no other listener uses.
 fn check_netty_port(netty_port: i32, grpc_port: u16, http_port: u16) -> Result<(), ConfigError> {
-    if !(-1..=65535).contains(&netty_port) {
-        return Err(ConfigError::new(
-            "netty_port",
-            format!("{netty_port}: expected -1 (off), 0 (any free port) or 1..=65535"),
-        ));
-    }
-    if netty_port > 0 && (netty_port == i32::from(grpc_port) || netty_port == i32::from(http_port))
-    {
-        return Err(ConfigError::new(
-            "netty_port",
-            format!("{netty_port} is also grpc_port or metrics.http_port; each listener needs its own port"),
-        ));
-    }
+    refuse_if(
+        !(-1..=65535).contains(&netty_port),
+        "netty_port",
+        format!("{netty_port}: expected -1 (off), 0 (any free port) or 1..=65535"),
+    )?;
+    refuse_if(
+        netty_port > 0
+            && (netty_port == i32::from(grpc_port) || netty_port == i32::from(http_port)),
+        "netty_port",
+        format!(
+            "{netty_port} is also grpc_port or metrics.http_port; each listener needs its own port"
+        ),
+    )?;
     Ok(())
 }
 
@@ -358,46 +351,37 @@ impl LocalfileStoreConfig {
         } = self;
         nonzero_duration("localfile_store.write_timeout", *write_timeout)?;
         if store_type.uses_localfile() {
-            if data_paths.is_empty() {
-                return Err(ConfigError::new(
-                    "localfile_store.data_paths",
-                    "must list at least one directory when store_type includes LOCALFILE",
-                ));
-            }
+            refuse_if(
+                data_paths.is_empty(),
+                "localfile_store.data_paths",
+                "must list at least one directory when store_type includes LOCALFILE",
+            )?;
             let mut seen = HashSet::new();
             for path in data_paths {
-                if path.as_os_str().is_empty() {
-                    return Err(ConfigError::new(
-                        "localfile_store.data_paths",
-                        "contains an empty path",
-                    ));
-                }
-                if !seen.insert(path) {
-                    return Err(ConfigError::new(
-                        "localfile_store.data_paths",
-                        format!("{} is listed twice", path.display()),
-                    ));
-                }
+                refuse_if(
+                    path.as_os_str().is_empty(),
+                    "localfile_store.data_paths",
+                    "contains an empty path",
+                )?;
+                refuse_if(
+                    !seen.insert(path),
+                    "localfile_store.data_paths",
+                    format!("{} is listed twice", path.display()),
+                )?;
             }
         }
-        if *healthy_check_min_disks > data_paths.len() {
-            return Err(ConfigError::new(
-                "localfile_store.healthy_check_min_disks",
-                format!(
-                    "is {healthy_check_min_disks} but data_paths lists only {} disk(s)",
-                    data_paths.len()
-                ),
-            ));
-        }
+        refuse_if(
+            *healthy_check_min_disks > data_paths.len(),
+            "localfile_store.healthy_check_min_disks",
+            format!(
+                "is {healthy_check_min_disks} but data_paths lists only {} disk(s)",
+                data_paths.len()
+            ),
+        )?;
         if let Some(capacity) = disk_capacity {
             nonzero_size("localfile_store.disk_capacity", *capacity)?;
         }
-        if !in_unit_interval(*disk_capacity_ratio) {
-            return Err(ConfigError::new(
-                "localfile_store.disk_capacity_ratio",
-                format!("must be in (0, 1], got {disk_capacity_ratio}"),
-            ));
-        }
+        in_unit_interval_or_refuse("localfile_store.disk_capacity_ratio", *disk_capacity_ratio)?;
         watermarks(
             ("localfile_store.disk_low_watermark", *disk_low_watermark),
             ("localfile_store.disk_high_watermark", *disk_high_watermark),
@@ -435,21 +419,24 @@ impl HealthConfig {
             ("health.disk_max_usage", *disk_max_usage),
             ("health.disk_recovery_usage", *disk_recovery_usage),
         ] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(ConfigError::new(key, format!("must be in [0, 1], got {v}")));
-            }
+            refuse_if(
+                !(0.0..=1.0).contains(&v),
+                key,
+                format!("must be in [0, 1], got {v}"),
+            )?;
         }
-        if *enabled && !store_type.uses_localfile() {
-            return Err(ConfigError::new(
-                "health.enabled",
-                "the storage checker needs local data paths: store_type has no LOCALFILE \
-                 (the Java server refuses this too: \"Not support storage checker\")",
-            ));
-        }
+        refuse_if(
+            *enabled && !store_type.uses_localfile(),
+            "health.enabled",
+            "the storage checker needs local data paths: store_type has no LOCALFILE \
+             (the Java server refuses this too: \"Not support storage checker\")",
+        )?;
         if let Some(path) = script_path {
-            if path.as_os_str().is_empty() {
-                return Err(ConfigError::new("health.script_path", "is empty"));
-            }
+            refuse_if(
+                path.as_os_str().is_empty(),
+                "health.script_path",
+                "is empty",
+            )?;
         }
         Ok(())
     }
@@ -472,21 +459,18 @@ impl HdfsStoreConfig {
             user,
             hadoop_conf,
         } = self;
-        if hadoop_conf.keys().any(|k| k.trim().is_empty()) {
-            return Err(ConfigError::new(
-                "hdfs_store.hadoop_conf",
-                "keys must be non-empty",
-            ));
-        }
-        if user
-            .as_deref()
-            .is_some_and(|u| u.trim().is_empty() || u.contains(['/', '@']) || u.trim() != u)
-        {
-            return Err(ConfigError::new(
-                "hdfs_store.user",
-                "must be a plain user name (no spaces, '/' or '@'; set kerberos_principal for a principal)",
-            ));
-        }
+        refuse_if(
+            hadoop_conf.keys().any(|k| k.trim().is_empty()),
+            "hdfs_store.hadoop_conf",
+            "keys must be non-empty",
+        )?;
+        refuse_if(
+            user.as_deref()
+                .is_some_and(|u| u.trim().is_empty() || u.contains(['/', '@']) || u.trim() != u),
+            "hdfs_store.user",
+            "must be a plain user name (no spaces, '/' or '@'; set kerberos_principal for a \
+             principal)",
+        )?;
         at_least_one("hdfs_store.max_concurrency", *max_concurrency)?;
         at_least_one(
             "hdfs_store.partition_write_max_concurrency",
@@ -505,28 +489,24 @@ impl HdfsStoreConfig {
         // A DataNode drops a write pipeline that sent nothing for its read timeout
         // (dfs.client.socket-timeout, 60 s by default); Hadoop's client sends heartbeat packets
         // at half of it, hdfs-native none, so a pair idles at most half of it.
-        if *keep_open > Duration::from_secs(30) {
-            return Err(ConfigError::new(
-                "hdfs_store.keep_open",
-                "must be at most 30s: an idle write pipeline meets the DataNodes' read timeout \
-                 (dfs.client.socket-timeout, 60s by default); \"0s\" closes after every append",
-            ));
-        }
-        if kerberos_principal
-            .as_deref()
-            .is_some_and(|p| p.trim().is_empty())
-        {
-            return Err(ConfigError::new(
-                "hdfs_store.kerberos_principal",
-                "must not be empty",
-            ));
-        }
-        if kerberos_keytab.is_some() && kerberos_principal.is_none() {
-            return Err(ConfigError::new(
-                "hdfs_store.kerberos_keytab",
-                "needs hdfs_store.kerberos_principal",
-            ));
-        }
+        refuse_if(
+            *keep_open > Duration::from_secs(30),
+            "hdfs_store.keep_open",
+            "must be at most 30s: an idle write pipeline meets the DataNodes' read timeout \
+             (dfs.client.socket-timeout, 60s by default); \"0s\" closes after every append",
+        )?;
+        refuse_if(
+            kerberos_principal
+                .as_deref()
+                .is_some_and(|p| p.trim().is_empty()),
+            "hdfs_store.kerberos_principal",
+            "must not be empty",
+        )?;
+        refuse_if(
+            kerberos_keytab.is_some() && kerberos_principal.is_none(),
+            "hdfs_store.kerberos_keytab",
+            "needs hdfs_store.kerberos_principal",
+        )?;
         Ok(())
     }
 }
@@ -566,12 +546,7 @@ impl HybridStoreConfig {
             *huge_partition_size_threshold,
         )?;
         let ratio = *huge_partition_memory_limit_ratio;
-        if !in_unit_interval(ratio) {
-            return Err(ConfigError::new(
-                "hybrid_store.huge_partition_memory_limit_ratio",
-                format!("must be in (0, 1], got {ratio}"),
-            ));
-        }
+        in_unit_interval_or_refuse("hybrid_store.huge_partition_memory_limit_ratio", ratio)?;
         if let Some(limit) = huge_partition_hard_limit {
             nonzero_size("hybrid_store.huge_partition_hard_limit", *limit)?;
         }
@@ -614,59 +589,51 @@ impl MetricsConfig {
             // Checked with the other listeners' ports, in `HttpsConfig::check`.
             https: _,
         } = self;
-        if *block_size_statistics && block_size_buckets.is_empty() {
-            return Err(ConfigError::new(
-                "metrics.block_size_buckets",
-                "needs at least one bound when block_size_statistics is on",
-            ));
-        }
-        if admin_token
-            .as_ref()
-            .is_some_and(|t| t.len() < 16 || t.contains(char::is_whitespace))
-        {
-            return Err(ConfigError::new(
-                "metrics.admin_token",
-                "must be at least 16 characters without spaces",
-            ));
-        }
-        if basic_credentials
-            .as_ref()
-            .is_some_and(|c| c.is_empty() || c.contains(char::is_whitespace))
-        {
-            return Err(ConfigError::new(
-                "metrics.basic_credentials",
-                "must be the base64 text of user:password, without spaces",
-            ));
-        }
-        if push_gateway_job.is_empty() || push_gateway_job.contains('/') {
-            return Err(ConfigError::new(
-                "metrics.push_gateway_job",
-                format!("{push_gateway_job:?}: must be non-empty and without '/'"),
-            ));
-        }
-        if let Err(reason) = super::parse_grouping_key(push_gateway_grouping_key) {
-            return Err(ConfigError::new(
+        refuse_if(
+            *block_size_statistics && block_size_buckets.is_empty(),
+            "metrics.block_size_buckets",
+            "needs at least one bound when block_size_statistics is on",
+        )?;
+        refuse_if(
+            admin_token
+                .as_ref()
+                .is_some_and(|t| t.len() < 16 || t.contains(char::is_whitespace)),
+            "metrics.admin_token",
+            "must be at least 16 characters without spaces",
+        )?;
+        refuse_if(
+            basic_credentials
+                .as_ref()
+                .is_some_and(|c| c.is_empty() || c.contains(char::is_whitespace)),
+            "metrics.basic_credentials",
+            "must be the base64 text of user:password, without spaces",
+        )?;
+        refuse_if(
+            push_gateway_job.is_empty() || push_gateway_job.contains('/'),
+            "metrics.push_gateway_job",
+            format!("{push_gateway_job:?}: must be non-empty and without '/'"),
+        )?;
+        super::parse_grouping_key(push_gateway_grouping_key).map_err(|reason| {
+            ConfigError::new(
                 "metrics.push_gateway_grouping_key",
                 format!("{reason}; expected k1=v1;k2=v2"),
-            ));
-        }
+            )
+        })?;
         nonzero_duration("metrics.push_timeout", *push_timeout)?;
-        if *http_port == grpc_port && grpc_port != 0 {
-            return Err(ConfigError::new(
-                "metrics.http_port",
-                format!("{http_port} is also grpc_port; the two listeners need different ports"),
-            ));
-        }
+        refuse_if(
+            *http_port == grpc_port && grpc_port != 0,
+            "metrics.http_port",
+            format!("{http_port} is also grpc_port; the two listeners need different ports"),
+        )?;
         if let Some(endpoint) = push_gateway_endpoint {
             let rest = endpoint
                 .strip_prefix("http://")
                 .or_else(|| endpoint.strip_prefix("https://"));
-            if rest.is_none_or(|rest| rest.is_empty() || rest.contains(char::is_whitespace)) {
-                return Err(ConfigError::new(
-                    "metrics.push_gateway_endpoint",
-                    format!("{endpoint:?}: expected an http:// or https:// URL"),
-                ));
-            }
+            refuse_if(
+                rest.is_none_or(|rest| rest.is_empty() || rest.contains(char::is_whitespace)),
+                "metrics.push_gateway_endpoint",
+                format!("{endpoint:?}: expected an http:// or https:// URL"),
+            )?;
         }
         nonzero_duration("metrics.push_interval", *push_interval)
     }
@@ -706,12 +673,11 @@ impl HttpsConfig {
             }
         }
         for (key, other) in others {
-            if *port != 0 && i32::from(*port) == other {
-                return Err(ConfigError::new(
-                    "metrics.https.port",
-                    format!("{port} is also {key}; each listener needs its own port"),
-                ));
-            }
+            refuse_if(
+                *port != 0 && i32::from(*port) == other,
+                "metrics.https.port",
+                format!("{port} is also {key}; each listener needs its own port"),
+            )?;
         }
         Ok(())
     }
@@ -759,32 +725,28 @@ impl CoordinatorConfig {
             exclude_nodes_check_interval,
             dashboard_sample_interval,
         } = self;
-        if !(0.0..=100.0).contains(access_load_memory_percentage) {
-            return Err(ConfigError::new(
-                "coordinator.access_load_memory_percentage",
-                format!("must be in [0, 100], got {access_load_memory_percentage}"),
-            ));
-        }
-        if *access_load_server_num_threshold == Some(0) {
-            return Err(ConfigError::new(
-                "coordinator.access_load_server_num_threshold",
-                "must be at least 1 when set",
-            ));
-        }
+        refuse_if(
+            !(0.0..=100.0).contains(access_load_memory_percentage),
+            "coordinator.access_load_memory_percentage",
+            format!("must be in [0, 100], got {access_load_memory_percentage}"),
+        )?;
+        refuse_if(
+            *access_load_server_num_threshold == Some(0),
+            "coordinator.access_load_server_num_threshold",
+            "must be at least 1 when set",
+        )?;
         let candidates_on =
             access_checkers.contains(&crate::config::coordinator::AccessCheckerKind::Candidates);
-        if candidates_on && access_candidates_path.is_none() {
-            return Err(ConfigError::new(
-                "coordinator.access_candidates_path",
-                "must be set when access_checkers includes \"candidates\"",
-            ));
-        }
-        if *dynamic_client_conf_enabled && dynamic_client_conf_path.is_none() {
-            return Err(ConfigError::new(
-                "coordinator.dynamic_client_conf_path",
-                "must be set when dynamic_client_conf_enabled is true",
-            ));
-        }
+        refuse_if(
+            candidates_on && access_candidates_path.is_none(),
+            "coordinator.access_candidates_path",
+            "must be set when access_checkers includes \"candidates\"",
+        )?;
+        refuse_if(
+            *dynamic_client_conf_enabled && dynamic_client_conf_path.is_none(),
+            "coordinator.dynamic_client_conf_path",
+            "must be set when dynamic_client_conf_enabled is true",
+        )?;
         nonzero_duration(
             "coordinator.access_candidates_update_interval",
             *access_candidates_update_interval,
@@ -803,18 +765,16 @@ impl CoordinatorConfig {
             *dashboard_sample_interval,
         )?;
         for (cluster, items) in remote_storage_cluster_conf {
-            if cluster.is_empty() || cluster.contains([',', ';', '=']) {
-                return Err(ConfigError::new(
-                    "coordinator.remote_storage_cluster_conf",
-                    format!("{cluster:?}: expected a storage host"),
-                ));
-            }
-            if items.keys().any(|k| k.trim().is_empty()) {
-                return Err(ConfigError::new(
-                    "coordinator.remote_storage_cluster_conf",
-                    format!("{cluster:?}: keys must be non-empty"),
-                ));
-            }
+            refuse_if(
+                cluster.is_empty() || cluster.contains([',', ';', '=']),
+                "coordinator.remote_storage_cluster_conf",
+                format!("{cluster:?}: expected a storage host"),
+            )?;
+            refuse_if(
+                items.keys().any(|k| k.trim().is_empty()),
+                "coordinator.remote_storage_cluster_conf",
+                format!("{cluster:?}: keys must be non-empty"),
+            )?;
         }
         nonzero_duration(
             "coordinator.server_heartbeat_timeout",
@@ -823,44 +783,41 @@ impl CoordinatorConfig {
         nonzero_duration("coordinator.app_heartbeat_timeout", *app_heartbeat_timeout)?;
         at_least_one("coordinator.shuffle_server_number", *shuffle_server_number)?;
         if let Some(path) = remote_storage_path {
-            if path.split(',').any(|p| p.trim().is_empty()) || path.contains(char::is_whitespace) {
-                return Err(ConfigError::new(
-                    "coordinator.remote_storage_path",
-                    format!("{path:?}: expected paths or URIs without spaces, comma-separated"),
-                ));
-            }
+            refuse_if(
+                path.split(',').any(|p| p.trim().is_empty()) || path.contains(char::is_whitespace),
+                "coordinator.remote_storage_path",
+                format!("{path:?}: expected paths or URIs without spaces, comma-separated"),
+            )?;
         }
         for key in client_conf.keys() {
-            if key.trim().is_empty() {
-                return Err(ConfigError::new(
-                    "coordinator.client_conf",
-                    "keys must be non-empty",
-                ));
-            }
+            refuse_if(
+                key.trim().is_empty(),
+                "coordinator.client_conf",
+                "keys must be non-empty",
+            )?;
         }
         Ok(())
     }
 }
 
-fn nonzero_size(key: &str, size: ByteSize) -> Result<(), ConfigError> {
-    if size.as_u64() == 0 {
-        return Err(ConfigError::new(key, "must be greater than 0"));
+/// Fails with `reason` under `key` when `bad`, so each rule is one statement.
+fn refuse_if(bad: bool, key: &str, reason: impl Into<String>) -> Result<(), ConfigError> {
+    if bad {
+        return Err(ConfigError::new(key, reason));
     }
     Ok(())
+}
+
+fn nonzero_size(key: &str, size: ByteSize) -> Result<(), ConfigError> {
+    refuse_if(size.as_u64() == 0, key, "must be greater than 0")
 }
 
 fn nonzero_duration(key: &str, duration: Duration) -> Result<(), ConfigError> {
-    if duration.is_zero() {
-        return Err(ConfigError::new(key, "must be greater than 0s"));
-    }
-    Ok(())
+    refuse_if(duration.is_zero(), key, "must be greater than 0s")
 }
 
 fn at_least_one(key: &str, n: usize) -> Result<(), ConfigError> {
-    if n == 0 {
-        return Err(ConfigError::new(key, "must be at least 1"));
-    }
-    Ok(())
+    refuse_if(n == 0, key, "must be at least 1")
 }
 
 /// Whether `x` is in `(0, 1]`; false for NaN.
@@ -868,29 +825,31 @@ fn in_unit_interval(x: f64) -> bool {
     x > 0.0 && x <= 1.0
 }
 
+/// `x` is in `(0, 1]`, else the error names `key`.
+fn in_unit_interval_or_refuse(key: &str, x: f64) -> Result<(), ConfigError> {
+    refuse_if(
+        !in_unit_interval(x),
+        key,
+        format!("must be in (0, 1], got {x}"),
+    )
+}
+
 /// Checks `0 < low < high <= 1`, blaming the key that is out of place.
 fn watermarks(
     (low_key, low): (&str, f64),
     (high_key, high): (&str, f64),
 ) -> Result<(), ConfigError> {
-    if !in_unit_interval(high) {
-        return Err(ConfigError::new(
-            high_key,
-            format!("must be in (0, 1], got {high}"),
-        ));
-    }
-    if low.is_nan() || low <= 0.0 {
-        return Err(ConfigError::new(
-            low_key,
-            format!("must be greater than 0, got {low}"),
-        ));
-    }
-    if low >= high {
-        return Err(ConfigError::new(
-            low_key,
-            format!("must be below {high_key} ({high}), got {low}"),
-        ));
-    }
+    in_unit_interval_or_refuse(high_key, high)?;
+    refuse_if(
+        low.is_nan() || low <= 0.0,
+        low_key,
+        format!("must be greater than 0, got {low}"),
+    )?;
+    refuse_if(
+        low >= high,
+        low_key,
+        format!("must be below {high_key} ({high}), got {low}"),
+    )?;
     Ok(())
 }
 

@@ -1,41 +1,52 @@
 //! The coordinators, and the lifetimes the server keeps for apps, buffer tickets and commits.
 
-use super::mapper::{half, Mapper};
-use super::values::java_list;
+use super::mapper::Mapper;
 use crate::config::ConfigError;
 
 impl Mapper {
     pub(super) fn map_coordination(&mut self) -> Result<(), ConfigError> {
-        if let Some(e) = self.take("rss.coordinator.quorum") {
-            self.config.coordinator_quorum = java_list(&e.value);
-            self.set_origin("coordinator_quorum", &e);
-        }
-        if let Some(e) = self.take("rss.server.tags") {
-            self.config.tags = java_list(&e.value);
-            self.set_origin("tags", &e);
-        }
-        if let Some((e, interval)) = self.positive_duration("rss.server.heartbeat.interval", 1)? {
-            self.config.heartbeat_interval = interval;
-            self.set_origin("heartbeat_interval", &e);
-        }
-        if let Some((e, timeout)) =
-            self.positive_duration("rss.server.app.expired.withoutHeartbeat", 1)?
-        {
-            self.config.app.app_heartbeat_timeout = timeout;
-            self.config.app.expiry_check_interval = half(timeout);
-            self.set_origin("app.app_heartbeat_timeout", &e);
-            self.set_origin("app.expiry_check_interval", &e);
-        }
-        if let Some((e, timeout)) = self.positive_duration("rss.server.preAllocation.expired", 1)? {
-            self.config.memory_store.buffer_ticket_timeout = timeout;
-            self.config.memory_store.buffer_ticket_check_interval = half(timeout);
-            self.set_origin("memory_store.buffer_ticket_timeout", &e);
-            self.set_origin("memory_store.buffer_ticket_check_interval", &e);
-        }
-        if let Some((e, timeout)) = self.positive_duration("rss.server.commit.timeout", 1)? {
-            self.config.app.commit_timeout = timeout;
-            self.set_origin("app.commit_timeout", &e);
-        }
-        Ok(())
+        self.map(
+            "rss.coordinator.quorum",
+            Self::list,
+            "coordinator_quorum",
+            |c, v| c.coordinator_quorum = v,
+        )?;
+        self.map("rss.server.tags", Self::list, "tags", |c, v| c.tags = v)?;
+        self.map(
+            "rss.server.heartbeat.interval",
+            Self::positive_millis,
+            "heartbeat_interval",
+            |c, v| c.heartbeat_interval = v,
+        )?;
+        self.map_expiry(
+            "rss.server.app.expired.withoutHeartbeat",
+            ["app.app_heartbeat_timeout", "app.expiry_check_interval"],
+            |c| {
+                (
+                    &mut c.app.app_heartbeat_timeout,
+                    &mut c.app.expiry_check_interval,
+                )
+            },
+        )?;
+        self.map_expiry(
+            "rss.server.preAllocation.expired",
+            [
+                "memory_store.buffer_ticket_timeout",
+                "memory_store.buffer_ticket_check_interval",
+            ],
+            |c| {
+                let m = &mut c.memory_store;
+                (
+                    &mut m.buffer_ticket_timeout,
+                    &mut m.buffer_ticket_check_interval,
+                )
+            },
+        )?;
+        self.map(
+            "rss.server.commit.timeout",
+            Self::positive_millis,
+            "app.commit_timeout",
+            |c, v| c.app.commit_timeout = v,
+        )
     }
 }

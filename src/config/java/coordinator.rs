@@ -10,6 +10,26 @@ use crate::config::coordinator::{
 };
 use crate::config::{ConfigError, Role};
 
+/// `rss.coordinator.assignment.host.strategy`'s Java names.
+const HOST_STRATEGIES: [(&str, HostStrategy); 3] = [
+    ("PREFER_DIFF", HostStrategy::PreferDiff),
+    ("MUST_DIFF", HostStrategy::MustDiff),
+    ("NONE", HostStrategy::None),
+];
+
+/// `rss.coordinator.select.partition.strategy`'s Java names.
+const PARTITION_STRATEGIES: [(&str, PartitionStrategy); 2] = [
+    ("ROUND", PartitionStrategy::Round),
+    ("CONTINUOUS", PartitionStrategy::Continuous),
+];
+
+/// `rss.coordinator.dynamicClientConf.parser`'s Java names.
+const CLIENT_CONF_PARSERS: [(&str, ClientConfFormat); 3] = [
+    ("LEGACY", ClientConfFormat::Legacy),
+    ("YAML", ClientConfFormat::Yaml),
+    ("MIXED", ClientConfFormat::Mixed),
+];
+
 impl Mapper {
     /// Maps a coordinator.conf: the process becomes a coordinator (`role`), with Java's
     /// ports, expiry and assignment size, and pushes to a gateway as the Java coordinator does.
@@ -19,29 +39,25 @@ impl Mapper {
         self.config.coordinator.enabled = true;
         // There is no shuffle server in the process to register.
         self.config.coordinator.register_self = false;
-        if let Some((e, port)) = self.port("rss.rpc.server.port")? {
-            self.config.grpc_port = port;
-            self.set_origin("grpc_port", &e);
-        }
-        if let Some((e, port)) = self.port("rss.jetty.http.port")? {
-            self.config.metrics.http_port = port;
-            self.set_origin("metrics.http_port", &e);
-        }
-        self.map_jetty_security()?;
-        if let Some((e, timeout)) =
-            self.positive_duration("rss.coordinator.server.heartbeat.timeout", 1)?
-        {
-            self.config.coordinator.server_heartbeat_timeout = timeout;
-            self.set_origin("coordinator.server_heartbeat_timeout", &e);
-        }
-        if let Some((e, timeout)) = self.positive_duration("rss.coordinator.app.expired", 1)? {
-            self.config.coordinator.app_heartbeat_timeout = timeout;
-            self.set_origin("coordinator.app_heartbeat_timeout", &e);
-        }
-        if let Some((e, n)) = self.positive_count("rss.coordinator.shuffle.nodes.max")? {
-            self.config.coordinator.shuffle_server_number = n;
-            self.set_origin("coordinator.shuffle_server_number", &e);
-        }
+        self.map_base_listeners()?;
+        self.map(
+            "rss.coordinator.server.heartbeat.timeout",
+            Self::positive_millis,
+            "coordinator.server_heartbeat_timeout",
+            |c, v| c.coordinator.server_heartbeat_timeout = v,
+        )?;
+        self.map(
+            "rss.coordinator.app.expired",
+            Self::positive_millis,
+            "coordinator.app_heartbeat_timeout",
+            |c, v| c.coordinator.app_heartbeat_timeout = v,
+        )?;
+        self.map(
+            "rss.coordinator.shuffle.nodes.max",
+            Self::positive_count,
+            "coordinator.shuffle_server_number",
+            |c, v| c.coordinator.shuffle_server_number = v,
+        )?;
         // Spillway's rule is PARTITION_BALANCE's; BASIC would ask for another one.
         self.choice(
             "rss.coordinator.assignment.strategy",
@@ -65,38 +81,34 @@ impl Mapper {
     /// The coordinator's RPC audit log (0.10 keys). Absent, Java's defaults hold: on, the two
     /// heartbeats excluded; the server's `rss.server.rpc.audit.*` keys do not reach it.
     fn map_coordinator_audit(&mut self) -> Result<(), ConfigError> {
-        if let Some((e, on)) = self.boolean("rss.coordinator.rpc.audit.log.enabled")? {
-            self.config.audit.coordinator_rpc_log = on;
-            self.set_origin("audit.coordinator_rpc_log", &e);
-        }
-        if let Some(e) = self.take("rss.coordinator.rpc.audit.log.excludeList") {
-            self.config.audit.coordinator_rpc_exclude = java_list(&e.value);
-            self.set_origin("audit.coordinator_rpc_exclude", &e);
-        }
-        Ok(())
+        self.map(
+            "rss.coordinator.rpc.audit.log.enabled",
+            Self::boolean,
+            "audit.coordinator_rpc_log",
+            |c, v| c.audit.coordinator_rpc_log = v,
+        )?;
+        self.map(
+            "rss.coordinator.rpc.audit.log.excludeList",
+            Self::list,
+            "audit.coordinator_rpc_exclude",
+            |c, v| c.audit.coordinator_rpc_exclude = v,
+        )
     }
 
     /// How servers and ranges are chosen, and among several remote storage paths.
     fn map_placement(&mut self) -> Result<(), ConfigError> {
-        if let Some((e, i)) = self.choice(
+        self.map(
             "rss.coordinator.assignment.host.strategy",
-            &["PREFER_DIFF", "MUST_DIFF", "NONE"],
-        )? {
-            self.config.coordinator.assignment_host_strategy = [
-                HostStrategy::PreferDiff,
-                HostStrategy::MustDiff,
-                HostStrategy::None,
-            ][i];
-            self.set_origin("coordinator.assignment_host_strategy", &e);
-        }
-        if let Some((e, i)) = self.choice(
+            |m, k| m.one_of(k, &HOST_STRATEGIES),
+            "coordinator.assignment_host_strategy",
+            |c, v| c.coordinator.assignment_host_strategy = v,
+        )?;
+        self.map(
             "rss.coordinator.select.partition.strategy",
-            &["ROUND", "CONTINUOUS"],
-        )? {
-            self.config.coordinator.select_partition_strategy =
-                [PartitionStrategy::Round, PartitionStrategy::Continuous][i];
-            self.set_origin("coordinator.select_partition_strategy", &e);
-        }
+            |m, k| m.one_of(k, &PARTITION_STRATEGIES),
+            "coordinator.select_partition_strategy",
+            |c, v| c.coordinator.select_partition_strategy = v,
+        )?;
         // APP_BALANCE is what Spillway serves; IO_SAMPLE ranks paths by HDFS probes that a
         // coordinator without an HDFS client cannot make.
         self.choice(
@@ -147,79 +159,83 @@ impl Mapper {
             self.config.coordinator.access_load_memory_percentage = v;
             self.set_origin("coordinator.access_load_memory_percentage", &e);
         }
-        if let Some((e, n)) =
-            self.positive_count("rss.coordinator.access.loadChecker.serverNum.threshold")?
-        {
-            self.config.coordinator.access_load_server_num_threshold = Some(n);
-            self.set_origin("coordinator.access_load_server_num_threshold", &e);
-        }
-        if let Some((e, n)) = self.int(
+        self.map(
+            "rss.coordinator.access.loadChecker.serverNum.threshold",
+            Self::positive_count,
+            "coordinator.access_load_server_num_threshold",
+            |c, v| c.coordinator.access_load_server_num_threshold = Some(v),
+        )?;
+        self.map(
             "rss.coordinator.quota.default.app.num",
-            i64::from(i32::MIN)..=i64::from(i32::MAX),
-        )? {
-            self.config.coordinator.quota_default_app_num = n;
-            self.set_origin("coordinator.quota_default_app_num", &e);
-        }
-        Ok(())
+            |m, k| m.int(k, i64::from(i32::MIN)..=i64::from(i32::MAX)),
+            "coordinator.quota_default_app_num",
+            |c, v| c.coordinator.quota_default_app_num = v,
+        )
     }
 
     /// The files the coordinator watches (quota, candidates, dynamic client conf, exclude
     /// nodes), each with its poll interval.
     fn map_operator_files(&mut self) -> Result<(), ConfigError> {
-        if let Some(e) = self.string("rss.coordinator.access.candidates.path") {
-            self.config.coordinator.access_candidates_path = Some(PathBuf::from(&e.value));
-            self.set_origin("coordinator.access_candidates_path", &e);
-        }
-        if let Some((e, d)) =
-            self.positive_duration("rss.coordinator.access.candidates.updateIntervalSec", 1000)?
-        {
-            self.config.coordinator.access_candidates_update_interval = d;
-            self.set_origin("coordinator.access_candidates_update_interval", &e);
-        }
-        if let Some(e) = self.string("rss.coordinator.quota.default.path") {
-            self.config.coordinator.quota_path = Some(PathBuf::from(&e.value));
-            self.set_origin("coordinator.quota_path", &e);
-        }
-        if let Some((e, d)) = self.positive_duration("rss.coordinator.quota.update.interval", 1)? {
-            self.config.coordinator.quota_update_interval = d;
-            self.set_origin("coordinator.quota_update_interval", &e);
-        }
-        if let Some((e, on)) = self.boolean("rss.coordinator.dynamicClientConf.enabled")? {
-            self.config.coordinator.dynamic_client_conf_enabled = on;
-            self.set_origin("coordinator.dynamic_client_conf_enabled", &e);
-        }
-        if let Some(e) = self.string("rss.coordinator.dynamicClientConf.path") {
-            self.config.coordinator.dynamic_client_conf_path = Some(PathBuf::from(&e.value));
-            self.set_origin("coordinator.dynamic_client_conf_path", &e);
-        }
-        if let Some((e, i)) = self.choice(
+        self.map(
+            "rss.coordinator.access.candidates.path",
+            Self::text,
+            "coordinator.access_candidates_path",
+            |c, v| c.coordinator.access_candidates_path = Some(PathBuf::from(v)),
+        )?;
+        self.map(
+            "rss.coordinator.access.candidates.updateIntervalSec",
+            Self::positive_secs,
+            "coordinator.access_candidates_update_interval",
+            |c, v| c.coordinator.access_candidates_update_interval = v,
+        )?;
+        self.map(
+            "rss.coordinator.quota.default.path",
+            Self::text,
+            "coordinator.quota_path",
+            |c, v| c.coordinator.quota_path = Some(PathBuf::from(v)),
+        )?;
+        self.map(
+            "rss.coordinator.quota.update.interval",
+            Self::positive_millis,
+            "coordinator.quota_update_interval",
+            |c, v| c.coordinator.quota_update_interval = v,
+        )?;
+        self.map(
+            "rss.coordinator.dynamicClientConf.enabled",
+            Self::boolean,
+            "coordinator.dynamic_client_conf_enabled",
+            |c, v| c.coordinator.dynamic_client_conf_enabled = v,
+        )?;
+        self.map(
+            "rss.coordinator.dynamicClientConf.path",
+            Self::text,
+            "coordinator.dynamic_client_conf_path",
+            |c, v| c.coordinator.dynamic_client_conf_path = Some(PathBuf::from(v)),
+        )?;
+        self.map(
             "rss.coordinator.dynamicClientConf.parser",
-            &["LEGACY", "YAML", "MIXED"],
-        )? {
-            self.config.coordinator.dynamic_client_conf_parser = [
-                ClientConfFormat::Legacy,
-                ClientConfFormat::Yaml,
-                ClientConfFormat::Mixed,
-            ][i];
-            self.set_origin("coordinator.dynamic_client_conf_parser", &e);
-        }
-        if let Some((e, d)) =
-            self.positive_duration("rss.coordinator.dynamicClientConf.updateIntervalSec", 1000)?
-        {
-            self.config.coordinator.dynamic_client_conf_update_interval = d;
-            self.set_origin("coordinator.dynamic_client_conf_update_interval", &e);
-        }
-        if let Some(e) = self.string("rss.coordinator.exclude.nodes.file.path") {
-            self.config.coordinator.exclude_nodes_file_path = Some(PathBuf::from(&e.value));
-            self.set_origin("coordinator.exclude_nodes_file_path", &e);
-        }
-        if let Some((e, d)) =
-            self.positive_duration("rss.coordinator.exclude.nodes.check.interval.ms", 1)?
-        {
-            self.config.coordinator.exclude_nodes_check_interval = d;
-            self.set_origin("coordinator.exclude_nodes_check_interval", &e);
-        }
-        Ok(())
+            |m, k| m.one_of(k, &CLIENT_CONF_PARSERS),
+            "coordinator.dynamic_client_conf_parser",
+            |c, v| c.coordinator.dynamic_client_conf_parser = v,
+        )?;
+        self.map(
+            "rss.coordinator.dynamicClientConf.updateIntervalSec",
+            Self::positive_secs,
+            "coordinator.dynamic_client_conf_update_interval",
+            |c, v| c.coordinator.dynamic_client_conf_update_interval = v,
+        )?;
+        self.map(
+            "rss.coordinator.exclude.nodes.file.path",
+            Self::text,
+            "coordinator.exclude_nodes_file_path",
+            |c, v| c.coordinator.exclude_nodes_file_path = Some(PathBuf::from(v)),
+        )?;
+        self.map(
+            "rss.coordinator.exclude.nodes.check.interval.ms",
+            Self::positive_millis,
+            "coordinator.exclude_nodes_check_interval",
+            |c, v| c.coordinator.exclude_nodes_check_interval = v,
+        )
     }
 }
 

@@ -357,9 +357,6 @@ pub static COORDINATOR_KEYS: &[JavaKey] = &[
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
-    use super::super::keys::Treatment;
     use super::super::mapper::Mapper;
     use super::super::parse_properties;
     use super::*;
@@ -368,65 +365,25 @@ mod tests {
     fn the_coordinator_mapper_asks_for_exactly_the_mapped_keys() {
         let mut mapper = Mapper::new(parse_properties("").unwrap());
         mapper.map_coordinator_conf().unwrap();
-        let asked: BTreeSet<&str> = mapper
-            .asked
-            .iter()
-            .map(|k| lookup(k).map_or(k.as_str(), |row| row.key))
-            .collect();
-        let mapped: BTreeSet<&str> = COORDINATOR_KEYS
-            .iter()
-            .filter(|k| matches!(k.treatment, Treatment::Mapped { .. }))
-            .map(|k| k.key)
-            .collect();
+        let (asked, mapped) =
+            super::super::keys::tests::asked_and_mapped(&mapper.asked, COORDINATOR_KEYS, lookup);
         assert_eq!(asked, mapped);
     }
 
     #[test]
     fn rows_are_sorted_unique_and_have_reasons() {
-        for pair in COORDINATOR_KEYS.windows(2) {
-            assert!(
-                pair[0].key.to_ascii_lowercase() < pair[1].key.to_ascii_lowercase(),
-                "{} then {}: keep the table sorted, each key once",
-                pair[0].key,
-                pair[1].key
-            );
-        }
-        for k in COORDINATOR_KEYS {
-            match k.treatment {
-                Treatment::Mapped { how, absent, .. } => {
-                    assert!(!how.is_empty() && !absent.is_empty(), "{}", k.key)
-                }
-                Treatment::NotApplicable(why) | Treatment::Refused(why) => {
-                    assert!(!why.is_empty(), "{}", k.key)
-                }
-            }
-        }
+        super::super::keys::tests::assert_sorted_with_reasons(COORDINATOR_KEYS);
     }
 
     /// Regenerate with `SPILLWAY_UPDATE_README=1 cargo test --lib readme_coordinator_key_table`.
     #[test]
     fn readme_coordinator_key_table_is_generated_from_this_table() {
-        const BEGIN: &str =
-            "<!-- java-coordinator-keys:begin (generated from src/config/java/coordinator_keys.rs) -->\n";
-        const END: &str = "<!-- java-coordinator-keys:end -->";
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/compatibility.md");
-        let readme = std::fs::read_to_string(path).unwrap();
-        let start = readme
-            .find(BEGIN)
-            .expect("docs/compatibility.md has the begin marker")
-            + BEGIN.len();
-        let end = readme[start..].find(END).expect("and the end marker") + start;
-        let table = markdown_table();
-        if readme[start..end] != table {
-            if std::env::var_os("SPILLWAY_UPDATE_README").is_some() {
-                let updated = format!("{}{table}{}", &readme[..start], &readme[end..]);
-                std::fs::write(path, updated).unwrap();
-            } else {
-                panic!(
-                    "docs/compatibility.md's coordinator key table is stale: run SPILLWAY_UPDATE_README=1 \
-                     cargo test --lib readme_coordinator_key_table"
-                );
-            }
-        }
+        super::super::keys::tests::assert_docs_section_is(
+            "<!-- java-coordinator-keys:begin (generated from src/config/java/coordinator_keys.rs) -->\n",
+            "<!-- java-coordinator-keys:end -->",
+            &markdown_table(),
+            "coordinator key table",
+            "readme_coordinator_key_table",
+        );
     }
 }

@@ -9,10 +9,12 @@ use crate::config::HdfsWriteAs;
 impl Mapper {
     /// How much HDFS writing may run at once, and which shuffles go to HDFS at all.
     pub(super) fn map_hdfs_writes(&mut self) -> Result<(), ConfigError> {
-        if let Some((e, n)) = self.positive_count("rss.server.flush.hadoop.threadPool.size")? {
-            self.config.hdfs_store.max_concurrency = n;
-            self.set_origin("hdfs_store.max_concurrency", &e);
-        }
+        self.map(
+            "rss.server.flush.hadoop.threadPool.size",
+            Self::positive_count,
+            "hdfs_store.max_concurrency",
+            |c, v| c.hdfs_store.max_concurrency = v,
+        )?;
         // The old name is read only when the new one is absent, as Java's fallback keys are.
         let per_partition = match self
             .positive_count("rss.server.max.concurrency.of.per-partition.write")?
@@ -26,23 +28,22 @@ impl Mapper {
             }
             None => self.positive_count("rss.server.max.concurrency.of.single.partition.writer")?,
         };
-        if let Some((e, n)) =
-            self.positive_count("rss.server.max.concurrency.limit.of.per-partition.write")?
-        {
-            self.config.hdfs_store.partition_write_max_concurrency_limit = n;
-            self.set_origin("hdfs_store.partition_write_max_concurrency_limit", &e);
-        }
+        self.map(
+            "rss.server.max.concurrency.limit.of.per-partition.write",
+            Self::positive_count,
+            "hdfs_store.partition_write_max_concurrency_limit",
+            |c, v| c.hdfs_store.partition_write_max_concurrency_limit = v,
+        )?;
         if let Some((e, n)) = per_partition {
             self.config.hdfs_store.partition_write_max_concurrency = n;
             self.set_origin("hdfs_store.partition_write_max_concurrency", &e);
         }
-        if let Some((e, size)) =
-            self.positive_size("rss.server.flush.cold.storage.threshold.size")?
-        {
-            self.config.hdfs_store.cold_storage_threshold_size = size;
-            self.set_origin("hdfs_store.cold_storage_threshold_size", &e);
-        }
-        Ok(())
+        self.map(
+            "rss.server.flush.cold.storage.threshold.size",
+            Self::positive_size,
+            "hdfs_store.cold_storage_threshold_size",
+            |c, v| c.hdfs_store.cold_storage_threshold_size = v,
+        )
     }
 
     /// `rss.server.hadoop.<item>` → `hdfs_store.hadoop_conf[<item>]`, as the Java server builds
@@ -93,14 +94,17 @@ impl Mapper {
             }
         }
         self.map_hadoop_items();
-        if let Some((e, proxy)) = self.boolean("rss.security.hadoop.kerberos.proxy.user.enable")? {
-            self.config.hdfs_store.write_as = if proxy {
-                HdfsWriteAs::Auto
-            } else {
-                HdfsWriteAs::Server
-            };
-            self.set_origin("hdfs_store.write_as", &e);
-        }
-        Ok(())
+        self.map(
+            "rss.security.hadoop.kerberos.proxy.user.enable",
+            Self::boolean,
+            "hdfs_store.write_as",
+            |c, proxy| {
+                c.hdfs_store.write_as = if proxy {
+                    HdfsWriteAs::Auto
+                } else {
+                    HdfsWriteAs::Server
+                }
+            },
+        )
     }
 }

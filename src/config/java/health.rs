@@ -8,94 +8,96 @@ const SCRIPT_CHECKER: &str = "org.apache.uniffle.server.HealthScriptChecker";
 
 impl Mapper {
     pub(super) fn map_disks(&mut self) -> Result<(), ConfigError> {
-        if let Some((e, v)) = self.percentage("rss.server.high.watermark.write")? {
-            self.config.localfile_store.disk_high_watermark = v;
-            self.set_origin("localfile_store.disk_high_watermark", &e);
-        }
-        if let Some((e, v)) = self.percentage("rss.server.low.watermark.write")? {
-            self.config.localfile_store.disk_low_watermark = v;
-            self.set_origin("localfile_store.disk_low_watermark", &e);
-        }
+        self.map(
+            "rss.server.high.watermark.write",
+            Self::percentage,
+            "localfile_store.disk_high_watermark",
+            |c, v| c.localfile_store.disk_high_watermark = v,
+        )?;
+        self.map(
+            "rss.server.low.watermark.write",
+            Self::percentage,
+            "localfile_store.disk_low_watermark",
+            |c, v| c.localfile_store.disk_low_watermark = v,
+        )?;
         // Negative (Java's default -1) means "use the ratio"; 0 is left for validation to
         // refuse (Java would accept it and never write to the disk).
-        if let Some((e, v)) = self.size("rss.server.disk.capacity")? {
-            if v >= 0 {
-                self.config.localfile_store.disk_capacity = Some(ByteSize(v as u64));
-                self.set_origin("localfile_store.disk_capacity", &e);
-            }
-        }
-        if let Some((e, v)) = self.double("rss.server.disk.capacity.ratio")? {
-            self.config.localfile_store.disk_capacity_ratio = v;
-            self.set_origin("localfile_store.disk_capacity_ratio", &e);
-        }
-        if let Some((e, v)) = self.boolean("rss.server.disk-capacity.watermark.check.enabled")? {
-            self.config.localfile_store.disk_usage_watermark_check = v;
-            self.set_origin("localfile_store.disk_usage_watermark_check", &e);
-        }
-        if let Some((e, v)) = self.int(
+        self.map(
+            "rss.server.disk.capacity",
+            |m, k| Ok(m.size(k)?.filter(|(_, v)| *v >= 0)),
+            "localfile_store.disk_capacity",
+            |c, v| c.localfile_store.disk_capacity = Some(ByteSize(v as u64)),
+        )?;
+        self.map(
+            "rss.server.disk.capacity.ratio",
+            Self::double,
+            "localfile_store.disk_capacity_ratio",
+            |c, v| c.localfile_store.disk_capacity_ratio = v,
+        )?;
+        self.map(
+            "rss.server.disk-capacity.watermark.check.enabled",
+            Self::boolean,
+            "localfile_store.disk_usage_watermark_check",
+            |c, v| c.localfile_store.disk_usage_watermark_check = v,
+        )?;
+        self.map(
             "rss.server.localstorage.initialize.max.fail.number",
-            0..=i64::from(i32::MAX),
-        )? {
-            self.config.localfile_store.init_max_failed_paths = v as usize;
-            self.set_origin("localfile_store.init_max_failed_paths", &e);
-        }
+            Self::count,
+            "localfile_store.init_max_failed_paths",
+            |c, v| c.localfile_store.init_max_failed_paths = v,
+        )?;
         self.map_health_checks()
     }
 
     fn map_health_checks(&mut self) -> Result<(), ConfigError> {
-        if let Some((e, v)) = self.boolean("rss.server.health.check.enable")? {
-            self.config.health.enabled = v;
-            self.set_origin("health.enabled", &e);
-        }
-        if let Some((e, interval)) =
-            self.positive_duration("rss.server.health.check.interval.ms", 1)?
-        {
-            self.config.health.check_interval = interval;
-            self.set_origin("health.check_interval", &e);
-        }
-        for (java, spillway) in [
-            (
-                "rss.server.health.min.storage.percentage",
-                "health.min_healthy_disks_ratio",
-            ),
-            (
-                "rss.server.health.max.storage.usage.percentage",
-                "health.disk_max_usage",
-            ),
-            (
-                "rss.server.health.storage.recovery.usage.percentage",
-                "health.disk_recovery_usage",
-            ),
-        ] {
-            if let Some((e, v)) = self.percentage(java)? {
-                let health = &mut self.config.health;
-                *match spillway {
-                    "health.min_healthy_disks_ratio" => &mut health.min_healthy_disks_ratio,
-                    "health.disk_max_usage" => &mut health.disk_max_usage,
-                    _ => &mut health.disk_recovery_usage,
-                } = v;
-                self.set_origin(spillway, &e);
-            }
-        }
-        if let Some((e, timeout)) = self.positive_duration(
+        self.map(
+            "rss.server.health.check.enable",
+            Self::boolean,
+            "health.enabled",
+            |c, v| c.health.enabled = v,
+        )?;
+        self.map(
+            "rss.server.health.check.interval.ms",
+            Self::positive_millis,
+            "health.check_interval",
+            |c, v| c.health.check_interval = v,
+        )?;
+        self.map(
+            "rss.server.health.min.storage.percentage",
+            Self::percentage,
+            "health.min_healthy_disks_ratio",
+            |c, v| c.health.min_healthy_disks_ratio = v,
+        )?;
+        self.map(
+            "rss.server.health.max.storage.usage.percentage",
+            Self::percentage,
+            "health.disk_max_usage",
+            |c, v| c.health.disk_max_usage = v,
+        )?;
+        self.map(
+            "rss.server.health.storage.recovery.usage.percentage",
+            Self::percentage,
+            "health.disk_recovery_usage",
+            |c, v| c.health.disk_recovery_usage = v,
+        )?;
+        self.map(
             "rss.server.health.checker.localStorageExecutionTimeoutMS",
-            1,
-        )? {
-            self.config.health.disk_check_timeout = timeout;
-            self.set_origin("health.disk_check_timeout", &e);
-        }
-        if let Some((e, on)) =
-            self.boolean("rss.server.health.markUnhealthyOnceStorageCorruption")?
-        {
-            self.config.health.unhealthy_on_failed_disk = on;
-            self.set_origin("health.unhealthy_on_failed_disk", &e);
-        }
-        if let Some((e, timeout)) =
-            self.positive_duration("rss.server.health.checker.script.execute.timeout", 1)?
-        {
-            self.config.health.script_timeout = timeout;
-            self.set_origin("health.script_timeout", &e);
-        }
+            Self::positive_millis,
+            "health.disk_check_timeout",
+            |c, v| c.health.disk_check_timeout = v,
+        )?;
+        self.map(
+            "rss.server.health.markUnhealthyOnceStorageCorruption",
+            Self::boolean,
+            "health.unhealthy_on_failed_disk",
+            |c, v| c.health.unhealthy_on_failed_disk = v,
+        )?;
+        self.map(
+            "rss.server.health.checker.script.execute.timeout",
+            Self::positive_millis,
+            "health.script_timeout",
+            |c, v| c.health.script_timeout = v,
+        )?;
         // Java builds the listed classes by reflection; Spillway knows one of them. Another
         // name cannot be honoured, and quietly dropping an operator's health rule would report
         // a server healthy that Java would not, so it stops start-up.

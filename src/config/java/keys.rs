@@ -163,6 +163,21 @@ pub(super) fn markdown_table_of(keys: &[JavaKey]) -> String {
     out
 }
 
+/// A table row: the constructors below name the treatment, so each row reads as what it is.
+const fn row(
+    key: &'static str,
+    releases: Releases,
+    java_default: &'static str,
+    treatment: Treatment,
+) -> JavaKey {
+    JavaKey {
+        key,
+        releases,
+        java_default,
+        treatment,
+    }
+}
+
 pub(super) const fn mapped(
     key: &'static str,
     releases: Releases,
@@ -171,12 +186,12 @@ pub(super) const fn mapped(
     how: &'static str,
     absent: &'static str,
 ) -> JavaKey {
-    JavaKey {
+    row(
         key,
         releases,
         java_default,
-        treatment: Treatment::Mapped { to, how, absent },
-    }
+        Treatment::Mapped { to, how, absent },
+    )
 }
 
 pub(super) const fn na(
@@ -185,12 +200,7 @@ pub(super) const fn na(
     java_default: &'static str,
     why: &'static str,
 ) -> JavaKey {
-    JavaKey {
-        key,
-        releases,
-        java_default,
-        treatment: Treatment::NotApplicable(why),
-    }
+    row(key, releases, java_default, Treatment::NotApplicable(why))
 }
 
 pub(super) const fn refused(
@@ -199,12 +209,7 @@ pub(super) const fn refused(
     java_default: &'static str,
     why: &'static str,
 ) -> JavaKey {
-    JavaKey {
-        key,
-        releases,
-        java_default,
-        treatment: Treatment::Refused(why),
-    }
+    row(key, releases, java_default, Treatment::Refused(why))
 }
 
 use Releases::{Both, Only010, Only092};
@@ -1439,7 +1444,7 @@ pub static KEYS: &[JavaKey] = &[
 ];
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::collections::BTreeSet;
 
     use super::super::mapper::Mapper;
@@ -1467,16 +1472,7 @@ mod tests {
         let props = parse_properties("rss.server.hadoop.dfs.replication = 2\n").unwrap();
         let mut mapper = Mapper::new(props);
         mapper.map_all(Some(16 << 30)).unwrap();
-        let asked: BTreeSet<&str> = mapper
-            .asked
-            .iter()
-            .map(|k| lookup(k).map_or(k.as_str(), |row| row.key))
-            .collect();
-        let mapped: BTreeSet<&str> = KEYS
-            .iter()
-            .filter(|k| matches!(k.treatment, Treatment::Mapped { .. }))
-            .map(|k| k.key)
-            .collect();
+        let (asked, mapped) = asked_and_mapped(&mapper.asked, KEYS, lookup);
         let not_in_table: Vec<_> = asked.difference(&mapped).collect();
         let never_asked: Vec<_> = mapped.difference(&asked).collect();
         assert!(
@@ -1488,22 +1484,32 @@ mod tests {
 
     #[test]
     fn rows_are_sorted_unique_and_name_real_spillway_keys() {
-        for pair in KEYS.windows(2) {
+        assert_sorted_with_reasons(KEYS);
+        let spillway = spillway_keys();
+        for k in KEYS {
+            if let Treatment::Mapped { to, .. } = k.treatment {
+                for t in to {
+                    assert!(spillway.contains(*t), "{}: no Spillway key {t}", k.key);
+                }
+            }
+        }
+    }
+
+    /// Each table is sorted (any case), names each key once, and says how every row is mapped
+    /// or why it is not.
+    pub(in crate::config::java) fn assert_sorted_with_reasons(table: &[JavaKey]) {
+        for pair in table.windows(2) {
             assert!(
                 pair[0].key.to_ascii_lowercase() < pair[1].key.to_ascii_lowercase(),
-                "{} then {}: keep KEYS sorted, each key once",
+                "{} then {}: keep the table sorted, each key once",
                 pair[0].key,
                 pair[1].key
             );
         }
-        let spillway = spillway_keys();
-        for k in KEYS {
+        for k in table {
             match k.treatment {
-                Treatment::Mapped { to, how, absent } => {
-                    assert!(!how.is_empty() && !absent.is_empty(), "{}", k.key);
-                    for t in to {
-                        assert!(spillway.contains(*t), "{}: no Spillway key {t}", k.key);
-                    }
+                Treatment::Mapped { how, absent, .. } => {
+                    assert!(!how.is_empty() && !absent.is_empty(), "{}", k.key)
                 }
                 Treatment::NotApplicable(why) | Treatment::Refused(why) => {
                     assert!(!why.is_empty(), "{} needs its reason", k.key)
@@ -1529,24 +1535,62 @@ mod tests {
     /// `SPILLWAY_UPDATE_README=1 cargo test --lib readme_key_table`.
     #[test]
     fn readme_key_table_is_generated_from_this_table() {
-        const BEGIN: &str = "<!-- java-keys:begin (generated from src/config/java/keys.rs) -->\n";
-        const END: &str = "<!-- java-keys:end -->";
+        assert_docs_section_is(
+            "<!-- java-keys:begin (generated from src/config/java/keys.rs) -->\n",
+            "<!-- java-keys:end -->",
+            &markdown_table(),
+            "Java key table",
+            "readme_key_table",
+        );
+    }
+
+    /// The rows a mapper asked for (a family's member counts as the family's row) and the rows
+    /// `table` marks mapped: the two sets each table's mapper test compares.
+    pub(in crate::config::java) fn asked_and_mapped<'a>(
+        asked: &'a [String],
+        table: &'static [JavaKey],
+        lookup: fn(&str) -> Option<&'static JavaKey>,
+    ) -> (BTreeSet<&'a str>, BTreeSet<&'static str>) {
+        let asked = asked
+            .iter()
+            .map(|k| lookup(k).map_or(k.as_str(), |row| row.key))
+            .collect();
+        let mapped = table
+            .iter()
+            .filter(|k| matches!(k.treatment, Treatment::Mapped { .. }))
+            .map(|k| k.key)
+            .collect();
+        (asked, mapped)
+    }
+
+    /// Checks that docs/compatibility.md holds `table` between the `begin` and `end` markers,
+    /// or with `SPILLWAY_UPDATE_README` set writes it there; `test` is the test's name, for the
+    /// message. Both key tables (the server's and the coordinator's) are generated this way.
+    pub(in crate::config::java) fn assert_docs_section_is(
+        begin: &str,
+        end_marker: &str,
+        table: &str,
+        what: &str,
+        test: &str,
+    ) {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/compatibility.md");
         let readme = std::fs::read_to_string(path).unwrap();
         let start = readme
-            .find(BEGIN)
-            .expect("docs/compatibility.md has the key table's begin marker")
-            + BEGIN.len();
-        let end = readme[start..].find(END).expect("and its end marker") + start;
-        let table = markdown_table();
-        if readme[start..end] != table {
+            .find(begin)
+            .unwrap_or_else(|| panic!("docs/compatibility.md has the {what}'s begin marker"))
+            + begin.len();
+        let end = readme[start..]
+            .find(end_marker)
+            .expect("and its end marker")
+            + start;
+        if readme[start..end] != *table {
             if std::env::var_os("SPILLWAY_UPDATE_README").is_some() {
                 let updated = format!("{}{table}{}", &readme[..start], &readme[end..]);
                 std::fs::write(path, updated).unwrap();
             } else {
                 panic!(
-                    "docs/compatibility.md's Java key table is stale: run SPILLWAY_UPDATE_README=1 cargo test \
-                     --lib readme_key_table"
+                    "docs/compatibility.md's {what} is stale: run SPILLWAY_UPDATE_README=1 cargo \
+                     test --lib {test}"
                 );
             }
         }

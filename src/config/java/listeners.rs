@@ -6,15 +6,7 @@ use crate::config::{ConfigError, HttpsConfig, Secret};
 
 impl Mapper {
     pub(super) fn map_listeners(&mut self) -> Result<(), ConfigError> {
-        if let Some((e, port)) = self.port("rss.rpc.server.port")? {
-            self.config.grpc_port = port;
-            self.set_origin("grpc_port", &e);
-        }
-        if let Some((e, port)) = self.port("rss.jetty.http.port")? {
-            self.config.metrics.http_port = port;
-            self.set_origin("metrics.http_port", &e);
-        }
-        self.map_jetty_security()?;
+        self.map_base_listeners()?;
         let server_type = self.choice("rss.rpc.server.type", &["GRPC", "GRPC_NETTY"])?;
         match self.int("rss.server.netty.port", i64::from(i32::MIN)..=65535)? {
             // 0.9 turns the plane on for any port >= 0, off for a negative one.
@@ -29,28 +21,41 @@ impl Mapper {
                 }
             }
         }
-        if let Some((e, timeout)) =
-            self.positive_duration("rss.client.netty.client.connection.timeout.ms", 1)?
-        {
-            self.config.limits.idle_timeout = timeout;
-            self.set_origin("limits.idle_timeout", &e);
-        }
-        if let Some((e, size)) = self.positive_size("rss.rpc.message.max.size")? {
-            self.config.limits.max_request_size = size;
-            self.set_origin("limits.max_request_size", &e);
-        }
-        Ok(())
+        self.map(
+            "rss.client.netty.client.connection.timeout.ms",
+            Self::positive_millis,
+            "limits.idle_timeout",
+            |c, v| c.limits.idle_timeout = v,
+        )?;
+        self.map(
+            "rss.rpc.message.max.size",
+            Self::positive_size,
+            "limits.max_request_size",
+            |c, v| c.limits.max_request_size = v,
+        )
     }
 }
 
 impl Mapper {
-    /// What the Java server and coordinator alike read for their Jetty port (`JettyServer` and
-    /// `AuthorizationRequestFilter` are common code): the Basic credentials and HTTPS.
-    pub(super) fn map_jetty_security(&mut self) -> Result<(), ConfigError> {
-        if let Some(e) = self.string(BASIC_CREDENTIALS_KEY) {
-            self.config.metrics.basic_credentials = Some(crate::config::Secret(e.value.clone()));
-            self.set_origin("metrics.basic_credentials", &e);
-        }
+    /// What the Java server and coordinator alike read for their listeners (`RssBaseConf`'s
+    /// ports; `JettyServer` and `AuthorizationRequestFilter` are common code): the gRPC and
+    /// HTTP ports, and for the Jetty port the Basic credentials and HTTPS.
+    pub(super) fn map_base_listeners(&mut self) -> Result<(), ConfigError> {
+        self.map("rss.rpc.server.port", Self::port, "grpc_port", |c, v| {
+            c.grpc_port = v
+        })?;
+        self.map(
+            "rss.jetty.http.port",
+            Self::port,
+            "metrics.http_port",
+            |c, v| c.metrics.http_port = v,
+        )?;
+        self.map(
+            BASIC_CREDENTIALS_KEY,
+            Self::text,
+            "metrics.basic_credentials",
+            |c, v| c.metrics.basic_credentials = Some(Secret(v)),
+        )?;
         self.map_https()
     }
 

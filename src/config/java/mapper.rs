@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::keys::{self, JavaKey, Treatment};
 use super::syntax::Property;
-use super::values::{java_double, java_duration, java_long, java_size};
+use super::values::{java_double, java_duration, java_list, java_long, java_size};
 use crate::config::{ByteSize, Config, ConfigError};
 
 /// A Java server config mapped onto Spillway's.
@@ -112,8 +112,57 @@ impl Mapper {
         self.origins.insert(spillway, entry.key.clone());
     }
 
+    /// Maps one Java key onto one Spillway key: `parse` reads and checks the value (one of the
+    /// typed getters below), `set` stores it, and the Java key is remembered as `spillway`'s
+    /// origin so that a validation error names the key the operator wrote. An absent key
+    /// changes nothing. Keys that decide from other keys are mapped by hand.
+    pub(super) fn map<T>(
+        &mut self,
+        key: &str,
+        parse: impl FnOnce(&mut Self, &str) -> Result<Option<(Entry, T)>, ConfigError>,
+        spillway: &'static str,
+        set: impl FnOnce(&mut Config, T),
+    ) -> Result<(), ConfigError> {
+        self.map_to_each(key, parse, &[spillway], set)
+    }
+
+    /// [`Self::map`] for a Java key that sets several Spillway keys (`set` sets them all), each
+    /// remembering the Java key as its origin.
+    pub(super) fn map_to_each<T>(
+        &mut self,
+        key: &str,
+        parse: impl FnOnce(&mut Self, &str) -> Result<Option<(Entry, T)>, ConfigError>,
+        spillway: &[&'static str],
+        set: impl FnOnce(&mut Config, T),
+    ) -> Result<(), ConfigError> {
+        if let Some((e, v)) = parse(self, key)? {
+            set(&mut self.config, v);
+            for s in spillway {
+                self.set_origin(s, &e);
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn string(&mut self, key: &str) -> Option<Entry> {
         self.take(key).filter(|e| !e.value.is_empty())
+    }
+
+    /// A non-empty value as written ([`Self::string`] in the shape [`Self::map`] takes).
+    pub(super) fn text(&mut self, key: &str) -> Result<Option<(Entry, String)>, ConfigError> {
+        Ok(self.string(key).map(|e| {
+            let v = e.value.clone();
+            (e, v)
+        }))
+    }
+
+    /// A comma-separated list, split as [`java_list`] splits it (an empty value is an empty
+    /// list).
+    pub(super) fn list(&mut self, key: &str) -> Result<Option<(Entry, Vec<String>)>, ConfigError> {
+        Ok(self.take(key).map(|e| {
+            let v = java_list(&e.value);
+            (e, v)
+        }))
     }
 
     pub(super) fn int(
@@ -143,6 +192,13 @@ impl Mapper {
     ) -> Result<Option<(Entry, usize)>, ConfigError> {
         Ok(self
             .int(key, 1..=i64::from(i32::MAX))?
+            .map(|(e, v)| (e, v as usize)))
+    }
+
+    /// A count in `0..=i32::MAX` (0 allowed, unlike [`Self::positive_count`]).
+    pub(super) fn count(&mut self, key: &str) -> Result<Option<(Entry, usize)>, ConfigError> {
+        Ok(self
+            .int(key, 0..=i64::from(i32::MAX))?
             .map(|(e, v)| (e, v as usize)))
     }
 
@@ -197,6 +253,22 @@ impl Mapper {
             return Err(e.error(format!("{:?} must be above 0", e.value)));
         }
         Ok(Some((e, Duration::from_millis(ms as u64))))
+    }
+
+    /// A positive duration whose bare numbers are milliseconds.
+    pub(super) fn positive_millis(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<(Entry, Duration)>, ConfigError> {
+        self.positive_duration(key, 1)
+    }
+
+    /// A positive duration whose bare numbers are seconds (Java's `*.sec`/`*.seconds` keys).
+    pub(super) fn positive_secs(
+        &mut self,
+        key: &str,
+    ) -> Result<Option<(Entry, Duration)>, ConfigError> {
+        self.positive_duration(key, 1000)
     }
 
     pub(super) fn double(&mut self, key: &str) -> Result<Option<(Entry, f64)>, ConfigError> {
@@ -263,6 +335,31 @@ impl Mapper {
         }
     }
 
+    /// One of `options`' Java names (any case), as the value it stands for.
+    pub(super) fn one_of<T: Copy>(
+        &mut self,
+        key: &str,
+        options: &[(&str, T)],
+    ) -> Result<Option<(Entry, T)>, ConfigError> {
+        let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
+        Ok(self.choice(key, &names)?.map(|(e, i)| (e, options[i].1)))
+    }
+
+    /// A Java expiry: the timeout (milliseconds) sets the first of `spillway`, and the period
+    /// Spillway sweeps at, [`half`] of it, the second; `fields` names both.
+    pub(super) fn map_expiry(
+        &mut self,
+        key: &str,
+        spillway: [&'static str; 2],
+        fields: fn(&mut Config) -> (&mut Duration, &mut Duration),
+    ) -> Result<(), ConfigError> {
+        self.map_to_each(key, Self::positive_millis, &spillway, |c, timeout| {
+            let (expiry, sweep) = fields(c);
+            *expiry = timeout;
+            *sweep = half(timeout);
+        })
+    }
+
     pub(super) fn map_all(&mut self, memory: Option<u64>) -> Result<(), ConfigError> {
         self.map_listeners()?;
         self.map_storage()?;
@@ -276,11 +373,12 @@ impl Mapper {
         self.map_top_n()?;
         self.map_kerberos()?;
         self.map_reload()?;
-        if let Some((e, stop)) = self.boolean("rss.server.decommission.shutdown")? {
-            self.config.shutdown.after_decommission = stop;
-            self.set_origin("shutdown.after_decommission", &e);
-        }
-        Ok(())
+        self.map(
+            "rss.server.decommission.shutdown",
+            Self::boolean,
+            "shutdown.after_decommission",
+            |c, v| c.shutdown.after_decommission = v,
+        )
     }
 
     /// Lists the unused keys with the key table's reason, refuses what the table refuses, and

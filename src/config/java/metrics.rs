@@ -60,25 +60,27 @@ impl Mapper {
             self.config.metrics.push_gateway_grouping_key = e.value.clone();
             self.set_origin("metrics.push_gateway_grouping_key", &e);
         }
-        if let Some((e, interval)) = self.positive_duration(INTERVAL, 1000)? {
-            self.config.metrics.push_interval = interval;
-            self.set_origin("metrics.push_interval", &e);
-        }
-        Ok(())
+        self.map(
+            INTERVAL,
+            Self::positive_secs,
+            "metrics.push_interval",
+            |c, v| c.metrics.push_interval = v,
+        )
     }
 
     pub(super) fn map_top_n(&mut self) -> Result<(), ConfigError> {
-        if let Some((e, n)) = self.int(
+        self.map(
             "rss.server.topN.appShuffleDataSize.number",
-            0..=i64::from(i32::MAX),
-        )? {
-            self.config.metrics.top_n_apps = n as usize;
-            self.set_origin("metrics.top_n_apps", &e);
-        }
-        if let Some((e, on)) = self.boolean("rss.server.metrics.blockSizeStatisticsEnabled")? {
-            self.config.metrics.block_size_statistics = on;
-            self.set_origin("metrics.block_size_statistics", &e);
-        }
+            Self::count,
+            "metrics.top_n_apps",
+            |c, v| c.metrics.top_n_apps = v,
+        )?;
+        self.map(
+            "rss.server.metrics.blockSizeStatisticsEnabled",
+            Self::boolean,
+            "metrics.block_size_statistics",
+            |c, v| c.metrics.block_size_statistics = v,
+        )?;
         if let Some(e) = self.string("rss.server.metrics.blockSizeStatistics.buckets") {
             let bounds = e
                 .value
