@@ -419,12 +419,8 @@ impl ServerRegistry {
 
     /// The live server `id`, if any.
     pub fn get(&self, id: &str) -> Option<ServerNode> {
-        let now = Instant::now();
-        self.servers
-            .lock()
-            .get(id)
-            .filter(|e| self.is_live(&e.node, now))
-            .map(|e| ServerNode::clone(&e.node))
+        self.get_report(id)
+            .map(|(node, _)| ServerNode::clone(&node))
     }
 
     /// How many servers are live.

@@ -112,6 +112,17 @@ impl<'a> Receiver<'a> {
         self.left.saturating_sub(self.buffer.len())
     }
 
+    /// Reads until `n` bytes are buffered, each read asking for at least `read` bytes (or
+    /// the rest of the message), so small fields and payloads share system calls.
+    async fn buffer_up_to(&mut self, n: usize, read: usize) -> Result<(), FrameError> {
+        while self.buffer.len() < n {
+            let max = (n - self.buffer.len()).max(read).min(self.unbuffered());
+            self.buffer.reserve(max);
+            self.socket.read(self.buffer, max).await?;
+        }
+        Ok(())
+    }
+
     fn overrun(&self, field: &'static str, need: usize) -> FrameError {
         FrameError::Overrun {
             field,
@@ -126,13 +137,7 @@ impl Source for Receiver<'_> {
         if n > self.left {
             return Err(self.overrun(field, n));
         }
-        while self.buffer.len() < n {
-            let max = (n - self.buffer.len())
-                .max(FIELDS_READ)
-                .min(self.unbuffered());
-            self.buffer.reserve(max);
-            self.socket.read(self.buffer, max).await?;
-        }
+        self.buffer_up_to(n, FIELDS_READ).await?;
         self.left -= n;
         Ok(self.buffer.split_to(n).freeze())
     }
@@ -142,13 +147,7 @@ impl Source for Receiver<'_> {
             return Err(self.overrun(field, n));
         }
         if n <= SMALL_PAYLOAD {
-            while self.buffer.len() < n {
-                let max = (n - self.buffer.len())
-                    .max(SMALL_READ)
-                    .min(self.unbuffered());
-                self.buffer.reserve(max);
-                self.socket.read(self.buffer, max).await?;
-            }
+            self.buffer_up_to(n, SMALL_READ).await?;
             self.left -= n;
             // A copy, not `split_to(n).freeze()`: a slice would keep the connection's buffer
             // alive for as long as the block is stored.

@@ -491,6 +491,14 @@ mod tests {
         }
     }
 
+    /// A recovered state the journal compacts from, as the registry's is.
+    fn snapshot_from_state(j: &Journal) -> Arc<parking_lot::Mutex<RecoveredState>> {
+        let state = Arc::new(parking_lot::Mutex::new(RecoveredState::default()));
+        let held = Arc::clone(&state);
+        j.set_snapshot(Arc::new(move || held.lock().to_records()));
+        state
+    }
+
     fn register(app: &str) -> Record {
         Record::Register {
             app: app.into(),
@@ -535,11 +543,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let o = opts(vec![dir.path().join("a"), dir.path().join("b")]);
         let j = Journal::start(o.clone(), 1, Vec::new()).unwrap();
-        let state = Arc::new(parking_lot::Mutex::new(RecoveredState::default()));
-        {
-            let state = Arc::clone(&state);
-            j.set_snapshot(Arc::new(move || state.lock().to_records()));
-        }
+        let state = snapshot_from_state(&j);
         state.lock().apply(register("w"));
         j.write(&register("w")).await.unwrap();
         // The disk of the current generation fills up: the record that hit it goes into a new
@@ -572,11 +576,7 @@ mod tests {
             ..opts(vec![dir.path().join("a")])
         };
         let j = Journal::start(o.clone(), 1, Vec::new()).unwrap();
-        let state = Arc::new(parking_lot::Mutex::new(RecoveredState::default()));
-        {
-            let state = Arc::clone(&state);
-            j.set_snapshot(Arc::new(move || state.lock().to_records()));
-        }
+        let state = snapshot_from_state(&j);
         state.lock().apply(register("keep"));
         j.write(&register("keep")).await.unwrap();
         for i in 0..200 {
