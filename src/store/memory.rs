@@ -570,9 +570,7 @@ mod tests {
 
     #[test]
     fn insert_read_spill_complete() {
-        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
-        let tier = MemoryTier::new(budget.clone());
-        let buf = tier.ensure(key("a", 0, 1), false);
+        let (budget, _tier, buf) = one_buffer(false);
         let mut r = budget.try_reserve(3 * 42).unwrap();
         let ins = buf
             .insert(
@@ -617,9 +615,7 @@ mod tests {
 
     #[test]
     fn read_cursor_filter_and_cap() {
-        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
-        let tier = MemoryTier::new(budget.clone());
-        let buf = tier.ensure(key("a", 0, 1), false);
+        let (budget, _tier, buf) = one_buffer(false);
         let mut r = budget.try_reserve(5 * 42).unwrap();
         buf.insert(
             (1..=5).map(|i| block(i, i % 2, 10)).collect(),
@@ -642,11 +638,17 @@ mod tests {
         assert_eq!(ids(buf.read(&req)), vec![1, 3, 5]);
     }
 
-    /// A local-order buffer holding blocks 1, 2, 3 of tasks 3, 1, 2 (arrival order).
-    fn three_tasks_out_of_order() -> (MemoryTier, Arc<PartitionBuffer>) {
+    /// A 10,000-byte budget, its memory tier, and the buffer of partition `a/0/1`.
+    fn one_buffer(local_order: bool) -> (MemoryBudget, MemoryTier, Arc<PartitionBuffer>) {
         let budget = MemoryBudget::new(10_000, 0.8, 0.2);
         let tier = MemoryTier::new(budget.clone());
-        let buf = tier.ensure(key("a", 0, 1), true);
+        let buf = tier.ensure(key("a", 0, 1), local_order);
+        (budget, tier, buf)
+    }
+
+    /// A local-order buffer holding blocks 1, 2, 3 of tasks 3, 1, 2 (arrival order).
+    fn three_tasks_out_of_order() -> (MemoryTier, Arc<PartitionBuffer>) {
+        let (budget, tier, buf) = one_buffer(true);
         let mut r = budget.try_reserve(3 * 42).unwrap();
         buf.insert(
             vec![block(1, 3, 10), block(2, 1, 10), block(3, 2, 10)],
@@ -742,9 +744,7 @@ mod tests {
 
     #[test]
     fn payloads_are_compacted_out_of_the_request_buffer() {
-        let budget = MemoryBudget::new(10_000, 0.8, 0.2);
-        let tier = MemoryTier::new(budget.clone());
-        let buf = tier.ensure(key("a", 0, 1), false);
+        let (budget, _tier, buf) = one_buffer(false);
         let request = Bytes::from(vec![9u8; 4096]);
         let mut b = block(1, 1, 0);
         b.data = request.slice(100..110);
