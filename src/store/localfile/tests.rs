@@ -24,6 +24,14 @@ fn opts(paths: Vec<PathBuf>) -> LocalFileOptions {
     LocalFileOptions::testing(paths, PREFIX)
 }
 
+/// The error the tier refuses to start with under `opts`.
+fn start_error(opts: LocalFileOptions) -> String {
+    match LocalFileTier::new(opts) {
+        Ok(_) => panic!("the tier started with options it must refuse"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// A data path that exists but whose probe file cannot be written (a directory holds its name).
 fn unprobeable(dir: &TempDir, name: &str) -> PathBuf {
     let path = dir.path().join(name);
@@ -262,10 +270,8 @@ async fn paths_that_fail_to_initialise_are_skipped_up_to_the_maximum() {
     let blocker = dir.path().join("file");
     std::fs::write(&blocker, b"x").unwrap();
     paths.push(blocker.join("data"));
-    let err = LocalFileTier::new(opts(paths.clone()))
-        .err()
-        .expect("one failure is above the default maximum 0");
-    let msg = err.to_string();
+    // One failure is above the default maximum 0.
+    let msg = start_error(opts(paths.clone()));
     assert!(
         msg.contains("1 of 3") && msg.contains("init_max_failed_paths (0"),
         "{msg}"
@@ -287,13 +293,12 @@ async fn paths_that_fail_to_initialise_are_skipped_up_to_the_maximum() {
         "the others keep their storage ids"
     );
     assert!(tier.health().writable);
-    let err = LocalFileTier::new(LocalFileOptions {
+    // No path left at all.
+    let err = start_error(LocalFileOptions {
         init_max_failed_paths: 5,
         ..opts(vec![blocker.join("a")])
-    })
-    .err()
-    .expect("no path left at all");
-    assert!(err.to_string().contains("1 of 1"), "{err}");
+    });
+    assert!(err.contains("1 of 1"), "{err}");
 }
 
 /// A configured capacity the path has no room for fails it (Java: "Available Capacity ... is
@@ -318,22 +323,19 @@ async fn capacity_is_configured_or_a_share_of_the_file_system() {
     })
     .unwrap();
     assert_eq!(tier.disk_reports()[0].service_capacity_bytes, 1 << 20);
-    let err = LocalFileTier::new(LocalFileOptions {
+    // No file system here has that much room.
+    let err = start_error(LocalFileOptions {
         capacity: Some(u64::MAX / 2),
         ..opts(paths)
-    })
-    .err()
-    .expect("no file system here has that much room");
-    assert!(err.to_string().contains("is less than"), "{err}");
+    });
+    assert!(err.contains("is less than"), "{err}");
 }
 
 #[tokio::test]
 async fn no_usable_disk_at_all_fails_start_up() {
     let dir = tempfile::tempdir().unwrap();
-    let err = LocalFileTier::new(opts(vec![unprobeable(&dir, "a"), unprobeable(&dir, "b")]))
-        .err()
-        .expect("no usable disk");
-    assert!(err.to_string().contains("no usable"), "{err}");
+    let err = start_error(opts(vec![unprobeable(&dir, "a"), unprobeable(&dir, "b")]));
+    assert!(err.contains("no usable"), "{err}");
     for bad in [
         opts(Vec::new()),
         LocalFileOptions {
