@@ -174,6 +174,19 @@ pub struct Layout {
     pub task: i32,
 }
 
+/// The partition a local read (index or data) names, as its audit line shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadTarget {
+    /// `requestId`: only on the Netty plane.
+    pub request_id: Option<i64>,
+    /// `partitionId`.
+    pub partition_id: i32,
+    /// `partitionNumPerRange`.
+    pub per_range: i32,
+    /// `partitionNum`.
+    pub partition_num: i32,
+}
+
 /// The `args{…}` of one command, kept as the request's numbers so that rendering happens on
 /// the writer thread.
 #[derive(Debug, Clone, PartialEq)]
@@ -245,16 +258,10 @@ pub enum Args {
         /// `blockIdLayout`.
         layout: Layout,
     },
-    /// getLocalShuffleData; `request_id` only on the Netty plane.
+    /// getLocalShuffleData.
     LocalData {
-        /// `requestId` (Netty).
-        request_id: Option<i64>,
-        /// `partitionId`.
-        partition_id: i32,
-        /// `partitionNumPerRange`.
-        per_range: i32,
-        /// `partitionNum`.
-        partition_num: i32,
+        /// The partition read.
+        target: ReadTarget,
         /// `offset`.
         offset: i64,
         /// `length`.
@@ -262,17 +269,8 @@ pub enum Args {
         /// `storageId`.
         storage_id: i32,
     },
-    /// getLocalShuffleIndex; `request_id` only on the Netty plane.
-    LocalIndex {
-        /// `requestId` (Netty).
-        request_id: Option<i64>,
-        /// `partitionId`.
-        partition_id: i32,
-        /// `partitionNumPerRange`.
-        per_range: i32,
-        /// `partitionNum`.
-        partition_num: i32,
-    },
+    /// getLocalShuffleIndex.
+    LocalIndex(ReadTarget),
     /// getMemoryShuffleData; `request_id` only on the Netty plane.
     Memory {
         /// `requestId` (Netty).
@@ -434,6 +432,17 @@ fn write_request_id(out: &mut dyn Write, id: Option<i64>) -> io::Result<()> {
     }
 }
 
+/// The start of a local read's args, the same for the index and the data.
+fn write_target(out: &mut dyn Write, t: &ReadTarget) -> io::Result<()> {
+    out.write_all(b"\targs{")?;
+    write_request_id(out, t.request_id)?;
+    write!(
+        out,
+        "partitionId={}, partitionNumPerRange={}, partitionNum={}",
+        t.partition_id, t.per_range, t.partition_num
+    )
+}
+
 fn write_args(out: &mut dyn Write, args: &Args) -> io::Result<()> {
     match args {
         Args::None => return Ok(()),
@@ -505,37 +514,18 @@ fn write_args(out: &mut dyn Write, args: &Args) -> io::Result<()> {
             write_layout(out, *layout)?;
         }
         Args::LocalData {
-            request_id,
-            partition_id,
-            per_range,
-            partition_num,
+            target,
             offset,
             length,
             storage_id,
         } => {
-            out.write_all(b"\targs{")?;
-            write_request_id(out, *request_id)?;
+            write_target(out, target)?;
             write!(
                 out,
-                "partitionId={partition_id}, partitionNumPerRange={per_range}, \
-                 partitionNum={partition_num}, offset={offset}, length={length}, \
-                 storageId={storage_id}"
+                ", offset={offset}, length={length}, storageId={storage_id}"
             )?;
         }
-        Args::LocalIndex {
-            request_id,
-            partition_id,
-            per_range,
-            partition_num,
-        } => {
-            out.write_all(b"\targs{")?;
-            write_request_id(out, *request_id)?;
-            write!(
-                out,
-                "partitionId={partition_id}, partitionNumPerRange={per_range}, \
-                 partitionNum={partition_num}"
-            )?;
-        }
+        Args::LocalIndex(target) => write_target(out, target)?,
         Args::Memory {
             request_id,
             partition_id,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use crate::app::read::{MemoryReadArgs, ReadArgs};
+use crate::app::read::MemoryReadArgs;
 use crate::app::record_counts::RecordCount;
 use crate::app::write::{Require, TicketSeen};
 use crate::app::{AppRegistry, Registration, RemoteStorage};
@@ -21,7 +21,7 @@ use crate::limits::RequestLimits;
 use crate::proto::shuffle_server_internal_server::ShuffleServerInternal;
 use crate::proto::shuffle_server_server::ShuffleServer;
 use crate::proto::{self, DataDistribution, StatusCode};
-use crate::protocol::convert;
+use crate::protocol::convert::{self, LocalRead};
 use crate::store::Payloads;
 use answer::DataAnswer;
 use reply::reply;
@@ -115,21 +115,13 @@ impl ShuffleService {
             e.app(&req.app_id)
                 .shuffle(req.shuffle_id)
                 .args(Args::LocalData {
-                    request_id: None,
-                    partition_id: req.partition_id,
-                    per_range: req.partition_num_per_range,
-                    partition_num: req.partition_num,
+                    target: req.target(None),
                     offset: req.offset,
                     length: req.length,
                     storage_id: req.storage_id,
                 });
         }
-        let args = ReadArgs {
-            shuffle: req.shuffle_id,
-            partition: req.partition_id,
-            per_range: req.partition_num_per_range,
-            partition_num: req.partition_num,
-        };
+        let args = req.read_args();
         let result = match convert::app_id(&req.app_id) {
             Ok(app) => match self.limits.response(PLANE, req.length.max(0) as usize) {
                 Ok(()) => {
@@ -455,22 +447,12 @@ impl ShuffleServer for ShuffleService {
         request: Request<proto::GetLocalShuffleIndexRequest>,
     ) -> Rpc<proto::GetLocalShuffleIndexResponse> {
         let describe = |r: &proto::GetLocalShuffleIndexRequest, e: &mut Entry| {
-            e.shuffle(r.shuffle_id).args(Args::LocalIndex {
-                request_id: None,
-                partition_id: r.partition_id,
-                per_range: r.partition_num_per_range,
-                partition_num: r.partition_num,
-            });
+            e.shuffle(r.shuffle_id)
+                .args(Args::LocalIndex(r.target(None)));
         };
         let call = |req: proto::GetLocalShuffleIndexRequest| async move {
-            let args = ReadArgs {
-                shuffle: req.shuffle_id,
-                partition: req.partition_id,
-                per_range: req.partition_num_per_range,
-                partition_num: req.partition_num,
-            };
             let app = convert::app_id(&req.app_id)?;
-            let read = self.registry.read_index(&app, args).await?;
+            let read = self.registry.read_index(&app, req.read_args()).await?;
             self.limits.response(PLANE, read.index.len())?;
             Ok(proto::GetLocalShuffleIndexResponse {
                 index_data: read.index,

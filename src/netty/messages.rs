@@ -7,6 +7,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use super::frame::{encode_frame, put_opt_bytes, put_string, ready, Cursor, FrameError, Source};
 use crate::store::memory::Segment;
 
+crate::protocol::convert::local_read!(IndexRequest, DataRequest);
+
 /// Message type ids (`Message.Type`) this server speaks.
 pub mod ty {
     /// `RPC_RESPONSE`: the answer to a send.

@@ -19,7 +19,7 @@ use super::body::{send_files, Body, Slices};
 use super::frame::{FrameError, Header, HEADER_LEN};
 use super::messages::{decode_send, ty, DataRequest, Request, Response, ResponseHead, SendRequest};
 use super::recv::Receiver;
-use crate::app::read::{MemoryReadArgs, ReadArgs};
+use crate::app::read::MemoryReadArgs;
 use crate::app::write::TicketSeen;
 use crate::app::AppRegistry;
 use crate::error::{Error, Result};
@@ -27,7 +27,7 @@ use crate::limits::{ConnectionTable, Lease, LimitMetrics, RequestLimits};
 use crate::memory::ReadPermit;
 use crate::metrics::NettyMetrics;
 use crate::proto::StatusCode;
-use crate::protocol::convert;
+use crate::protocol::convert::{self, LocalRead};
 use crate::protocol::outcome::outcome;
 use crate::store::{DataRead, Payloads};
 
@@ -395,19 +395,9 @@ impl Handler {
                     Command::GetLocalShuffleIndex,
                     &r.app_id,
                     r.shuffle_id,
-                    || Args::LocalIndex {
-                        request_id: Some(request_id),
-                        partition_id: r.partition_id,
-                        per_range: r.partition_num_per_range,
-                        partition_num: r.partition_num,
-                    },
+                    || Args::LocalIndex(r.target(Some(request_id))),
                 );
-                let args = ReadArgs {
-                    shuffle: r.shuffle_id,
-                    partition: r.partition_id,
-                    per_range: r.partition_num_per_range,
-                    partition_num: r.partition_num,
-                };
+                let args = r.read_args();
                 let result = match convert::app_id(&r.app_id) {
                     Ok(app) => self.shared.registry.read_index(&app, args).await,
                     Err(e) => Err(e),
@@ -442,10 +432,7 @@ impl Handler {
                     &r.app_id,
                     r.shuffle_id,
                     || Args::LocalData {
-                        request_id: Some(request_id),
-                        partition_id: r.partition_id,
-                        per_range: r.partition_num_per_range,
-                        partition_num: r.partition_num,
+                        target: r.target(Some(request_id)),
                         offset: r.offset,
                         length: r.length,
                         storage_id: r.storage_id,
@@ -577,15 +564,9 @@ impl Handler {
         self.shared
             .limits
             .response(PLANE, r.length.max(0) as usize)?;
-        let args = ReadArgs {
-            shuffle: r.shuffle_id,
-            partition: r.partition_id,
-            per_range: r.partition_num_per_range,
-            partition_num: r.partition_num,
-        };
         self.shared
             .registry
-            .read_data_ranges(&app, args, r.offset, r.length)
+            .read_data_ranges(&app, r.read_args(), r.offset, r.length)
             .await
     }
 }

@@ -1,6 +1,8 @@
 //! Wire → domain conversions for both data planes: every check of ids, lengths and layouts a
 //! request needs before it reaches the registry, written once for gRPC and Netty.
 
+use crate::app::read::ReadArgs;
+use crate::audit::rpc::ReadTarget;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, BlockIdLayout, PartitionRange};
 use crate::proto;
@@ -138,3 +140,49 @@ mod tests {
         assert_eq!(layout(None).unwrap(), BlockIdLayout::DEFAULT);
     }
 }
+
+/// A local read (index or data) of either plane: both name the partition's fields alike, so
+/// one implementation (see [`local_read`]) gives the registry's arguments and the audit's.
+pub trait LocalRead {
+    /// Shuffle, partition, partitions per range, partitions of the shuffle.
+    fn fields(&self) -> [i32; 4];
+
+    /// What the registry reads.
+    fn read_args(&self) -> ReadArgs {
+        let [shuffle, partition, per_range, partition_num] = self.fields();
+        ReadArgs {
+            shuffle,
+            partition,
+            per_range,
+            partition_num,
+        }
+    }
+
+    /// What the audit line names; `request_id` only on the Netty plane.
+    fn target(&self, request_id: Option<i64>) -> ReadTarget {
+        let [_, partition_id, per_range, partition_num] = self.fields();
+        ReadTarget {
+            request_id,
+            partition_id,
+            per_range,
+            partition_num,
+        }
+    }
+}
+
+/// Implements [`LocalRead`] for request types with Uniffle's field names.
+macro_rules! local_read {
+    ($($request:ty),+) => {$(
+        impl $crate::protocol::convert::LocalRead for $request {
+            fn fields(&self) -> [i32; 4] {
+                [self.shuffle_id, self.partition_id, self.partition_num_per_range, self.partition_num]
+            }
+        }
+    )+};
+}
+pub(crate) use local_read;
+
+local_read!(
+    proto::GetLocalShuffleIndexRequest,
+    proto::GetLocalShuffleDataRequest
+);
