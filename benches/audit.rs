@@ -7,7 +7,7 @@ use criterion::{criterion_main, Criterion};
 use spillway::audit::rpc::{Args, Command, Ret, RpcAudit};
 use spillway::audit::storage::{StorageAudit, StorageSite};
 use spillway::audit::writer::Sink;
-use spillway::ids::{AppId, PartitionRange};
+use spillway::ids::{AppId, PartitionKey, PartitionRange};
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::TempDir::new().unwrap();
@@ -54,14 +54,14 @@ fn bench(c: &mut Criterion) {
     let off = StorageAudit::off();
     let app = AppId::parse("application_1700000000000_0001").unwrap();
     let site = StorageSite::local("/data1/rssdata");
-    let range = PartitionRange::new(3, 3).unwrap();
+    let part = PartitionKey::new(app, 3, PartitionRange::new(3, 3).unwrap());
     let now = std::time::SystemTime::now();
     let mut g = c.benchmark_group("storage_audit");
     g.bench_function("spill_line", |b| {
-        b.iter(|| on.written(&app, 3, range, Some(site.clone()), 1 << 20, now, now))
+        b.iter(|| on.written(&part, Some(site.clone()), 1 << 20, (now, now)))
     });
     g.bench_function("off", |b| {
-        b.iter(|| off.written(&app, 3, range, Some(site.clone()), 1 << 20, now, now))
+        b.iter(|| off.written(&part, Some(site.clone()), 1 << 20, (now, now)))
     });
     g.finish();
 }

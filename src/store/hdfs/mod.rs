@@ -491,7 +491,7 @@ impl Tier for HdfsTier {
             .partitions
             .lock()
             .retain(|(s, r), _| !scope.covers(&PartitionKey::new(app.clone(), *s, *r)));
-        end_purge(&self.apps, &entry, scope, &mut *gate, &result, "HDFS files");
+        end_purge(&self.apps, &entry, scope, &mut gate, &result, "HDFS files");
         result
     }
 

@@ -556,7 +556,7 @@ impl Tier for ObjectTier {
             &self.apps,
             &entry,
             scope,
-            &mut *gate,
+            &mut gate,
             &result,
             "object-store objects",
         );
