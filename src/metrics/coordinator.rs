@@ -23,10 +23,10 @@ use prometheus::Registry;
 
 use crate::limits::LimitMetrics;
 
+use super::families::{label, sample};
 use super::grpc::GrpcMetrics;
 use super::grpc::COORDINATOR_TAGS;
 use super::pools;
-use super::{label, sample};
 
 /// The coordinator's state its `server` families show, read at each scrape. The coordinator
 /// implements it: this layer knows the figures, not the coordinator's types.
@@ -198,7 +198,7 @@ fn family(name: &str, ty: MetricType, metrics: Vec<proto::Metric>) -> MetricFami
     } else {
         "Gauge"
     };
-    super::family(name, format!("{help} {name}"), ty, metrics)
+    super::families::family(name, format!("{help} {name}"), ty, metrics)
 }
 
 /// Merges families of the same name into one (their samples differ by label values, e.g.

@@ -31,8 +31,12 @@ impl RuntimeCollector {
 }
 
 fn family(name: &str, help: &str, ty: MetricType, tags: &str, value: f64) -> MetricFamily {
-    let m = super::sample(vec![super::label("tags", tags.to_owned())], ty, value);
-    super::family(name, help.to_owned(), ty, vec![m])
+    let m = super::families::sample(
+        vec![super::families::label("tags", tags.to_owned())],
+        ty,
+        value,
+    );
+    super::families::family(name, help.to_owned(), ty, vec![m])
 }
 
 impl Collector for RuntimeCollector {

@@ -366,19 +366,19 @@ mod tests {
         let mut mapper = Mapper::new(parse_properties("").unwrap());
         mapper.map_coordinator_conf().unwrap();
         let (asked, mapped) =
-            super::super::keys::tests::asked_and_mapped(&mapper.asked, COORDINATOR_KEYS, lookup);
+            super::super::table_checks::asked_and_mapped(&mapper.asked, COORDINATOR_KEYS, lookup);
         assert_eq!(asked, mapped);
     }
 
     #[test]
     fn rows_are_sorted_unique_and_have_reasons() {
-        super::super::keys::tests::assert_sorted_with_reasons(COORDINATOR_KEYS);
+        super::super::table_checks::assert_sorted_with_reasons(COORDINATOR_KEYS);
     }
 
     /// Regenerate with `SPILLWAY_UPDATE_README=1 cargo test --lib readme_coordinator_key_table`.
     #[test]
     fn readme_coordinator_key_table_is_generated_from_this_table() {
-        super::super::keys::tests::assert_docs_section_is(
+        super::super::table_checks::assert_docs_section_is(
             "<!-- java-coordinator-keys:begin (generated from src/config/java/coordinator_keys.rs) -->\n",
             "<!-- java-coordinator-keys:end -->",
             &markdown_table(),

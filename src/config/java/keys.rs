@@ -1444,7 +1444,7 @@ pub static KEYS: &[JavaKey] = &[
 ];
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use std::collections::BTreeSet;
 
     use super::super::mapper::Mapper;
@@ -1472,7 +1472,8 @@ pub(super) mod tests {
         let props = parse_properties("rss.server.hadoop.dfs.replication = 2\n").unwrap();
         let mut mapper = Mapper::new(props);
         mapper.map_all(Some(16 << 30)).unwrap();
-        let (asked, mapped) = asked_and_mapped(&mapper.asked, KEYS, lookup);
+        let (asked, mapped) =
+            super::super::table_checks::asked_and_mapped(&mapper.asked, KEYS, lookup);
         let not_in_table: Vec<_> = asked.difference(&mapped).collect();
         let never_asked: Vec<_> = mapped.difference(&asked).collect();
         assert!(
@@ -1484,35 +1485,12 @@ pub(super) mod tests {
 
     #[test]
     fn rows_are_sorted_unique_and_name_real_spillway_keys() {
-        assert_sorted_with_reasons(KEYS);
+        super::super::table_checks::assert_sorted_with_reasons(KEYS);
         let spillway = spillway_keys();
         for k in KEYS {
             if let Treatment::Mapped { to, .. } = k.treatment {
                 for t in to {
                     assert!(spillway.contains(*t), "{}: no Spillway key {t}", k.key);
-                }
-            }
-        }
-    }
-
-    /// Each table is sorted (any case), names each key once, and says how every row is mapped
-    /// or why it is not.
-    pub(in crate::config::java) fn assert_sorted_with_reasons(table: &[JavaKey]) {
-        for pair in table.windows(2) {
-            assert!(
-                pair[0].key.to_ascii_lowercase() < pair[1].key.to_ascii_lowercase(),
-                "{} then {}: keep the table sorted, each key once",
-                pair[0].key,
-                pair[1].key
-            );
-        }
-        for k in table {
-            match k.treatment {
-                Treatment::Mapped { how, absent, .. } => {
-                    assert!(!how.is_empty() && !absent.is_empty(), "{}", k.key)
-                }
-                Treatment::NotApplicable(why) | Treatment::Refused(why) => {
-                    assert!(!why.is_empty(), "{} needs its reason", k.key)
                 }
             }
         }
@@ -1535,64 +1513,12 @@ pub(super) mod tests {
     /// `SPILLWAY_UPDATE_README=1 cargo test --lib readme_key_table`.
     #[test]
     fn readme_key_table_is_generated_from_this_table() {
-        assert_docs_section_is(
+        super::super::table_checks::assert_docs_section_is(
             "<!-- java-keys:begin (generated from src/config/java/keys.rs) -->\n",
             "<!-- java-keys:end -->",
             &markdown_table(),
             "Java key table",
             "readme_key_table",
         );
-    }
-
-    /// The rows a mapper asked for (a family's member counts as the family's row) and the rows
-    /// `table` marks mapped: the two sets each table's mapper test compares.
-    pub(in crate::config::java) fn asked_and_mapped<'a>(
-        asked: &'a [String],
-        table: &'static [JavaKey],
-        lookup: fn(&str) -> Option<&'static JavaKey>,
-    ) -> (BTreeSet<&'a str>, BTreeSet<&'static str>) {
-        let asked = asked
-            .iter()
-            .map(|k| lookup(k).map_or(k.as_str(), |row| row.key))
-            .collect();
-        let mapped = table
-            .iter()
-            .filter(|k| matches!(k.treatment, Treatment::Mapped { .. }))
-            .map(|k| k.key)
-            .collect();
-        (asked, mapped)
-    }
-
-    /// Checks that docs/compatibility.md holds `table` between the `begin` and `end` markers,
-    /// or with `SPILLWAY_UPDATE_README` set writes it there; `test` is the test's name, for the
-    /// message. Both key tables (the server's and the coordinator's) are generated this way.
-    pub(in crate::config::java) fn assert_docs_section_is(
-        begin: &str,
-        end_marker: &str,
-        table: &str,
-        what: &str,
-        test: &str,
-    ) {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/compatibility.md");
-        let readme = std::fs::read_to_string(path).unwrap();
-        let start = readme
-            .find(begin)
-            .unwrap_or_else(|| panic!("docs/compatibility.md has the {what}'s begin marker"))
-            + begin.len();
-        let end = readme[start..]
-            .find(end_marker)
-            .expect("and its end marker")
-            + start;
-        if readme[start..end] != *table {
-            if std::env::var_os("SPILLWAY_UPDATE_README").is_some() {
-                let updated = format!("{}{table}{}", &readme[..start], &readme[end..]);
-                std::fs::write(path, updated).unwrap();
-            } else {
-                panic!(
-                    "docs/compatibility.md's {what} is stale: run SPILLWAY_UPDATE_README=1 cargo \
-                     test --lib {test}"
-                );
-            }
-        }
     }
 }

@@ -65,6 +65,8 @@ mod reload;
 mod storage;
 mod syntax;
 #[cfg(test)]
+mod table_checks;
+#[cfg(test)]
 mod tests;
 mod values;
 
