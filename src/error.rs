@@ -136,6 +136,14 @@ pub enum Error {
         /// What does not fit, naming the setting to change.
         reason: String,
     },
+    /// The app, or its user, holds its quota on this server's file tiers (`[quota]`). Final:
+    /// the released clients fail the task at once with the reason, which names the app, the
+    /// quota, the usage and the key to raise. Logged once per app and quota where it is found.
+    #[error("{reason}")]
+    QuotaExceeded {
+        /// Who is over which quota, by how much, and the key to raise.
+        reason: String,
+    },
     /// Server start-up or shutdown failure (bind, config); never sent to a client.
     #[error("{0}")]
     Startup(String),
@@ -170,6 +178,8 @@ impl Error {
             // sendShuffleData (0.9 knows no other; INTERNAL_NOT_RETRY_ERROR is 0.10-only).
             Error::StorageRefused { .. } => StatusCode::NoRegister,
             Error::Misconfigured { .. } => StatusCode::InvalidRequest,
+            // The same final code as a storage refusal, for the same reason.
+            Error::QuotaExceeded { .. } => StatusCode::NoRegister,
             Error::Startup(_) => StatusCode::InternalError,
         }
     }

@@ -12,6 +12,7 @@ mod error;
 pub mod java;
 mod load;
 pub mod operator;
+mod quota;
 pub mod reload;
 pub mod sensitive;
 #[cfg(test)]
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 pub use bytesize::{ByteSize, ParseByteSizeError};
 pub use coordinator::CoordinatorConfig;
+pub use quota::QuotaConfig;
 pub use error::ConfigError;
 
 use error::error_with_key;
@@ -240,6 +242,8 @@ pub struct Config {
     /// Health checks that report the server UNHEALTHY to coordinators. Default: off, see
     /// [`HealthConfig`].
     pub health: HealthConfig,
+    /// Per-app and per-user quotas on the file tiers. Default: see [`QuotaConfig`].
+    pub quota: QuotaConfig,
     /// The `rss.*` properties of the Java `server.conf` this config was read from, in file
     /// order (last value of a repeated key), exactly as written: the Java server's
     /// `/api/shuffleServer/conf` lists what the operator set, so ours does too. Empty for a
@@ -278,6 +282,7 @@ impl Default for Config {
             limits: LimitsConfig::default(),
             audit: AuditConfig::default(),
             health: HealthConfig::default(),
+            quota: QuotaConfig::default(),
             java_properties: Vec::new(),
             source_path: None,
         }

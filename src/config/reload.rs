@@ -18,6 +18,7 @@
 //! | `rss.server.huge-partition.split.limit` | `hybrid_store.huge_partition_split_limit` | the same |
 //! | `rss.server.memory.shuffle.highWaterMark.percentage` | `hybrid_store.memory_spill_high_watermark` | the memory budget's spill trigger (the spiller is woken if memory is already above the new mark) |
 //! | `rss.server.memory.shuffle.lowWaterMark.percentage` | `hybrid_store.memory_spill_low_watermark` | where a watermark spill stops |
+//! | `rss.server.quota.app.localfile.ratio`, `…app.localfile.size`, `…user.localfile.ratio`, `…user.localfile.size`, `…app.remote.size`, `…user.remote.size` (Spillway's) | `quota.*` | the next `requireBuffer`/`sendShuffleData` and the next spill's route |
 //! | `rss.coordinator.shuffle.nodes.max` | `coordinator.shuffle_server_number` | the coordinator (embedded or coordinator-only): the next assignment and `accessCluster`'s cluster-load check |
 //!
 //! The last one is the Java coordinator's: its `CoordinatorServer` re-reads its coordinator.conf
@@ -69,6 +70,52 @@ use super::{ByteSize, Config};
 /// Java's `rss.reconfigure.interval.sec` default.
 pub const DEFAULT_INTERVAL: Duration = super::RECONFIGURE_INTERVAL;
 
+/// The `[quota]` keys, all reconfigurable (Spillway names), for the quotas' listener.
+pub const QUOTA_KEYS: [&str; 6] = [
+    "quota.app_local_disk_share",
+    "quota.app_local_disk_bytes",
+    "quota.user_local_disk_share",
+    "quota.user_local_disk_bytes",
+    "quota.app_remote_bytes",
+    "quota.user_remote_bytes",
+];
+
+/// A `[quota]` share key: a fraction in (0, 1], written the same way in both files.
+macro_rules! quota_share {
+    ($java:literal, $spillway:literal, $field:ident) => {
+        Key {
+            java: $java,
+            spillway: $spillway,
+            set: |c, v, _| {
+                c.quota.$field = parse_share(v)?;
+                Ok(())
+            },
+            reset: |c, _| c.quota.$field = super::QuotaConfig::default().$field,
+            copy: |from, to| to.quota.$field = from.quota.$field,
+            value: |c| c.quota.$field.to_string(),
+            show: |c| c.quota.$field.to_string(),
+        }
+    };
+}
+
+/// A `[quota]` size key: above 0, or Java's `Long.MAX_VALUE` for no limit (the default).
+macro_rules! quota_size {
+    ($java:literal, $spillway:literal, $field:ident) => {
+        Key {
+            java: $java,
+            spillway: $spillway,
+            set: |c, v, java| {
+                c.quota.$field = parse_limit(v, java)?;
+                Ok(())
+            },
+            reset: |c, _| c.quota.$field = super::QuotaConfig::default().$field,
+            copy: |from, to| to.quota.$field = from.quota.$field,
+            value: |c| format!("{:?}", c.quota.$field),
+            show: |c| show_limit(c.quota.$field),
+        }
+    };
+}
+
 /// One reconfigurable key.
 struct Key {
     /// As Java spells it (matched in any case, as Java matches keys).
@@ -89,7 +136,7 @@ struct Key {
     show: fn(&Config) -> String,
 }
 
-const KEYS: [Key; 9] = [
+const KEYS: [Key; 15] = [
     Key {
         java: "rss.server.rpc.audit.log.enabled",
         spillway: "audit.rpc_log",
@@ -286,6 +333,12 @@ const KEYS: [Key; 9] = [
         value: |c| c.coordinator.shuffle_server_number.to_string(),
         show: |c| c.coordinator.shuffle_server_number.to_string(),
     },
+    quota_share!("rss.server.quota.app.localfile.ratio", "quota.app_local_disk_share", app_local_disk_share),
+    quota_size!("rss.server.quota.app.localfile.size", "quota.app_local_disk_bytes", app_local_disk_bytes),
+    quota_share!("rss.server.quota.user.localfile.ratio", "quota.user_local_disk_share", user_local_disk_share),
+    quota_size!("rss.server.quota.user.localfile.size", "quota.user_local_disk_bytes", user_local_disk_bytes),
+    quota_size!("rss.server.quota.app.remote.size", "quota.app_remote_bytes", app_remote_bytes),
+    quota_size!("rss.server.quota.user.remote.size", "quota.user_remote_bytes", user_remote_bytes),
 ];
 
 /// Java's `Long.MAX_VALUE`, its "no limit" for the huge-partition limits.
@@ -327,6 +380,24 @@ fn parse_fraction(v: &str, java: bool) -> Result<f64, String> {
         Ok(pct / 100.0)
     } else {
         v.parse().map_err(|_| format!("{v:?} is not a number"))
+    }
+}
+
+/// A share in (0, 1].
+fn parse_share(v: &str) -> Result<f64, String> {
+    let v = v.trim();
+    match v.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("{v:?} is not a share in (0, 1]")),
+    }
+}
+
+/// A size above 0, or no limit for Java's `Long.MAX_VALUE`.
+fn parse_limit(v: &str, java: bool) -> Result<Option<ByteSize>, String> {
+    match parse_size(v, java)? {
+        0 => Err("must be above 0".into()),
+        JAVA_NO_LIMIT => Ok(None),
+        size => Ok(Some(ByteSize(size))),
     }
 }
 

@@ -108,6 +108,10 @@ fn example_documents_every_key() {
     full.hdfs_store.kerberos_keytab = Some("/etc/rss.keytab".into());
     full.hdfs_store.user = Some("rss".into());
     full.recovery.dir = Some("/data1/spillway-meta".into());
+    full.quota.app_local_disk_bytes = Some(ByteSize(ByteSize::GIB));
+    full.quota.user_local_disk_bytes = Some(ByteSize(ByteSize::GIB));
+    full.quota.app_remote_bytes = Some(ByteSize(ByteSize::GIB));
+    full.quota.user_remote_bytes = Some(ByteSize(ByteSize::GIB));
     full.localfile_store.disk_capacity = Some(ByteSize(ByteSize::GIB));
     full.health.script_path = Some("/etc/spillway/health.sh".into());
     full.metrics.https = Some(super::HttpsConfig {

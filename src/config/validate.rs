@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::{
     AppConfig, AuditConfig, ByteSize, Config, ConfigError, CoordinatorConfig, HdfsStoreConfig,
     HealthConfig, HttpsConfig, HybridStoreConfig, LimitsConfig, LocalfileStoreConfig,
-    MemoryStoreConfig, MetricsConfig, RecoveryConfig, ShutdownConfig, StoreType,
+    MemoryStoreConfig, MetricsConfig, QuotaConfig, RecoveryConfig, ShutdownConfig, StoreType,
 };
 
 impl Config {
@@ -57,6 +57,7 @@ impl Config {
             limits,
             audit,
             health,
+            quota,
             java_properties: _,
             source_path: _,
         } = self;
@@ -115,6 +116,7 @@ impl Config {
         limits.check()?;
         audit.check()?;
         health.check(*store_type)?;
+        quota.check()?;
         coordinator.check()
     }
 }
@@ -554,6 +556,32 @@ impl HybridStoreConfig {
             "hybrid_store.spill_retry_max_backoff",
             *spill_retry_max_backoff,
         )
+    }
+}
+
+impl QuotaConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        let QuotaConfig {
+            app_local_disk_share,
+            app_local_disk_bytes,
+            user_local_disk_share,
+            user_local_disk_bytes,
+            app_remote_bytes,
+            user_remote_bytes,
+        } = self;
+        in_unit_interval_or_refuse("quota.app_local_disk_share", *app_local_disk_share)?;
+        in_unit_interval_or_refuse("quota.user_local_disk_share", *user_local_disk_share)?;
+        for (key, size) in [
+            ("quota.app_local_disk_bytes", app_local_disk_bytes),
+            ("quota.user_local_disk_bytes", user_local_disk_bytes),
+            ("quota.app_remote_bytes", app_remote_bytes),
+            ("quota.user_remote_bytes", user_remote_bytes),
+        ] {
+            if let Some(size) = size {
+                nonzero_size(key, *size)?;
+            }
+        }
+        Ok(())
     }
 }
 

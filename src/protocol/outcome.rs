@@ -24,9 +24,9 @@ fn log(method: &'static str, app_id: &str, e: &Error) {
         Error::NoBuffer { .. } | Error::NoBufferForHugePartition { .. } => {
             tracing::debug!(method, app_id, status, error = %e, "request refused")
         }
-        // Logged once per app when the store refused it (`store::admission`); every request it
-        // fails after that would repeat the same line.
-        Error::StorageRefused { .. } | Error::Misconfigured { .. } => {
+        // Logged once per app when the store refused it (`store::admission`) or it reached its
+        // quota (`store::quota`); every request it fails after that would repeat the same line.
+        Error::StorageRefused { .. } | Error::Misconfigured { .. } | Error::QuotaExceeded { .. } => {
             tracing::debug!(method, app_id, status, error = %e, "request refused")
         }
         Error::AppNotFound { .. }

@@ -24,6 +24,7 @@ use crate::store::hdfs::{Background, HdfsOptions, HdfsTier, Identity};
 use crate::store::localfile::{LocalFileOptions, LocalFileTier};
 use crate::store::memory::MemoryTier;
 use crate::store::object::{ObjectOptions, ObjectTier};
+use crate::store::quota::{QuotaLimits, Quotas};
 use crate::store::router::TierRouter;
 use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
@@ -247,13 +248,26 @@ pub(super) async fn build(config: &Config, bound: &Bound) -> Result<Parts> {
                 .collect(),
         })
     });
-    let router = Arc::new(TierRouter::new(
+    // The quotas' shares are shares of what the disks may hold at start-up.
+    let local_capacity = local.as_ref().map_or(0, |l| {
+        l.disk_reports()
+            .iter()
+            .map(|r| r.service_capacity_bytes)
+            .sum()
+    });
+    let quotas = Quotas::new(
+        QuotaLimits::from_config(&config.quota),
+        local_capacity,
+        Arc::default(),
+    );
+    let router = TierRouter::new(
         config.store_type,
         local.clone().map(|l| l as Arc<dyn Tier>),
         hdfs.clone(),
         object.clone(),
         config.hdfs_store.cold_storage_threshold_size.as_u64(),
-    )?);
+    )?;
+    let router = Arc::new(router.with_quotas(Arc::new(quotas)));
     if hdfs.is_some() {
         tracing::info!(store_type = ?config.store_type, "spills go through the remote-tier router (HDFS or object storage, by the app's path)");
     }

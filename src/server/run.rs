@@ -20,7 +20,9 @@ use crate::config::Config;
 use crate::coordinator::service::CoordinatorService;
 use crate::error::Result;
 use crate::grpc::{InternalService, ShuffleService};
+use crate::config::reload::QUOTA_KEYS;
 use crate::ids::AppId;
+use crate::store::quota::QuotaLimits;
 use crate::limits::grpc::{RequestLimitLayer, TrackedConn};
 use crate::limits::{ConnectionLimits, ConnectionTable, RequestLimits};
 
@@ -233,6 +235,7 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
     // What reacts to runtime reconfiguration: Java's listeners of the shuffle server.
     let runtime = crate::config::reload::Runtime::new(config.clone());
     {
+        let quotas = Arc::clone(registry.store().router().quotas());
         let rpc = audit.rpc.clone();
         runtime.listen(
             &["audit.rpc_log", "audit.rpc_exclude"],
@@ -271,6 +274,13 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
             Box::new(move |c| {
                 let h = &c.hybrid_store;
                 budget.set_watermarks(h.memory_spill_high_watermark, h.memory_spill_low_watermark);
+                Ok(())
+            }),
+        );
+        runtime.listen(
+            &QUOTA_KEYS,
+            Box::new(move |c| {
+                quotas.set_limits(QuotaLimits::from_config(&c.quota));
                 Ok(())
             }),
         );

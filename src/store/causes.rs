@@ -27,6 +27,10 @@ pub enum Place {
     RemoteSpill,
     /// The spiller's retry loop (any tier).
     Spill,
+    /// The app (or its user) holds its local-disk quota.
+    LocalQuota,
+    /// The app (or its user) holds its remote-storage quota.
+    RemoteQuota,
 }
 
 impl Place {
@@ -40,6 +44,8 @@ impl Place {
             Place::LocalSpill => "local spill",
             Place::RemoteSpill => "remote spill",
             Place::Spill => "spill",
+            Place::LocalQuota => "local-disk quota",
+            Place::RemoteQuota => "remote-storage quota",
         }
     }
 }

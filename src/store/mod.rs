@@ -26,11 +26,13 @@ pub mod localfile;
 pub mod memory;
 pub mod object;
 pub mod pairs;
+pub mod quota;
 pub mod remote;
 pub mod router;
 pub mod spill;
 pub mod spill_pools;
 pub mod tiered;
+pub mod usage;
 
 #[cfg(test)]
 pub mod conformance;

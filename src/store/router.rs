@@ -34,6 +34,7 @@ use futures::future::BoxFuture;
 
 use crate::store::admission::{Admission, Outcome, Refusal, When};
 use crate::store::causes::{CauseLog, Place};
+use crate::store::quota::{QuotaLimits, Quotas};
 use crate::store::hdfs::HdfsTier;
 use crate::store::object::{is_object_path, ObjectTier};
 use crate::store::{
@@ -51,6 +52,8 @@ pub struct TierRouter {
     /// Partitions found huge; all their spills prefer HDFS.
     huge: parking_lot::Mutex<HashSet<PartitionKey>>,
     admission: Admission,
+    /// What each tenant holds and may hold: counted here, where every spill lands.
+    quotas: Arc<Quotas>,
     /// One WARN per app and cause on the spill path.
     causes: CauseLog,
 }
@@ -80,8 +83,31 @@ impl TierRouter {
             cold_threshold: u64::MAX,
             huge: parking_lot::Mutex::new(HashSet::new()),
             admission: Admission::new(StoreType::MemoryLocalfile),
+            quotas: unlimited(),
             causes: CauseLog::default(),
         }
+    }
+
+    /// The same router, holding tenants to `quotas` (the default is no quota).
+    pub fn with_quotas(mut self, quotas: Arc<Quotas>) -> Self {
+        self.quotas = quotas;
+        self
+    }
+
+    /// The tenants' usage and quotas.
+    pub fn quotas(&self) -> &Arc<Quotas> {
+        &self.quotas
+    }
+
+    /// The final refusal `app` gets on its next write: its storage refused it for good (see
+    /// `store::admission`), or it holds its quota (see `store::quota`). An app over its
+    /// local-disk quota that has a remote tier to overflow to is not refused.
+    pub fn refusal(&self, app: &AppId) -> Option<Error> {
+        if let Some(e) = self.admission.failed(app) {
+            return Some(e);
+        }
+        let overflow = self.local.is_some() && self.remote(app).is_some();
+        self.quotas.check(app, overflow).err()
     }
 
     /// A router over the tiers `store_type` has: local files exactly when it names them, a
@@ -110,6 +136,7 @@ impl TierRouter {
             cold_threshold,
             huge: parking_lot::Mutex::new(HashSet::new()),
             admission: Admission::new(store_type),
+            quotas: unlimited(),
             causes: CauseLog::default(),
         })
     }
@@ -168,6 +195,7 @@ impl TierRouter {
 
     /// Passes an app's registration on to the remote tier its path's scheme names.
     pub fn register_app(&self, app: &AppId, user: &str, remote: Option<&RemoteStorage>) {
+        self.quotas.usage().register(app, user);
         let Some(remote) = remote.filter(|r| !r.path.is_empty()) else {
             return;
         };
@@ -234,8 +262,13 @@ impl TierRouter {
             let usable = l.health().writable;
             (Arc::clone(l), usable)
         });
+        // Large batches, huge partitions and apps over their local-disk quota go to the remote
+        // tier first; local disks stay the fallback, so an acknowledged block is never left
+        // without a place to go.
         let cold = self.has_remote()
-            && (batch.data_bytes() >= self.cold_threshold || self.huge.lock().contains(part));
+            && (batch.data_bytes() >= self.cold_threshold
+                || self.huge.lock().contains(part)
+                || self.quotas.local_full(&part.app));
         let (first, second) = match (local, remote) {
             (Some(l), Some(h)) if cold => (Some(h), Some(l)),
             (Some(l), Some(h)) => (Some(l), Some(h)),
@@ -294,6 +327,7 @@ impl TierRouter {
                         tracing::info!(partition = %part, tier = tier.kind().as_str(), bytes = batch.data_bytes(),
                             "spill went to the fallback tier (logged once per app; the count follows when it passes)");
                     }
+                    self.written(tier.as_ref(), part, batch);
                     return Ok(placement(tier.as_ref(), part));
                 }
                 Err(e) => {
@@ -318,6 +352,7 @@ impl TierRouter {
         }
         if tried == 0 {
             preferred.append(part, batch).await?;
+            self.written(preferred.as_ref(), part, batch);
             return Ok(placement(preferred.as_ref(), part));
         }
         Err(last_err.unwrap_or_else(|| Error::Internal {
@@ -335,8 +370,17 @@ impl TierRouter {
         }
     }
 
-    /// Purges every tier (a partition's batches may be in both).
+    /// A batch is durable on `tier`: the app's usage grows by its data and index bytes.
+    fn written(&self, tier: &dyn Tier, part: &PartitionKey, batch: &BlockBatch) {
+        let bytes = batch.data_bytes() + crate::store::index::IndexEntry::SIZE as u64 * batch.len() as u64;
+        self.quotas.usage().written(part, tier.kind(), bytes);
+    }
+
+    /// Purges every tier (a partition's batches may be in both). The scope leaves the
+    /// tenants' usage whatever the tiers answer: a failed delete leaves files for the
+    /// leaked-data sweep, not data the app can still write to.
     pub async fn purge(&self, scope: &PurgeScope) -> Result<u64> {
+        self.quotas.usage().purged(scope);
         let mut freed = 0;
         let mut first_err = None;
         if let Some(l) = &self.local {
@@ -415,6 +459,11 @@ impl TierRouter {
 }
 
 /// Where a batch `tier` took for `part` landed.
+/// No quota, over a usage nobody reads: routers built without [`TierRouter::with_quotas`].
+fn unlimited() -> Arc<Quotas> {
+    Arc::new(Quotas::new(QuotaLimits::unlimited(), 0, Arc::default()))
+}
+
 fn placement(tier: &dyn Tier, part: &PartitionKey) -> Placement {
     Placement {
         kind: tier.kind(),

@@ -103,14 +103,15 @@ impl TieredStore {
     }
 
     /// The cause `app` fails with, when its storage refused it for good with nothing to fall
-    /// back to (see `store::admission`).
+    /// back to (see `store::admission`) or it holds its quota (see `store::quota`).
     pub fn failed(&self, app: &AppId) -> Option<crate::error::Error> {
-        self.router.admission().failed(app)
+        self.router.refusal(app)
     }
 
     /// The app is gone: log the counts of its logged causes.
     pub fn forget_app(&self, app: &AppId) {
         self.router.forget_app(app);
+        self.router.quotas().forget_app(app);
         self.spiller.forget_app(app);
     }
 

@@ -19,6 +19,9 @@ pub enum Releases {
     Only092,
     /// New in 0.10.
     Only010,
+    /// Not a key of the Java server: Spillway's own, spelled the Java way so a `server.conf`
+    /// can set it. Counted with no Java release.
+    Spillway,
 }
 
 impl Releases {
@@ -28,6 +31,7 @@ impl Releases {
             Releases::Both => "0.9.2, 0.10",
             Releases::Only092 => "0.9.2",
             Releases::Only010 => "0.10",
+            Releases::Spillway => "Spillway only",
         }
     }
 }
@@ -100,6 +104,7 @@ pub(super) fn counts_of(keys: &[JavaKey], release_092: bool) -> (usize, usize, u
             Releases::Both => true,
             Releases::Only092 => release_092,
             Releases::Only010 => !release_092,
+            Releases::Spillway => false,
         };
         if !read {
             continue;
@@ -212,7 +217,7 @@ pub(super) const fn refused(
     row(key, releases, java_default, Treatment::Refused(why))
 }
 
-use Releases::{Both, Only010, Only092};
+use Releases::{Both, Only010, Only092, Spillway};
 
 // Rows the server's and the coordinator's tables share (Jetty, the push gateway, the RPC
 // port): written once here, listed in both.
@@ -1224,6 +1229,54 @@ pub static KEYS: &[JavaKey] = &[
         &["memory_store.buffer_ticket_timeout", "memory_store.buffer_ticket_check_interval"],
         "ms; the check interval is half of it (Java's sweep period)",
         "20 s / 10 s",
+    ),
+    mapped(
+        "rss.server.quota.app.localfile.ratio",
+        Spillway,
+        "(none)",
+        &["quota.app_local_disk_share"],
+        "ratio in (0, 1] of the local disks' capacity",
+        "0.5",
+    ),
+    mapped(
+        "rss.server.quota.app.localfile.size",
+        Spillway,
+        "(none)",
+        &["quota.app_local_disk_bytes"],
+        "size > 0",
+        "no limit",
+    ),
+    mapped(
+        "rss.server.quota.app.remote.size",
+        Spillway,
+        "(none)",
+        &["quota.app_remote_bytes"],
+        "size > 0",
+        "no limit",
+    ),
+    mapped(
+        "rss.server.quota.user.localfile.ratio",
+        Spillway,
+        "(none)",
+        &["quota.user_local_disk_share"],
+        "ratio in (0, 1] of the local disks' capacity",
+        "0.8",
+    ),
+    mapped(
+        "rss.server.quota.user.localfile.size",
+        Spillway,
+        "(none)",
+        &["quota.user_local_disk_bytes"],
+        "size > 0",
+        "no limit",
+    ),
+    mapped(
+        "rss.server.quota.user.remote.size",
+        Spillway,
+        "(none)",
+        &["quota.user_remote_bytes"],
+        "size > 0",
+        "no limit",
     ),
     mapped(
         "rss.server.read.buffer.capacity",

@@ -373,6 +373,7 @@ impl Mapper {
         self.map_top_n()?;
         self.map_kerberos()?;
         self.map_reload()?;
+        self.map_quota()?;
         self.map(
             "rss.server.decommission.shutdown",
             Self::boolean,

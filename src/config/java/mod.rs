@@ -60,6 +60,7 @@ mod listeners;
 mod mapper;
 mod memory;
 mod metrics;
+mod quota;
 pub mod names;
 mod reload;
 mod storage;

@@ -1,0 +1,330 @@
+//! Per-tenant quotas on the file tiers: what one app, and all apps of one user together, may
+//! hold on this server's local disks and on the remote tier.
+//!
+//! A remote shuffle service is shared, so its worst day is one tenant's runaway shuffle
+//! filling the disks under every other tenant's jobs. The quota keeps that runaway the
+//! runaway's problem: once an app (or its user) holds its share, its next `requireBuffer` and
+//! `sendShuffleData` are refused with a status the released clients treat as final, naming
+//! the quota, the usage and the key to raise, so its tasks fail in seconds instead of
+//! retrying until their timeout. Other apps go on.
+//!
+//! Where the deployment has a remote tier and the app registered a remote path, an app over
+//! its local-disk quota is not refused: its spills go to the remote tier instead (the router
+//! asks [`Quotas::local_full`]), and only its remote quota can stop it.
+//!
+//! What an app has already written stays readable until it ends: a quota refuses new data,
+//! never deletes. The quota is checked against what the app holds on the file tiers; what it
+//! holds in memory when it crosses the line is still written (nothing acknowledged is lost),
+//! so an app can end up above its quota by at most what it had in memory at that moment.
+//!
+//! The limits are read on every check, so a reload (`[quota]` keys are reconfigurable) takes
+//! effect with the next request.
+
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::ids::AppId;
+use crate::store::causes::{CauseLog, Place};
+use crate::store::usage::{Held, Usage};
+
+/// The configured limits, as the running config has them (see `config::QuotaConfig`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaLimits {
+    /// Share of the local disks' capacity one app may hold (1.0: no share limit).
+    pub app_local_share: f64,
+    /// Bytes one app may hold on the local disks (`None`: no absolute limit).
+    pub app_local_bytes: Option<u64>,
+    /// Share of the local disks' capacity all apps of one user may hold together.
+    pub user_local_share: f64,
+    /// Bytes all apps of one user may hold on the local disks.
+    pub user_local_bytes: Option<u64>,
+    /// Bytes one app may hold on the remote tier.
+    pub app_remote_bytes: Option<u64>,
+    /// Bytes all apps of one user may hold on the remote tier.
+    pub user_remote_bytes: Option<u64>,
+}
+
+impl QuotaLimits {
+    /// The limits `[quota]` sets.
+    pub fn from_config(q: &crate::config::QuotaConfig) -> Self {
+        let bytes = |b: Option<crate::config::ByteSize>| b.map(|b| b.as_u64());
+        QuotaLimits {
+            app_local_share: q.app_local_disk_share,
+            app_local_bytes: bytes(q.app_local_disk_bytes),
+            user_local_share: q.user_local_disk_share,
+            user_local_bytes: bytes(q.user_local_disk_bytes),
+            app_remote_bytes: bytes(q.app_remote_bytes),
+            user_remote_bytes: bytes(q.user_remote_bytes),
+        }
+    }
+
+    /// No quota at all.
+    pub fn unlimited() -> Self {
+        QuotaLimits {
+            app_local_share: 1.0,
+            app_local_bytes: None,
+            user_local_share: 1.0,
+            user_local_bytes: None,
+            app_remote_bytes: None,
+            user_remote_bytes: None,
+        }
+    }
+}
+
+/// Which limit an app ran into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Which {
+    AppLocal,
+    UserLocal,
+    AppRemote,
+    UserRemote,
+}
+
+impl Which {
+    /// The tenant, the storage, and the keys that set the limit (Spillway's, then the
+    /// server.conf spelling).
+    fn describe(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Which::AppLocal => (
+                "app",
+                "local-disk",
+                "quota.app_local_disk_bytes or quota.app_local_disk_share \
+                 (server.conf: rss.server.quota.app.localfile.size or \
+                 rss.server.quota.app.localfile.ratio)",
+            ),
+            Which::UserLocal => (
+                "user",
+                "local-disk",
+                "quota.user_local_disk_bytes or quota.user_local_disk_share \
+                 (server.conf: rss.server.quota.user.localfile.size or \
+                 rss.server.quota.user.localfile.ratio)",
+            ),
+            Which::AppRemote => (
+                "app",
+                "remote-storage",
+                "quota.app_remote_bytes (server.conf: rss.server.quota.app.remote.size)",
+            ),
+            Which::UserRemote => (
+                "user",
+                "remote-storage",
+                "quota.user_remote_bytes (server.conf: rss.server.quota.user.remote.size)",
+            ),
+        }
+    }
+}
+
+/// See the module doc.
+pub struct Quotas {
+    limits: parking_lot::RwLock<QuotaLimits>,
+    /// What the local disks may hold of this server's files in all (the sum of each disk's
+    /// service capacity at start-up): what the shares are shares of.
+    local_capacity: u64,
+    usage: Arc<Usage>,
+    /// One WARN per app and limit.
+    causes: CauseLog,
+}
+
+impl Quotas {
+    /// Quotas over `usage`, with shares of `local_capacity` bytes.
+    pub fn new(limits: QuotaLimits, local_capacity: u64, usage: Arc<Usage>) -> Self {
+        Quotas {
+            limits: parking_lot::RwLock::new(limits),
+            local_capacity,
+            usage,
+            causes: CauseLog::default(),
+        }
+    }
+
+    /// The usage the quotas read.
+    pub fn usage(&self) -> &Arc<Usage> {
+        &self.usage
+    }
+
+    /// New limits from a reload; the next check uses them.
+    pub fn set_limits(&self, limits: QuotaLimits) {
+        *self.limits.write() = limits;
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> QuotaLimits {
+        self.limits.read().clone()
+    }
+
+    /// The local-disk limits of one app and of one user, in bytes (`None`: none).
+    pub fn local_limits(&self) -> (Option<u64>, Option<u64>) {
+        let l = self.limits.read();
+        (
+            self.limit(l.app_local_bytes, l.app_local_share),
+            self.limit(l.user_local_bytes, l.user_local_share),
+        )
+    }
+
+    /// The smaller of an absolute limit and a share of the local capacity; a share of 1.0 or
+    /// more is no limit (the disks' own watermarks stop the server before that).
+    fn limit(&self, bytes: Option<u64>, share: f64) -> Option<u64> {
+        let by_share = (share < 1.0).then(|| (self.local_capacity as f64 * share) as u64);
+        match (bytes, by_share) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// True when `app` (or its user) holds its local-disk share: its spills go to the remote
+    /// tier when it has one.
+    pub fn local_full(&self, app: &AppId) -> bool {
+        let (held, user) = self.usage.app(app);
+        self.over_local(&held, &user).is_some()
+    }
+
+    fn over_local(&self, held: &Held, user: &str) -> Option<(Which, u64, u64)> {
+        let (app_limit, user_limit) = self.local_limits();
+        if let Some(limit) = app_limit.filter(|l| held.local_bytes >= *l) {
+            return Some((Which::AppLocal, held.local_bytes, limit));
+        }
+        let by_user = self.usage.user(user).local_bytes;
+        user_limit
+            .filter(|l| by_user >= *l)
+            .map(|limit| (Which::UserLocal, by_user, limit))
+    }
+
+    fn over_remote(&self, held: &Held, user: &str) -> Option<(Which, u64, u64)> {
+        let l = self.limits.read().clone();
+        if let Some(limit) = l.app_remote_bytes.filter(|l| held.remote_bytes >= *l) {
+            return Some((Which::AppRemote, held.remote_bytes, limit));
+        }
+        let by_user = self.usage.user(user).remote_bytes;
+        l.user_remote_bytes
+            .filter(|l| by_user >= *l)
+            .map(|limit| (Which::UserRemote, by_user, limit))
+    }
+
+    /// Whether `app` may write more: `Err` with the final refusal naming the limit when it
+    /// holds its quota. `remote` says whether its spills can overflow to a remote tier, in
+    /// which case a full local-disk quota does not refuse it.
+    pub fn check(&self, app: &AppId, remote: bool) -> Result<(), Error> {
+        let (held, user) = self.usage.app(app);
+        let over = match self.over_local(&held, &user) {
+            Some(_) if remote => None,
+            over => over,
+        }
+        .or_else(|| self.over_remote(&held, &user));
+        let Some((which, used, limit)) = over else {
+            return Ok(());
+        };
+        let (tenant, storage, keys) = which.describe();
+        let whom = match which {
+            Which::AppLocal | Which::AppRemote => format!("app {app}"),
+            Which::UserLocal | Which::UserRemote => {
+                format!("user {:?} (of app {app})", user)
+            }
+        };
+        let reason = format!(
+            "{whom} is over its {tenant} {storage} quota on this server: it holds {}, the \
+             quota is {}; its written blocks stay readable until the app ends. Raise {keys}, \
+             or write less shuffle data",
+            show(used),
+            show(limit),
+        );
+        let place = match which {
+            Which::AppLocal | Which::UserLocal => Place::LocalQuota,
+            Which::AppRemote | Which::UserRemote => Place::RemoteQuota,
+        };
+        if self.causes.first(app, place, &reason) {
+            tracing::warn!(app_id = %app, user = %user, used, limit, "{reason}");
+        }
+        Err(Error::QuotaExceeded { reason })
+    }
+
+    /// The app is gone: its logged causes with it.
+    pub fn forget_app(&self, app: &AppId) {
+        self.causes.forget_app(app);
+    }
+}
+
+/// Bytes as an operator reads them (`1.5 GiB`).
+fn show(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{PartitionKey, PartitionRange};
+    use crate::store::TierKind;
+
+    fn part(app: &AppId) -> PartitionKey {
+        PartitionKey::new(app.clone(), 0, PartitionRange::new(0, 0).unwrap())
+    }
+
+    #[test]
+    fn an_app_over_its_share_is_refused_naming_the_quota_and_others_go_on() {
+        let usage = Arc::new(Usage::default());
+        let limits = QuotaLimits {
+            app_local_share: 0.5,
+            user_local_share: 0.8,
+            ..QuotaLimits::unlimited()
+        };
+        let q = Quotas::new(limits, 1000, Arc::clone(&usage));
+        let (a, b) = (AppId::parse("app-a").unwrap(), AppId::parse("app-b").unwrap());
+        usage.register(&a, "alice");
+        usage.register(&b, "bob");
+        usage.written(&part(&a), TierKind::LocalFile, 499);
+        assert!(q.check(&a, false).is_ok(), "under its share");
+        usage.written(&part(&a), TierKind::LocalFile, 1);
+        let e = q.check(&a, false).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("app app-a is over its app local-disk quota"), "{msg}");
+        assert!(msg.contains("holds 500 B, the quota is 500 B"), "{msg}");
+        assert!(msg.contains("rss.server.quota.app.localfile.ratio"), "{msg}");
+        assert!(!e.is_retryable());
+        // With a remote tier to overflow to it is not refused, but its spills go there.
+        assert!(q.check(&a, true).is_ok());
+        assert!(q.local_full(&a));
+        assert!(q.check(&b, false).is_ok());
+        assert!(!q.local_full(&b));
+        // Raised by a reload: admitted again at once.
+        q.set_limits(QuotaLimits::unlimited());
+        assert!(q.check(&a, false).is_ok());
+    }
+
+    #[test]
+    fn a_user_is_limited_over_all_its_apps_and_remote_bytes_have_their_own_quota() {
+        let usage = Arc::new(Usage::default());
+        let limits = QuotaLimits {
+            user_local_bytes: Some(300),
+            app_remote_bytes: Some(100),
+            ..QuotaLimits::unlimited()
+        };
+        let q = Quotas::new(limits, 1 << 30, Arc::clone(&usage));
+        let (a1, a2) = (AppId::parse("app-1").unwrap(), AppId::parse("app-2").unwrap());
+        usage.register(&a1, "carol");
+        usage.register(&a2, "carol");
+        usage.written(&part(&a1), TierKind::LocalFile, 200);
+        usage.written(&part(&a2), TierKind::LocalFile, 100);
+        let msg = q.check(&a2, false).unwrap_err().to_string();
+        assert!(msg.contains("user \"carol\" (of app app-2)"), "{msg}");
+        assert!(msg.contains("quota.user_local_disk_bytes"), "{msg}");
+        usage.written(&part(&a1), TierKind::Hdfs, 100);
+        let msg = q.check(&a1, true).unwrap_err().to_string();
+        assert!(msg.contains("remote-storage quota"), "{msg}");
+        assert!(msg.contains("rss.server.quota.app.remote.size"), "{msg}");
+    }
+
+    #[test]
+    fn sizes_read_as_an_operator_writes_them() {
+        assert_eq!(show(512), "512 B");
+        assert_eq!(show(1536), "1.5 KiB");
+        assert_eq!(show(160 << 20), "160.0 MiB");
+    }
+}
