@@ -440,14 +440,19 @@ impl AppRegistry {
                 ),
             })?;
         // A spill its storage refused for good ends the wait without making anything durable.
-        self.writes_admitted(app_id)
+        // (A quota reached by this flush is no reason to fail it: what it wrote is durable.)
+        match self.store().failed(app_id) {
+            Some(refused) => Err(refused),
+            None => Ok(()),
+        }
     }
 
-    /// Whether the store still takes `app`'s writes: the one place `requireBuffer`,
-    /// `sendShuffleData` and `finishShuffle` ask (see `store::admission`). An app whose
-    /// storage refused it for good, with nothing to fall back to, gets the cause.
+    /// Whether the store still takes new data of `app`: the one place `requireBuffer` and
+    /// `sendShuffleData` ask. An app whose storage refused it for good, with nothing to fall
+    /// back to (see `store::admission`), or that holds its quota (see `store::quota`), gets
+    /// the cause.
     fn writes_admitted(&self, app: &AppId) -> Result<()> {
-        match self.store().failed(app) {
+        match self.store().refusal(app) {
             Some(refused) => Err(refused),
             None => Ok(()),
         }

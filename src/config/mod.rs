@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 
 pub use bytesize::{ByteSize, ParseByteSizeError};
 pub use coordinator::CoordinatorConfig;
-pub use quota::QuotaConfig;
 pub use error::ConfigError;
+pub use quota::QuotaConfig;
 
 use error::error_with_key;
 

@@ -333,12 +333,36 @@ const KEYS: [Key; 15] = [
         value: |c| c.coordinator.shuffle_server_number.to_string(),
         show: |c| c.coordinator.shuffle_server_number.to_string(),
     },
-    quota_share!("rss.server.quota.app.localfile.ratio", "quota.app_local_disk_share", app_local_disk_share),
-    quota_size!("rss.server.quota.app.localfile.size", "quota.app_local_disk_bytes", app_local_disk_bytes),
-    quota_share!("rss.server.quota.user.localfile.ratio", "quota.user_local_disk_share", user_local_disk_share),
-    quota_size!("rss.server.quota.user.localfile.size", "quota.user_local_disk_bytes", user_local_disk_bytes),
-    quota_size!("rss.server.quota.app.remote.size", "quota.app_remote_bytes", app_remote_bytes),
-    quota_size!("rss.server.quota.user.remote.size", "quota.user_remote_bytes", user_remote_bytes),
+    quota_share!(
+        "rss.server.quota.app.localfile.ratio",
+        "quota.app_local_disk_share",
+        app_local_disk_share
+    ),
+    quota_size!(
+        "rss.server.quota.app.localfile.size",
+        "quota.app_local_disk_bytes",
+        app_local_disk_bytes
+    ),
+    quota_share!(
+        "rss.server.quota.user.localfile.ratio",
+        "quota.user_local_disk_share",
+        user_local_disk_share
+    ),
+    quota_size!(
+        "rss.server.quota.user.localfile.size",
+        "quota.user_local_disk_bytes",
+        user_local_disk_bytes
+    ),
+    quota_size!(
+        "rss.server.quota.app.remote.size",
+        "quota.app_remote_bytes",
+        app_remote_bytes
+    ),
+    quota_size!(
+        "rss.server.quota.user.remote.size",
+        "quota.user_remote_bytes",
+        user_remote_bytes
+    ),
 ];
 
 /// Java's `Long.MAX_VALUE`, its "no limit" for the huge-partition limits.

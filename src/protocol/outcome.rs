@@ -26,7 +26,9 @@ fn log(method: &'static str, app_id: &str, e: &Error) {
         }
         // Logged once per app when the store refused it (`store::admission`) or it reached its
         // quota (`store::quota`); every request it fails after that would repeat the same line.
-        Error::StorageRefused { .. } | Error::Misconfigured { .. } | Error::QuotaExceeded { .. } => {
+        Error::StorageRefused { .. }
+        | Error::Misconfigured { .. }
+        | Error::QuotaExceeded { .. } => {
             tracing::debug!(method, app_id, status, error = %e, "request refused")
         }
         Error::AppNotFound { .. }

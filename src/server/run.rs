@@ -16,15 +16,15 @@ use super::bind::Bound;
 use super::build::Parts;
 use super::running::Running;
 use crate::app::AppRegistry;
+use crate::config::reload::QUOTA_KEYS;
 use crate::config::Config;
 use crate::coordinator::service::CoordinatorService;
 use crate::error::Result;
 use crate::grpc::{InternalService, ShuffleService};
-use crate::config::reload::QUOTA_KEYS;
 use crate::ids::AppId;
-use crate::store::quota::QuotaLimits;
 use crate::limits::grpc::{RequestLimitLayer, TrackedConn};
 use crate::limits::{ConnectionLimits, ConnectionTable, RequestLimits};
+use crate::store::quota::QuotaLimits;
 
 /// Starts every task of the server over `parts`, serving on `bound`.
 pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running> {

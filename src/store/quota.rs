@@ -162,7 +162,7 @@ impl Quotas {
     /// The smaller of an absolute limit and a share of the local capacity; a share of 1.0 or
     /// more is no limit (the disks' own watermarks stop the server before that).
     fn limit(&self, bytes: Option<u64>, share: f64) -> Option<u64> {
-        let by_share = (share < 1.0).then(|| (self.local_capacity as f64 * share) as u64);
+        let by_share = (share < 1.0).then_some((self.local_capacity as f64 * share) as u64);
         match (bytes, by_share) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -276,7 +276,10 @@ mod tests {
             ..QuotaLimits::unlimited()
         };
         let q = Quotas::new(limits, 1000, Arc::clone(&usage));
-        let (a, b) = (AppId::parse("app-a").unwrap(), AppId::parse("app-b").unwrap());
+        let (a, b) = (
+            AppId::parse("app-a").unwrap(),
+            AppId::parse("app-b").unwrap(),
+        );
         usage.register(&a, "alice");
         usage.register(&b, "bob");
         usage.written(&part(&a), TierKind::LocalFile, 499);
@@ -284,9 +287,15 @@ mod tests {
         usage.written(&part(&a), TierKind::LocalFile, 1);
         let e = q.check(&a, false).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("app app-a is over its app local-disk quota"), "{msg}");
+        assert!(
+            msg.contains("app app-a is over its app local-disk quota"),
+            "{msg}"
+        );
         assert!(msg.contains("holds 500 B, the quota is 500 B"), "{msg}");
-        assert!(msg.contains("rss.server.quota.app.localfile.ratio"), "{msg}");
+        assert!(
+            msg.contains("rss.server.quota.app.localfile.ratio"),
+            "{msg}"
+        );
         assert!(!e.is_retryable());
         // With a remote tier to overflow to it is not refused, but its spills go there.
         assert!(q.check(&a, true).is_ok());
@@ -307,7 +316,10 @@ mod tests {
             ..QuotaLimits::unlimited()
         };
         let q = Quotas::new(limits, 1 << 30, Arc::clone(&usage));
-        let (a1, a2) = (AppId::parse("app-1").unwrap(), AppId::parse("app-2").unwrap());
+        let (a1, a2) = (
+            AppId::parse("app-1").unwrap(),
+            AppId::parse("app-2").unwrap(),
+        );
         usage.register(&a1, "carol");
         usage.register(&a2, "carol");
         usage.written(&part(&a1), TierKind::LocalFile, 200);

@@ -34,9 +34,9 @@ use futures::future::BoxFuture;
 
 use crate::store::admission::{Admission, Outcome, Refusal, When};
 use crate::store::causes::{CauseLog, Place};
-use crate::store::quota::{QuotaLimits, Quotas};
 use crate::store::hdfs::HdfsTier;
 use crate::store::object::{is_object_path, ObjectTier};
+use crate::store::quota::{QuotaLimits, Quotas};
 use crate::store::{
     BlockBatch, Health, Placement, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
 };
@@ -372,7 +372,8 @@ impl TierRouter {
 
     /// A batch is durable on `tier`: the app's usage grows by its data and index bytes.
     fn written(&self, tier: &dyn Tier, part: &PartitionKey, batch: &BlockBatch) {
-        let bytes = batch.data_bytes() + crate::store::index::IndexEntry::SIZE as u64 * batch.len() as u64;
+        let bytes =
+            batch.data_bytes() + crate::store::index::IndexEntry::SIZE as u64 * batch.len() as u64;
         self.quotas.usage().written(part, tier.kind(), bytes);
     }
 

@@ -103,8 +103,14 @@ impl TieredStore {
     }
 
     /// The cause `app` fails with, when its storage refused it for good with nothing to fall
-    /// back to (see `store::admission`) or it holds its quota (see `store::quota`).
+    /// back to (see `store::admission`).
     pub fn failed(&self, app: &AppId) -> Option<crate::error::Error> {
+        self.router.admission().failed(app)
+    }
+
+    /// The cause new data of `app` is refused with: [`TieredStore::failed`], or a quota it
+    /// holds (see `store::quota`).
+    pub fn refusal(&self, app: &AppId) -> Option<crate::error::Error> {
         self.router.refusal(app)
     }
 

@@ -173,7 +173,12 @@ impl Usage {
 
     /// What all apps of `user` hold together.
     pub fn user(&self, user: &str) -> Held {
-        self.state.lock().users.get(user).copied().unwrap_or_default()
+        self.state
+            .lock()
+            .users
+            .get(user)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Every app's usage, largest local share first (the dashboard's and the metrics' order).

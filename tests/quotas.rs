@@ -1,0 +1,187 @@
+//! Tenant quotas through the real gRPC interface: an app at its local-disk quota gets a final
+//! status naming the quota, its usage and the key on its next requireBuffer and sendShuffleData;
+//! what it wrote still reads back; another tenant on the same server writes and reads as
+//! before; a user's apps share one quota; raising the quota through `confOps/update` admits
+//! the app again at once.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use common::{make_block, start, status_of, Client};
+use spillway::config::{ByteSize, Secret};
+use spillway::proto::{self, StatusCode};
+
+const BASIC: &str = "dXNlcjpwYXNz"; // user:pass
+
+/// Registers `app` (partitions 0..5 of shuffle 0) for `user`.
+async fn register_as(client: &mut Client, app: &str, user: &str) {
+    let r = client
+        .register_shuffle(proto::ShuffleRegisterRequest {
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition_ranges: (0..5)
+                .map(|p| proto::ShufflePartitionRange { start: p, end: p })
+                .collect(),
+            user: user.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+}
+
+/// One requireBuffer of `size` bytes for partition 0: its status, message and ticket.
+async fn require(client: &mut Client, app: &str, size: i32) -> (StatusCode, String, i64) {
+    let r = client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: size,
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    (status_of(r.status), r.ret_msg, r.require_buffer_id)
+}
+
+/// Sends `blocks` of partition `p` under `ticket`: the status and message.
+async fn send_under(
+    client: &mut Client,
+    app: &str,
+    ticket: i64,
+    p: i32,
+    blocks: Vec<proto::ShuffleBlock>,
+) -> (StatusCode, String) {
+    let r = client
+        .send_shuffle_data(proto::SendShuffleDataRequest {
+            app_id: app.into(),
+            shuffle_id: 0,
+            require_buffer_id: ticket,
+            shuffle_data: vec![proto::ShuffleData {
+                partition_id: p,
+                block: blocks,
+            }],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    (status_of(r.status), r.ret_msg)
+}
+
+/// Writes `n` blocks of 32 KiB to each of partitions 0..4 of `app`, reports them, and spills
+/// them to disk with finishShuffle; returns what each partition must read back.
+async fn write_to_disk(
+    client: &mut Client,
+    app: &str,
+    n: i64,
+) -> BTreeMap<i32, BTreeMap<i64, Bytes>> {
+    let expected = common::write_shuffle(client, app, 0, 1, 4, n, 32 << 10).await;
+    common::finish(client, app, 0).await;
+    expected
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_at_its_quota_fails_at_once_naming_it_and_another_tenant_goes_on() {
+    let mut s = start(1, |c| {
+        c.quota.app_local_disk_bytes = Some(ByteSize(512 << 10));
+        c.metrics.basic_credentials = Some(Secret(BASIC.into()));
+    })
+    .await;
+    let client = &mut s.client;
+    register_as(client, "app_runaway", "alice").await;
+    register_as(client, "app_neighbour", "bob").await;
+
+    // 4 partitions × 3 blocks × 32 KiB = 384 KiB: under the quota, so the app goes on.
+    let first = write_to_disk(client, "app_runaway", 3).await;
+    let (status, msg, ticket) = require(client, "app_runaway", 200 << 10).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+    // This ticket's send lands (partition 4, which the first writes left alone): the bytes are
+    // in memory, then on disk, past the quota. Nothing acknowledged is dropped for it.
+    let over: Vec<proto::ShuffleBlock> = (100..106)
+        .map(|seq| make_block(seq, 4, 9, 32 << 10))
+        .collect();
+    let (status, msg) = send_under(client, "app_runaway", ticket, 4, over).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+    common::finish(client, "app_runaway", 0).await;
+
+    // Now at its quota: the next requireBuffer is refused with the final status and the cause.
+    let (status, msg, _) = require(client, "app_runaway", 1024).await;
+    assert_eq!(status, StatusCode::NoRegister, "{msg}");
+    for part in [
+        "app app_runaway is over its app local-disk quota on this server",
+        "the quota is 512.0 KiB",
+        "quota.app_local_disk_bytes",
+        "rss.server.quota.app.localfile.size",
+        "stay readable",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing from: {msg}");
+    }
+    // What the runaway wrote before is still there, whole.
+    let (from_memory, from_files) = common::verify_shuffle(client, "app_runaway", 0, &first).await;
+    assert_eq!(from_memory, 0, "everything was spilled by finishShuffle");
+    assert!(from_files > 0);
+
+    // The neighbour (another user) writes and reads back as if the runaway were not there.
+    let mine = write_to_disk(client, "app_neighbour", 2).await;
+    common::verify_shuffle(client, "app_neighbour", 0, &mine).await;
+
+    // Raised through Java's confOps endpoint: admitted again from the next request.
+    let base = format!("http://{}", s.running.http_addr);
+    let r = reqwest::Client::new()
+        .post(format!("{base}/api/shuffleServer/confOps/update"))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Basic {BASIC}"))
+        .body(r#"{"update": {"rss.server.quota.app.localfile.size": "10m"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+    let (status, msg, _) = require(&mut s.client, "app_runaway", 1024).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_apps_share_one_quota_and_a_send_under_an_old_ticket_is_refused_too() {
+    let mut s = start(1, |c| {
+        c.quota.user_local_disk_bytes = Some(ByteSize(300 << 10));
+    })
+    .await;
+    let client = &mut s.client;
+    register_as(client, "app_carol_1", "carol").await;
+    register_as(client, "app_carol_2", "carol").await;
+    register_as(client, "app_dave", "dave").await;
+    // 4 × 2 × 32 KiB = 256 KiB for the first app: the user is under 300 KiB.
+    write_to_disk(client, "app_carol_1", 2).await;
+    let (status, msg, ticket) = require(client, "app_carol_2", 64 << 10).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+    // The second app takes the user past the quota.
+    write_to_disk(client, "app_carol_2", 1).await;
+    let blocks = vec![make_block(50, 0, 3, 1024)];
+    let (status, msg) = send_under(client, "app_carol_2", ticket, 0, blocks).await;
+    assert_eq!(status, StatusCode::NoRegister, "{msg}");
+    assert!(msg.contains("user \"carol\" (of app app_carol_2)"), "{msg}");
+    assert!(msg.contains("quota.user_local_disk_bytes"), "{msg}");
+    let (status, msg, _) = require(client, "app_carol_1", 1024).await;
+    assert_eq!(status, StatusCode::NoRegister, "{msg}");
+    // Another user is not held to carol's quota.
+    let (status, msg, _) = require(client, "app_dave", 1024).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+    // Unregistering a shuffle gives its bytes back to the user.
+    let r = client
+        .unregister_shuffle(proto::ShuffleUnregisterRequest {
+            app_id: "app_carol_1".into(),
+            shuffle_id: 0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
+    let (status, msg, _) = require(client, "app_carol_2", 1024).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+}
