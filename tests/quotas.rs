@@ -185,3 +185,37 @@ async fn a_users_apps_share_one_quota_and_a_send_under_an_old_ticket_is_refused_
     let (status, msg, _) = require(client, "app_carol_2", 1024).await;
     assert_eq!(status, StatusCode::Success, "{msg}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_server_counts_the_files_it_finds_against_their_apps() {
+    let disks: Vec<tempfile::TempDir> = (0..1).map(|_| tempfile::TempDir::new().unwrap()).collect();
+    let mut config = common::test_config(&disks);
+    // The journal belongs to a server id, which the ports make: fixed for the restart.
+    config.grpc_port = common::free_port();
+    config.netty_port = i32::from(common::free_port());
+    config.quota.app_local_disk_bytes = Some(ByteSize(200 << 10));
+    let running = spillway::server::start(config.clone())
+        .await
+        .expect("server starts");
+    let mut client = common::connect(running.grpc_addr).await;
+    register_as(&mut client, "app_before", "erin").await;
+    // 4 × 2 × 32 KiB = 256 KiB: past the quota once spilled.
+    let written = write_to_disk(&mut client, "app_before", 2).await;
+    let (status, msg, _) = require(&mut client, "app_before", 1024).await;
+    assert_eq!(status, StatusCode::NoRegister, "{msg}");
+    drop(client);
+    running.shutdown().await;
+
+    let running = spillway::server::start(config)
+        .await
+        .expect("server restarts");
+    let mut client = common::connect(running.grpc_addr).await;
+    let (status, msg, _) = require(&mut client, "app_before", 1024).await;
+    assert_eq!(status, StatusCode::NoRegister, "{msg}");
+    assert!(
+        msg.contains("app app_before is over its app local-disk quota"),
+        "{msg}"
+    );
+    common::verify_shuffle(&mut client, "app_before", 0, &written).await;
+    running.shutdown().await;
+}

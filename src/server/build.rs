@@ -28,7 +28,7 @@ use crate::store::quota::{QuotaLimits, Quotas};
 use crate::store::router::TierRouter;
 use crate::store::spill::SpillOptions;
 use crate::store::tiered::TieredStore;
-use crate::store::{FileTier, Tier};
+use crate::store::{FileTier, Tier, TierKind};
 
 /// The tokens of the ordered shutdown, each fired at its step (`Running::shutdown`).
 #[derive(Default)]
@@ -306,6 +306,13 @@ pub(super) async fn build(config: &Config, bound: &Bound) -> Result<Parts> {
     ));
     if let Some(r) = recovery.as_mut() {
         registry.attach_recovery(r);
+        // The restored apps' files count against their quotas again.
+        if let Some(local) = &local {
+            let usage = registry.store().router().quotas().usage();
+            for (part, bytes) in local.held() {
+                usage.written(&part, TierKind::LocalFile, bytes);
+            }
+        }
     }
     if config.metrics.block_size_statistics {
         registry.enable_block_sizes(

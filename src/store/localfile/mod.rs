@@ -319,6 +319,32 @@ impl LocalFileTier {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Every partition this tier holds with its committed data and index bytes: after a
+    /// restart, what the tenants' usage starts from (the files outlived the counts).
+    pub fn held(&self) -> Vec<(PartitionKey, u64)> {
+        let partitions: Vec<(PartitionKey, Arc<PartitionFile>)> = self
+            .partitions
+            .lock()
+            .iter()
+            .map(|(k, f)| (k.clone(), Arc::clone(f)))
+            .collect();
+        partitions
+            .into_iter()
+            .map(|(key, file)| {
+                let bytes = file
+                    .parts
+                    .lock()
+                    .iter()
+                    .map(|p| {
+                        let c = p.state.lock().committed;
+                        c.data_len + c.index_len
+                    })
+                    .sum();
+                (key, bytes)
+            })
+            .collect()
+    }
+
     /// One report per data path, in `data_paths` order, for heartbeats and metrics.
     pub fn disk_reports(&self) -> Vec<DiskReport> {
         self.disks.iter().map(|d| d.report()).collect()
