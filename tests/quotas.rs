@@ -15,6 +15,22 @@ use spillway::proto::{self, StatusCode};
 
 const BASIC: &str = "dXNlcjpwYXNz"; // user:pass
 
+/// The server registry's families in the text format.
+async fn scrape(running: &spillway::server::Running) -> String {
+    let url = format!("http://{}/prometheus/metrics/server", running.http_addr);
+    reqwest::get(url).await.unwrap().text().await.unwrap()
+}
+
+/// The value of the first sample of `family` whose labels contain `labels`.
+fn sample(metrics: &str, family: &str, labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(&format!("{family}{{")) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {family} sample with {labels}:\n{metrics}"))
+}
+
 /// Registers `app` (partitions 0..5 of shuffle 0) for `user`.
 async fn register_as(client: &mut Client, app: &str, user: &str) {
     let r = client
@@ -122,6 +138,17 @@ async fn an_app_at_its_quota_fails_at_once_naming_it_and_another_tenant_goes_on(
     ] {
         assert!(msg.contains(part), "{part:?} missing from: {msg}");
     }
+    // The server says who holds what, and that it refused.
+    let metrics = scrape(&s.running).await;
+    let runaway = sample(&metrics, "tenant_app_local_bytes", "app_id=\"app_runaway\"");
+    assert!(runaway >= (512 << 10) as f64, "{runaway}");
+    assert!(metrics.contains("user=\"alice\""), "{metrics}");
+    assert!(sample(&metrics, "tenant_quota_refused_total", "") >= 1.0);
+    assert_eq!(
+        sample(&metrics, "tenant_app_local_quota_bytes", ""),
+        (512 << 10) as f64
+    );
+
     // What the runaway wrote before is still there, whole.
     let (from_memory, from_files) = common::verify_shuffle(client, "app_runaway", 0, &first).await;
     assert_eq!(from_memory, 0, "everything was spilled by finishShuffle");
@@ -150,6 +177,7 @@ async fn an_app_at_its_quota_fails_at_once_naming_it_and_another_tenant_goes_on(
 async fn a_users_apps_share_one_quota_and_a_send_under_an_old_ticket_is_refused_too() {
     let mut s = start(1, |c| {
         c.quota.user_local_disk_bytes = Some(ByteSize(300 << 10));
+        c.metrics.top_n_apps = 1;
     })
     .await;
     let client = &mut s.client;
@@ -169,6 +197,18 @@ async fn a_users_apps_share_one_quota_and_a_send_under_an_old_ticket_is_refused_
     assert!(msg.contains("quota.user_local_disk_bytes"), "{msg}");
     let (status, msg, _) = require(client, "app_carol_1", 1024).await;
     assert_eq!(status, StatusCode::NoRegister, "{msg}");
+    // Labels stay bounded: the largest user by name, the rest summed as "other".
+    let metrics = scrape(&s.running).await;
+    assert_eq!(
+        sample(&metrics, "tenant_user_local_bytes", "user=\"carol\""),
+        (384 << 10) as f64 + 12.0 * 40.0,
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("tenant_app_local_bytes{") && metrics.contains("app_id=\"other\""),
+        "{metrics}"
+    );
+    let client = &mut s.client;
     // Another user is not held to carol's quota.
     let (status, msg, _) = require(client, "app_dave", 1024).await;
     assert_eq!(status, StatusCode::Success, "{msg}");

@@ -514,6 +514,12 @@ impl Collector for ServerCollector {
             );
         }
 
+        let mut in_memory: std::collections::HashMap<crate::ids::AppId, u64> = Default::default();
+        for b in &buffers {
+            *in_memory.entry(b.key().app.clone()).or_default() += b.memory_bytes();
+        }
+        tenant_families(&mut f, store.router().quotas(), &in_memory, self.top_n);
+
         // Registered (labelled `appId`) even when off, as Java's; filled only with
         // `[metrics] block_size_statistics`.
         f.out.push(block_size_histogram(stats.block_sizes.get()));
@@ -522,6 +528,100 @@ impl Collector for ServerCollector {
         f.out.extend(stats.removals.shuffle.collect());
         f.out
     }
+}
+
+/// Spillway's tenant families (Java has none): what each app and user holds on the file
+/// tiers, the quotas in force and the requests refused at them. Labels are bounded: the
+/// `top_n` largest apps and users by name, the rest summed under `app_id="other"` /
+/// `user="other"`.
+fn tenant_families(
+    f: &mut Families,
+    quotas: &crate::store::quota::Quotas,
+    in_memory: &std::collections::HashMap<crate::ids::AppId, u64>,
+    top_n: usize,
+) {
+    use crate::store::usage::Held;
+    let mut apps = quotas.usage().apps();
+    // Memory is the write budget's, read here per app from the buffers; the users' sums
+    // follow from the apps' users.
+    let memory_of = |a: &crate::store::usage::AppUsage| in_memory.get(&a.app).copied().unwrap_or(0);
+    let mut users: std::collections::BTreeMap<String, (Held, u64)> = Default::default();
+    for a in &apps {
+        let u = users.entry(a.user.clone()).or_default();
+        u.1 += memory_of(a);
+    }
+    for (user, held) in quotas.usage().users() {
+        users.entry(user).or_default().0 = held;
+    }
+    let users: Vec<(String, Held, u64)> = users.into_iter().map(|(u, (h, m))| (u, h, m)).collect();
+    apps.retain(|a| !a.held.is_empty() || memory_of(a) > 0);
+    type Pick = fn(&Held, u64) -> u64;
+    let measures: [(&str, &str, Pick); 3] = [
+        ("memory", "in memory", |_, memory| memory),
+        ("local", "on the local disks", |h, _| h.local_bytes),
+        ("remote", "on the remote tier", |h, _| h.remote_bytes),
+    ];
+    for (tier, where_, pick) in measures {
+        let mut ranked: Vec<_> = apps
+            .iter()
+            .map(|a| (a, pick(&a.held, memory_of(a))))
+            .collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.app.cmp(&b.0.app)));
+        let rest: u64 = ranked.iter().skip(top_n).map(|(_, v)| v).sum();
+        let mut samples: Vec<(Vec<(&str, String)>, f64)> = ranked
+            .iter()
+            .take(top_n)
+            .map(|(a, v)| {
+                let labels = vec![("app_id", a.app.to_string()), ("user", a.user.clone())];
+                (labels, *v as f64)
+            })
+            .collect();
+        if ranked.len() > top_n {
+            let labels = vec![("app_id", "other".to_owned()), ("user", String::new())];
+            samples.push((labels, rest as f64));
+        }
+        let help =
+            format!("Bytes each app holds {where_} (the {top_n} largest, the rest as other)");
+        f.push_with(
+            &format!("tenant_app_{tier}_bytes"),
+            MetricType::GAUGE,
+            &help,
+            true,
+            samples,
+        );
+
+        let mut ranked: Vec<_> = users.iter().map(|(u, h, m)| (u, pick(h, *m))).collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let rest: u64 = ranked.iter().skip(top_n).map(|(_, v)| v).sum();
+        let mut samples: Vec<(Vec<(&str, String)>, f64)> = ranked
+            .iter()
+            .take(top_n)
+            .map(|(u, v)| (vec![("user", (*u).clone())], *v as f64))
+            .collect();
+        if ranked.len() > top_n {
+            samples.push((vec![("user", "other".to_owned())], rest as f64));
+        }
+        let help = format!(
+            "Bytes all apps of each user hold {where_} (the {top_n} largest, the rest as other)"
+        );
+        f.push_with(
+            &format!("tenant_user_{tier}_bytes"),
+            MetricType::GAUGE,
+            &help,
+            true,
+            samples,
+        );
+    }
+    let (app_limit, user_limit) = quotas.local_limits();
+    f.gauge(
+        "tenant_app_local_quota_bytes",
+        app_limit.unwrap_or(0) as f64,
+    );
+    f.gauge(
+        "tenant_user_local_quota_bytes",
+        user_limit.unwrap_or(0) as f64,
+    );
+    f.counter("tenant_quota_refused_total", quotas.refused());
 }
 
 /// `write_block_size{appId}`: one histogram per app, Java's bucket bounds in bytes.

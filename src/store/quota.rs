@@ -122,6 +122,8 @@ pub struct Quotas {
     usage: Arc<Usage>,
     /// One WARN per app and limit.
     causes: CauseLog,
+    /// Requests refused at a quota since start.
+    refused: std::sync::atomic::AtomicU64,
 }
 
 impl Quotas {
@@ -132,7 +134,13 @@ impl Quotas {
             local_capacity,
             usage,
             causes: CauseLog::default(),
+            refused: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Requests refused at a quota since start.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The usage the quotas read.
@@ -229,6 +237,8 @@ impl Quotas {
             Which::AppLocal | Which::UserLocal => Place::LocalQuota,
             Which::AppRemote | Which::UserRemote => Place::RemoteQuota,
         };
+        self.refused
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.causes.first(app, place, &reason) {
             tracing::warn!(app_id = %app, user = %user, used, limit, "{reason}");
         }

@@ -44,7 +44,8 @@ impl Held {
         self.remote_writes = self.remote_writes.saturating_sub(other.remote_writes);
     }
 
-    fn is_empty(&self) -> bool {
+    /// True when it holds nothing.
+    pub fn is_empty(&self) -> bool {
         *self == Held::default()
     }
 
