@@ -71,44 +71,25 @@ impl QuotaLimits {
     }
 }
 
-/// Which limit an app ran into.
+/// Which limit an app ran into: whose (`by_user`: the sum over the user's apps) and where
+/// (`remote`: the remote tier, else the local disks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Which {
-    AppLocal,
-    UserLocal,
-    AppRemote,
-    UserRemote,
+struct Which {
+    by_user: bool,
+    remote: bool,
 }
 
 impl Which {
-    /// The tenant, the storage, and the keys that set the limit (Spillway's, then the
-    /// server.conf spelling).
-    fn describe(self) -> (&'static str, &'static str, &'static str) {
-        match self {
-            Which::AppLocal => (
-                "app",
-                "local-disk",
-                "quota.app_local_disk_bytes or quota.app_local_disk_share \
-                 (server.conf: rss.server.quota.app.localfile.size or \
-                 rss.server.quota.app.localfile.ratio)",
-            ),
-            Which::UserLocal => (
-                "user",
-                "local-disk",
-                "quota.user_local_disk_bytes or quota.user_local_disk_share \
-                 (server.conf: rss.server.quota.user.localfile.size or \
-                 rss.server.quota.user.localfile.ratio)",
-            ),
-            Which::AppRemote => (
-                "app",
-                "remote-storage",
-                "quota.app_remote_bytes (server.conf: rss.server.quota.app.remote.size)",
-            ),
-            Which::UserRemote => (
-                "user",
-                "remote-storage",
-                "quota.user_remote_bytes (server.conf: rss.server.quota.user.remote.size)",
-            ),
+    /// The keys that set the limit, Spillway's and then the server.conf spelling.
+    fn keys(self) -> String {
+        let t = if self.by_user { "user" } else { "app" };
+        if self.remote {
+            format!("quota.{t}_remote_bytes (server.conf: rss.server.quota.{t}.remote.size)")
+        } else {
+            format!(
+                "quota.{t}_local_disk_bytes or quota.{t}_local_disk_share (server.conf: \
+                 rss.server.quota.{t}.localfile.size or rss.server.quota.{t}.localfile.ratio)"
+            )
         }
     }
 }
@@ -186,24 +167,44 @@ impl Quotas {
 
     fn over_local(&self, held: &Held, user: &str) -> Option<(Which, u64, u64)> {
         let (app_limit, user_limit) = self.local_limits();
+        let (app_local, user_local) = (
+            Which {
+                by_user: false,
+                remote: false,
+            },
+            Which {
+                by_user: true,
+                remote: false,
+            },
+        );
         if let Some(limit) = app_limit.filter(|l| held.local_bytes >= *l) {
-            return Some((Which::AppLocal, held.local_bytes, limit));
+            return Some((app_local, held.local_bytes, limit));
         }
         let by_user = self.usage.user(user).local_bytes;
         user_limit
             .filter(|l| by_user >= *l)
-            .map(|limit| (Which::UserLocal, by_user, limit))
+            .map(|limit| (user_local, by_user, limit))
     }
 
     fn over_remote(&self, held: &Held, user: &str) -> Option<(Which, u64, u64)> {
         let l = self.limits.read().clone();
+        let (app_remote, user_remote) = (
+            Which {
+                by_user: false,
+                remote: true,
+            },
+            Which {
+                by_user: true,
+                remote: true,
+            },
+        );
         if let Some(limit) = l.app_remote_bytes.filter(|l| held.remote_bytes >= *l) {
-            return Some((Which::AppRemote, held.remote_bytes, limit));
+            return Some((app_remote, held.remote_bytes, limit));
         }
         let by_user = self.usage.user(user).remote_bytes;
         l.user_remote_bytes
             .filter(|l| by_user >= *l)
-            .map(|limit| (Which::UserRemote, by_user, limit))
+            .map(|limit| (user_remote, by_user, limit))
     }
 
     /// Whether `app` may write more: `Err` with the final refusal naming the limit when it
@@ -219,24 +220,22 @@ impl Quotas {
         let Some((which, used, limit)) = over else {
             return Ok(());
         };
-        let (tenant, storage, keys) = which.describe();
-        let whom = match which {
-            Which::AppLocal | Which::AppRemote => format!("app {app}"),
-            Which::UserLocal | Which::UserRemote => {
-                format!("user {:?} (of app {app})", user)
-            }
+        let (whom, tenant) = match which.by_user {
+            false => (format!("app {app}"), "app"),
+            true => (format!("user {user:?} (of app {app})"), "user"),
+        };
+        let (storage, place) = match which.remote {
+            false => ("local-disk", Place::LocalQuota),
+            true => ("remote-storage", Place::RemoteQuota),
         };
         let reason = format!(
             "{whom} is over its {tenant} {storage} quota on this server: it holds {}, the \
-             quota is {}; its written blocks stay readable until the app ends. Raise {keys}, \
-             or write less shuffle data",
+             quota is {}; its written blocks stay readable until the app ends. Raise {}, or \
+             write less shuffle data",
             show(used),
             show(limit),
+            which.keys(),
         );
-        let place = match which {
-            Which::AppLocal | Which::UserLocal => Place::LocalQuota,
-            Which::AppRemote | Which::UserRemote => Place::RemoteQuota,
-        };
         self.refused
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if self.causes.first(app, place, &reason) {
