@@ -20,6 +20,9 @@
 #                         a tiny size on one server, per client type)
 #   --no-small-store      skip the small-store cells (a 64 MiB memory store, the client's default
 #                         16 MiB send size, full_sends + reduce_by_key; issue 34's NO_BUFFER stall)
+#   --no-tenants          skip the tenant cells (a runaway app at its quota fails naming it while a
+#                         neighbour's job on the same server passes; docs/operating.md, "Quotas")
+#   --tenants-only        build, then only the tenant cells (with the reduce_by_key baseline)
 #   --no-cluster          skip the cluster job (two coordinators, replica 3: SIGKILL, coordinator
 #                         fail-over, decommission)
 #   --client-types "A B"  spark.rss.client.type values to run the suites with (default "GRPC GRPC_NETTY";
@@ -106,6 +109,8 @@ TPC_ONLY=0
 TEZ=1
 TEZ_ONLY=0
 REFUSALS_ONLY=0
+TENANTS=1
+TENANTS_ONLY=0
 HALF=""
 BASELINES_DIR=${SPARK_E2E_BASELINES:-}
 while [[ $# -gt 0 ]]; do
@@ -129,10 +134,12 @@ while [[ $# -gt 0 ]]; do
     --tez-only) TEZ_ONLY=1 ;;
     --tpc-only) TPC_ONLY=1 ;;
     --refusals-only) REFUSALS_ONLY=1 ;;
+    --no-tenants) TENANTS=0 ;;
+    --tenants-only) TENANTS_ONLY=1 ;;
     --tpc) SPARK_E2E_TPC=$2; shift ;;
     --half) HALF=$2; shift ;;
     --baselines) BASELINES_DIR=$2; shift ;;
-    -h|--help) sed -n '2,75p' "$HERE/run.sh"; exit 0 ;;
+    -h|--help) sed -n '2,78p' "$HERE/run.sh"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -799,6 +806,66 @@ small_store_job() {
   log "$name: largest requireBuffer ${largest:-none} bytes; NO_BUFFER answers: $(grep -c 'cmd=requireBuffer.*statusCode=NO_BUFFER' "$audit" 2>/dev/null || true)"
   if [[ -z $largest || $largest -le 13421772 ]]; then
     fail "$name: no requireBuffer over the 13421772 bytes above the high watermark (largest: ${largest:-none}); the cell did not test what it is for"
+  fi
+  phase_done
+}
+
+# tenant_cells: one server shared by two tenants (docs/operating.md, "Quotas"), both started at
+# once. Tenant A (HADOOP_USER_NAME alice: the client's registerShuffle user) runs large_records,
+# 256 MiB of shuffle, into a per-app local-disk quota of 96 MiB: it must fail, and the exception
+# its task threw must name the quota and the key to raise. (The released 0.9.2 client wraps it:
+# the driver's job failure says "Fail to send the block", the task's NotRetryException below it in
+# the log carries the server's message.) Tenant B (bob) runs reduce_by_key on the same server
+# meanwhile and must pass with the baseline's result. The server logs one WARN for A's quota,
+# whatever the number of refused requests, and its metrics count the refusals.
+tenant_cells() {
+  local ver=$BASE_VER server="q_${CLIENT_TYPE}_" rc=0
+  local a="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-runaway" b="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-neighbour"
+  phase "tenants: a runaway app at its quota and a neighbour, client $ver, $CLIENT_TYPE"
+  if ! SERVER_MEMORY=64M SERVER_NETTY_PORT=$(free_port) \
+      SERVER_EXTRA_TOML=$'[quota]\napp_local_disk_bytes = "96M"' \
+      start_cluster "$ver" 1 "$server"; then
+    fail "$a: cluster not ready (see above; coordinator $COORD)"
+    stop_cluster
+    phase_done
+    return
+  fi
+  # B alone first, for the time its run beside A is compared with (logged, not asserted).
+  HADOOP_USER_NAME=bob run_jobs "$ver" "$b-alone" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+    --job reduce_by_key --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
+  mkdir -p "$WORK/spark-local"
+  HADOOP_USER_NAME=alice timeout -k 15 "$SUITE_TIMEOUT" java "${JAVA_OPTS[@]}" \
+    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+    io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$a" --mode rss \
+    --coordinator "$COORD" --job large_records --client-type "$CLIENT_TYPE" \
+    --expect-failure "Fail to send the block" \
+    >"$WORK/$a.out" 2>"$WORK/$a.log" &
+  local apid=$!
+  PIDS+=("$apid")
+  HADOOP_USER_NAME=bob run_jobs "$ver" "$b" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+    --job reduce_by_key --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
+  wait "$apid" || rc=$?
+  forget_pid "$apid"
+  cat "$WORK/$a.out"
+  count_results "$WORK/$a.out" "$rc" "$a"
+  if grep -q 'statusCode=NO_REGISTER, errorMsg:app .* is over its app local-disk quota on this server: .*Raise quota.app_local_disk_bytes' "$WORK/$a.log"; then
+    log "$a: the task's exception names the quota: $(grep -o 'errorMsg:app [^;]*' "$WORK/$a.log" | head -n 1)"
+  else
+    fail "$a: no task exception in $WORK/$a.log names the quota and its key"
+  fi
+  local alone beside
+  alone=$(grep -o 'rss=[0-9.]*s' "$WORK/$b-alone.out" | head -n 1)
+  beside=$(grep -o 'rss=[0-9.]*s' "$WORK/$b.out" | head -n 1)
+  log "$b: reduce_by_key alone ${alone#rss=}, beside the runaway ${beside#rss=}"
+  local http_var="${server}0_HTTP" slog="$WORK/${server}0/server.log" n
+  log "$a: server says $(curl -s "http://${!http_var}/prometheus/metrics/server" \
+    | grep -E '^tenant_quota_refused_total[{ ]' | tr '\n' ' ')"
+  stop_cluster
+  n=$(grep -c 'WARN.*is over its app local-disk quota' "$slog" || true)
+  if [[ $n != 1 ]]; then
+    fail "$a: $n quota WARN lines in $slog, want 1 (one per app and quota)"
+  else
+    log "$a: one WARN for the runaway's quota"
   fi
   phase_done
 }
@@ -1485,6 +1552,15 @@ fi
 
 BASELINE="$WORK/baseline.tsv"
 BASELINE4="$WORK/baseline-spark4.tsv"
+if [[ $TENANTS_ONLY == 1 ]]; then
+  phase "vanilla baseline"
+  run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job reduce_by_key --baseline-out "$BASELINE"
+  phase_done
+  for CLIENT_TYPE in "${SUITE_TYPES[@]}"; do
+    if [[ -x $SPILLWAY_BIN ]]; then tenant_cells; else fail "tenants: no server binary"; fi
+  done
+  finish
+fi
 if [[ $REFUSALS_ONLY == 1 ]]; then
   phase "vanilla baseline"
   run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job sort --baseline-out "$BASELINE"
@@ -1562,6 +1638,10 @@ if [[ $VANILLA_ONLY == 0 && -x $SPILLWAY_BIN ]]; then
 
     if [[ $SMALL_STORE == 1 ]]; then
       small_store_job
+    fi
+
+    if [[ $TENANTS == 1 ]]; then
+      tenant_cells
     fi
 
     if [[ $REPLICA == 1 ]]; then
