@@ -412,3 +412,76 @@ async fn a_store_that_stops_mid_job_loses_nothing() {
     unregister(&mut s.client, app).await;
     s.running.shutdown().await;
 }
+
+/// An app at its local-disk quota under `MEMORY_LOCALFILE_HDFS` with a bucket path is not
+/// refused: its next spills go to the bucket, every block reads back (local ones from the
+/// server, the rest from the bucket as the client reads it), and only its remote quota stops
+/// it, with the final status naming that quota and its key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_at_its_local_quota_overflows_to_the_bucket_until_its_remote_quota() {
+    let b = bucket("overflow");
+    let mut s = start(1, |c| {
+        c.store_type = StoreType::MemoryLocalfileHdfs;
+        // Only the quota sends batches to the bucket (none is this large).
+        c.hdfs_store.cold_storage_threshold_size = ByteSize(1 << 30);
+        c.quota.app_local_disk_bytes = Some(ByteSize(100 << 10));
+        c.quota.app_remote_bytes = Some(ByteSize(200 << 10));
+        for (k, v) in s3a_conf() {
+            c.hdfs_store.hadoop_conf.insert(k, v);
+        }
+    })
+    .await;
+    let id = s.running.server_id.clone();
+    let app = "application_1_0002_41";
+    let path = format!("s3a://{b}/rss");
+    let store = reader(&b);
+    // Shuffle 0: 2 partitions × 2 maps × 4 blocks × 16 KB = 256 KB, to local disk (the quota is
+    // checked per batch, and both partitions' batches leave memory at once).
+    register_remote(&mut s.client, app, 0, 0..2, &path, "alice").await;
+    let first = write_shuffle(&mut s.client, app, 0, 2, 2, 4, 16_000).await;
+    finish(&mut s.client, app, 0).await;
+    assert!(keys_under(&store, &format!("rss/{app}")).await.is_empty());
+    // Over its local quota now, it still writes: shuffle 1 goes to the bucket.
+    register_remote(&mut s.client, app, 1, 0..2, &path, "alice").await;
+    let second = write_shuffle(&mut s.client, app, 1, 1, 2, 4, 16_000).await;
+    finish(&mut s.client, app, 1).await;
+    for (shuffle, expected) in [(0, &first), (1, &second)] {
+        for (p, want) in expected {
+            let mut all = read_partition(&mut s.client, app, shuffle, *p).await.blocks;
+            all.extend(read_s3(&store, "rss", app, shuffle, *p, &id).await);
+            assert_eq!(&all, want, "shuffle {shuffle} partition {p}: every block");
+        }
+    }
+    for p in 0..2 {
+        let keys = keys_under(&store, &format!("rss/{app}/1/{p}-{p}")).await;
+        assert!(
+            !keys.is_empty(),
+            "shuffle 1 partition {p} overflowed to the bucket"
+        );
+    }
+    // Shuffle 2 takes it past its remote quota: then it is refused, naming that quota.
+    register_remote(&mut s.client, app, 2, 0..2, &path, "alice").await;
+    write_shuffle(&mut s.client, app, 2, 1, 2, 4, 16_000).await;
+    finish(&mut s.client, app, 2).await;
+    let r = s
+        .client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: 1024,
+            app_id: app.into(),
+            shuffle_id: 2,
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(status_of(r.status), StatusCode::NoRegister, "{}", r.ret_msg);
+    assert!(r.ret_msg.contains("remote-storage quota"), "{}", r.ret_msg);
+    assert!(
+        r.ret_msg.contains("quota.app_remote_bytes"),
+        "{}",
+        r.ret_msg
+    );
+    unregister(&mut s.client, app).await;
+    s.running.shutdown().await;
+}
