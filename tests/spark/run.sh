@@ -870,6 +870,58 @@ tenant_cells() {
   phase_done
 }
 
+# tenant_overflow_cell: the runaway of tenant_cells under MEMORY_LOCALFILE_HDFS with an HDFS
+# remote path (docs/operating.md, "Quotas": overflow). At its local-disk quota its spills go to
+# HDFS instead of failing: its job must pass with the baseline's result, the neighbour's too, and
+# the server must log no quota refusal. Needs MiniHdfs (HDFS_URL).
+tenant_overflow_cell() {
+  local ver=$BASE_VER server="qo_${CLIENT_TYPE}_" rc=0
+  local a="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-overflow" b="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-overflow-neighbour"
+  phase "tenants: a runaway app overflowing to HDFS and a neighbour, client $ver, $CLIENT_TYPE"
+  hdfs_cmd "mkdir /rss-overflow rss 755" || fail "$a: could not prepare /rss-overflow"
+  local started=0
+  # Only the quota sends batches to HDFS: none reaches the cold threshold.
+  # As the HDFS suites run it: the server as rss, which owns the path, the jobs as others.
+  export HADOOP_USER_NAME=rss
+  STORE_TYPE=MEMORY_LOCALFILE_HDFS SERVER_MEMORY=64M \
+    SERVER_EXTRA_TOML=$'[hdfs_store]\ncold_storage_threshold_size = "1G"\n[quota]\napp_local_disk_bytes = "96M"' \
+    start_cluster "$ver" 1 "$server" && started=1
+  unset HADOOP_USER_NAME
+  if [[ $started == 0 ]]; then
+    fail "$a: cluster not ready (see above; coordinator $COORD)"
+    stop_cluster
+    phase_done
+    return
+  fi
+  mkdir -p "$WORK/spark-local"
+  local remote=(--rss-conf "spark.rss.storage.type=MEMORY_LOCALFILE_HDFS"
+    --rss-conf "spark.rss.remote.storage.path=$HDFS_URL/rss-overflow")
+  HADOOP_USER_NAME=alice timeout -k 15 "$SUITE_TIMEOUT" java "${JAVA_OPTS[@]}" \
+    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+    io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$a" --mode rss \
+    --coordinator "$COORD" --job large_records --client-type "$CLIENT_TYPE" \
+    --baseline-in "$BASELINE" "${remote[@]}" >"$WORK/$a.out" 2>"$WORK/$a.log" &
+  local apid=$!
+  PIDS+=("$apid")
+  HADOOP_USER_NAME=bob run_jobs "$ver" "$b" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
+    --job reduce_by_key --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" "${remote[@]}"
+  wait "$apid" || rc=$?
+  forget_pid "$apid"
+  cat "$WORK/$a.out"
+  count_results "$WORK/$a.out" "$rc" "$a"
+  stop_cluster
+  local slog="$WORK/${server}0/server.log"
+  if grep -q 'WARN.*is over its .* quota' "$slog"; then
+    fail "$a: the server refused an app at a quota: $(grep -m1 'is over its' "$slog")"
+  fi
+  if ! grep -q 'HadoopClientReadHandler: Find index file' "$WORK/$a.log"; then
+    fail "$a: nothing of the runaway went to HDFS (no HadoopClientReadHandler index in $WORK/$a.log)"
+  else
+    log "$a: the runaway passed, reading its overflow from HDFS"
+  fi
+  phase_done
+}
+
 # ---- cluster job -------------------------------------------------------------------------------
 
 # check_alive WHAT NAME...: a failure of WHAT for every server NAME whose process is gone.
@@ -1554,11 +1606,18 @@ BASELINE="$WORK/baseline.tsv"
 BASELINE4="$WORK/baseline-spark4.tsv"
 if [[ $TENANTS_ONLY == 1 ]]; then
   phase "vanilla baseline"
-  run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job reduce_by_key --baseline-out "$BASELINE"
+  run_jobs "$BASE_VER" vanilla "$SUITE_TIMEOUT" --mode vanilla --job reduce_by_key,large_records \
+    --baseline-out "$BASELINE"
   phase_done
+  [[ -x $SPILLWAY_BIN ]] || fail "tenants: no server binary"
   for CLIENT_TYPE in "${SUITE_TYPES[@]}"; do
-    if [[ -x $SPILLWAY_BIN ]]; then tenant_cells; else fail "tenants: no server binary"; fi
+    [[ ! -x $SPILLWAY_BIN ]] || tenant_cells
   done
+  if [[ $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
+    CLIENT_TYPE=${SUITE_TYPES[0]}
+    if start_hdfs; then tenant_overflow_cell; else fail "tenants: MiniHdfs did not start"; fi
+    stop_hdfs
+  fi
   finish
 fi
 if [[ $REFUSALS_ONLY == 1 ]]; then
@@ -1785,6 +1844,7 @@ if [[ $VANILLA_ONLY == 0 && $HDFS == 1 && -x $SPILLWAY_BIN ]]; then
       unset STORE_TYPE SERVER_EXTRA_TOML
       phase_done
     done
+    [[ $TENANTS == 0 ]] || tenant_overflow_cell
     refusal_cells
   else
     fail "MiniHdfs did not start (log $WORK/hdfs.log)"
