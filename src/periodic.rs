@@ -31,3 +31,35 @@ pub fn periodic<F, Fut>(
         }
     });
 }
+
+/// When a periodic task runs and what ends it: every `interval` on `tracker`, until `stop`
+/// fires. The components that run one take it whole, so their start-up code reads the same.
+#[derive(Clone)]
+pub struct Schedule {
+    /// Time between runs (the first one interval from now).
+    pub interval: Duration,
+    /// Ends the loop.
+    pub stop: CancellationToken,
+    /// Where the loop runs, so the shutdown waits for it.
+    pub tracker: TaskTracker,
+}
+
+impl Schedule {
+    /// A schedule on `tracker`.
+    pub fn new(interval: Duration, stop: CancellationToken, tracker: &TaskTracker) -> Self {
+        Schedule {
+            interval,
+            stop,
+            tracker: tracker.clone(),
+        }
+    }
+
+    /// Runs `tick` on this schedule (see [`periodic`]).
+    pub fn run<F, Fut>(self, tick: F)
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
+        periodic(&self.tracker, self.interval, self.stop, tick)
+    }
+}

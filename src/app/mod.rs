@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use state::{App, RemoteStorage, Shuffle};
@@ -33,6 +32,7 @@ pub use stats::RegistryStats;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};
 use crate::memory::{ReadBudget, Tickets};
+use crate::periodic::Schedule;
 use crate::recovery::{Journal, Record};
 use crate::status::ServerStatus;
 use crate::store::tiered::TieredStore;
@@ -526,15 +526,10 @@ impl AppRegistry {
         n
     }
 
-    /// Runs [`AppRegistry::expire`] every `interval` until `cancel` fires.
-    pub fn spawn_expiry(
-        self: &Arc<Self>,
-        interval: Duration,
-        cancel: CancellationToken,
-        tracker: &TaskTracker,
-    ) {
+    /// Runs [`AppRegistry::expire`] on `schedule`.
+    pub fn spawn_expiry(self: &Arc<Self>, schedule: Schedule) {
         let registry = Arc::clone(self);
-        crate::periodic::periodic(tracker, interval, cancel, move || {
+        schedule.run(move || {
             let registry = Arc::clone(&registry);
             async move {
                 registry.expire().await;

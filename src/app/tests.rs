@@ -15,6 +15,7 @@ use crate::app::{AppRegistry, Registration, RegistryOptions};
 use crate::error::Error;
 use crate::ids::{AppId, PartitionRange};
 use crate::memory::{MemoryBudget, ReadBudget, Tickets};
+use crate::periodic::Schedule;
 use crate::proto::StatusCode;
 use crate::status::ServerStatus;
 use crate::store::faulty::FaultyTier;
@@ -268,8 +269,11 @@ async fn apps_without_heartbeat_expire_and_are_purged_everywhere() {
 #[tokio::test(start_paused = true)]
 async fn expiry_task_runs_on_tokio_time() {
     let f = Fixture::new(1 << 20, opts());
-    f.registry
-        .spawn_expiry(Duration::from_secs(10), f.stop.clone(), &f.tracker);
+    f.registry.spawn_expiry(Schedule::new(
+        Duration::from_secs(10),
+        f.stop.clone(),
+        &f.tracker,
+    ));
     let a = app("app_a");
     f.register(&a, 1).await;
     tokio::time::sleep(Duration::from_secs(75)).await;

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ByteSize;
+use super::bytesize::ByteSize;
 
 /// `[quota]`. Every key is reconfigurable (the config file or `confOps/update`): the next
 /// `requireBuffer` uses the new value.

@@ -11,12 +11,11 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::budget::Reservation;
 use crate::error::{Error, Result};
 use crate::ids::AppId;
+use crate::periodic::Schedule;
 
 struct Ticket {
     /// `None` for legacy (0.6) clients that send no app id.
@@ -125,15 +124,10 @@ impl Tickets {
         self.expired_total.load(Ordering::Relaxed)
     }
 
-    /// Runs [`Tickets::sweep`] every `interval` until `cancel` fires.
-    pub fn spawn_sweeper(
-        self: &Arc<Self>,
-        interval: Duration,
-        cancel: CancellationToken,
-        tracker: &TaskTracker,
-    ) {
+    /// Runs [`Tickets::sweep`] on `schedule`.
+    pub fn spawn_sweeper(self: &Arc<Self>, schedule: Schedule) {
         let tickets = Arc::clone(self);
-        crate::periodic::periodic(tracker, interval, cancel, move || {
+        schedule.run(move || {
             let n = tickets.sweep();
             if n > 0 {
                 tracing::debug!(expired = n, "expired require-buffer tickets");
@@ -147,6 +141,8 @@ impl Tickets {
 mod tests {
     use super::*;
     use crate::memory::MemoryBudget;
+    use tokio_util::sync::CancellationToken;
+    use tokio_util::task::TaskTracker;
 
     fn app(s: &str) -> AppId {
         AppId::parse(s).unwrap()
@@ -187,7 +183,11 @@ mod tests {
         let tickets = Arc::new(Tickets::new(Duration::from_secs(20)));
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
-        tickets.spawn_sweeper(Duration::from_secs(10), cancel.clone(), &tracker);
+        tickets.spawn_sweeper(Schedule::new(
+            Duration::from_secs(10),
+            cancel.clone(),
+            &tracker,
+        ));
         tickets.issue(Some(app("a")), budget.try_reserve(300).unwrap());
         tokio::time::sleep(Duration::from_secs(31)).await;
         assert_eq!(budget.snapshot().reserved, 0);

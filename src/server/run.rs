@@ -24,6 +24,7 @@ use crate::grpc::{InternalService, ShuffleService};
 use crate::ids::AppId;
 use crate::limits::grpc::{RequestLimitLayer, TrackedConn};
 use crate::limits::{ConnectionLimits, ConnectionTable, RequestLimits};
+use crate::periodic::Schedule;
 use crate::store::quota::QuotaLimits;
 
 /// Starts every task of the server over `parts`, serving on `bound`.
@@ -59,14 +60,13 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
     let mem = &config.memory_store;
     let lf = &config.localfile_store;
 
+    let every = |interval| Schedule::new(interval, tasks_stop.clone(), &tracker);
     if let Some(local) = &local {
-        local.spawn_health_checks(lf.disk_health_check_interval, tasks_stop.clone(), &tracker);
+        local.spawn_health_checks(every(lf.disk_health_check_interval));
     }
-    registry.tickets().spawn_sweeper(
-        mem.buffer_ticket_check_interval,
-        tasks_stop.clone(),
-        &tracker,
-    );
+    registry
+        .tickets()
+        .spawn_sweeper(every(mem.buffer_ticket_check_interval));
     // Every `leak_check_interval`: this server's files and objects of apps it no longer
     // knows (Java's `checkAndClearLeakedShuffleData`), disks first, then object storage.
     if local.is_some() || object.is_some() {
@@ -100,11 +100,7 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
             &tracker,
         );
     }
-    registry.spawn_expiry(
-        config.app.expiry_check_interval,
-        tasks_stop.clone(),
-        &tracker,
-    );
+    registry.spawn_expiry(every(config.app.expiry_check_interval));
     crate::tasks::release::spawn(
         Arc::clone(&registry),
         Duration::from_secs(1),

@@ -46,8 +46,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{OwnedRwLockWriteGuard, RwLock};
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use self::disk::{is_disk_fault, Disk, SpaceLimits, PROBE_TIMEOUT};
 pub use self::disk::{DiskReport, DiskStatus};
@@ -56,6 +54,7 @@ pub use self::listing::ScanReport;
 pub use self::options::LocalFileOptions;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
+use crate::periodic::Schedule;
 use crate::store::{BlockBatch, Health, PurgeScope, StorageSite, Tier, TierKind};
 
 /// The local-file tier: see the module doc for layout and locking.
@@ -298,16 +297,11 @@ impl LocalFileTier {
         swept
     }
 
-    /// Runs [`LocalFileTier::check_disks`] every `interval` (the first pass one interval from
-    /// now; `new` already probed) on `tracker` until `cancel` fires.
-    pub fn spawn_health_checks(
-        self: &Arc<Self>,
-        interval: Duration,
-        cancel: CancellationToken,
-        tracker: &TaskTracker,
-    ) {
+    /// Runs [`LocalFileTier::check_disks`] on `schedule` (the first pass one interval from
+    /// now: `new` already probed).
+    pub fn spawn_health_checks(self: &Arc<Self>, schedule: Schedule) {
         let tier = Arc::clone(self);
-        crate::periodic::periodic(tracker, interval, cancel, move || {
+        schedule.run(move || {
             let tier = Arc::clone(&tier);
             async move { tier.check_disks().await }
         });

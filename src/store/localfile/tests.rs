@@ -550,7 +550,11 @@ async fn health_checks_run_until_cancelled() {
     let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
     let cancel = CancellationToken::new();
     let tracker = TaskTracker::new();
-    tier.spawn_health_checks(Duration::from_millis(20), cancel.clone(), &tracker);
+    tier.spawn_health_checks(Schedule::new(
+        Duration::from_millis(20),
+        cancel.clone(),
+        &tracker,
+    ));
 
     std::fs::remove_dir_all(&paths[0]).unwrap();
     std::fs::write(&paths[0], b"x").unwrap();
