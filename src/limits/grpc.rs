@@ -76,11 +76,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedConn<T> {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        let out = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
-            this.lease.slot().touch();
-        }
-        out
+        touched_by(&this.lease, Pin::new(&mut this.inner).poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -89,11 +85,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedConn<T> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        let out = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
-            this.lease.slot().touch();
-        }
-        out
+        touched_by(
+            &this.lease,
+            Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
+        )
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -107,6 +102,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedConn<T> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
+}
+
+/// `out`, a write's result, having reported to `lease`'s slot a write that moved bytes (the
+/// slot's idle clock counts traffic both ways).
+fn touched_by(lease: &Lease, out: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+    if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
+        lease.slot().touch();
+    }
+    out
 }
 
 /// What tonic puts in each request's extensions for a [`TrackedConn`]; the layer turns it back
@@ -315,4 +319,3 @@ impl HttpBody for LimitedBody {
         self.inner.size_hint()
     }
 }
-
