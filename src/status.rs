@@ -152,42 +152,45 @@ mod tests {
         assert_eq!(s.get(), WireStatus::Active);
     }
 
+    // An input's setter says whether it changed the status: each step below asserts
+    // (changed, status after it).
+    use WireStatus::{Active, Decommissioning, Unhealthy};
+
     #[test]
     fn either_failing_input_keeps_the_server_unhealthy() {
         let s = ServerStatus::default();
-        assert!(s.set_checks_healthy(false));
-        assert_eq!(s.get(), WireStatus::Unhealthy);
-        assert!(
-            !s.set_storage_healthy(true),
+        assert_eq!((s.set_checks_healthy(false), s.get()), (true, Unhealthy));
+        let step = (s.set_storage_healthy(true), s.get());
+        assert_eq!(
+            step,
+            (false, Unhealthy),
             "storage fine, checks still failing"
         );
-        assert_eq!(s.get(), WireStatus::Unhealthy);
-        assert!(s.set_checks_healthy(true));
-        assert_eq!(s.get(), WireStatus::Active);
+        assert_eq!((s.set_checks_healthy(true), s.get()), (true, Active));
         s.decommission().unwrap();
-        assert!(
-            !s.set_checks_healthy(false),
+        let step = (s.set_checks_healthy(false), s.get());
+        assert_eq!(
+            step,
+            (false, Decommissioning),
             "decommissioning is never overridden"
         );
         assert!(s.health_failing());
         s.cancel_decommission();
         // The status watcher re-applies the inputs on every status change.
-        assert!(s.set_storage_healthy(true));
-        assert_eq!(s.get(), WireStatus::Unhealthy);
+        assert_eq!((s.set_storage_healthy(true), s.get()), (true, Unhealthy));
     }
 
     #[test]
     fn storage_health_toggles_only_active_and_unhealthy() {
         let s = ServerStatus::default();
-        assert!(s.set_storage_healthy(false));
-        assert_eq!(s.get(), WireStatus::Unhealthy);
+        assert_eq!((s.set_storage_healthy(false), s.get()), (true, Unhealthy));
         assert!(
             s.decommission().is_err(),
             "Java refuses to decommission an unhealthy server"
         );
-        assert!(s.set_storage_healthy(true));
+        assert_eq!((s.set_storage_healthy(true), s.get()), (true, Active));
         s.decommission().unwrap();
-        assert!(!s.set_storage_healthy(false));
-        assert_eq!(s.get(), WireStatus::Decommissioning);
+        let step = (s.set_storage_healthy(false), s.get());
+        assert_eq!(step, (false, Decommissioning));
     }
 }

@@ -260,6 +260,17 @@ mod tests {
         }
     }
 
+    /// Asserts what `auth` decides for each (peer, `Authorization` header, refusal) case.
+    fn assert_checks(
+        auth: &AdminAuth,
+        cases: &[(Option<SocketAddr>, Option<&str>, Option<Refusal>)],
+    ) {
+        for (peer, header, want) in cases {
+            let got = auth.check(*peer, &headers(*header));
+            assert_eq!(&got, want, "{peer:?} {header:?}");
+        }
+    }
+
     #[test]
     fn tokens_compare_whole() {
         assert!(same_token(b"0123456789abcdef", b"0123456789abcdef"));
@@ -300,35 +311,35 @@ mod tests {
         let local: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let remote: SocketAddr = "10.1.2.3:1".parse().unwrap();
         let basic = "dXNlcjpzZWNyZXQ=";
-        let right = format!("Basic {basic}");
+        let right: &str = &format!("Basic {basic}");
         // Basic only: loopback needs them too, and the right ones open it from anywhere.
         let java = with_basic(None, Some(basic));
-        assert_eq!(
-            java.check(Some(local), &headers(None)),
-            Some(Refusal::NoToken)
-        );
-        assert_eq!(
-            java.check(Some(local), &headers(Some("Basic dXNlcjpvdGhlcg=="))),
-            Some(Refusal::BadToken)
-        );
-        assert_eq!(java.check(Some(remote), &headers(Some(&right))), None);
-        // A bearer header means nothing when no token is configured.
-        assert_eq!(
-            java.check(Some(local), &headers(Some("Bearer dXNlcjpzZWNyZXQ="))),
-            Some(Refusal::NoToken)
-        );
+        let cases = [
+            (Some(local), None, Some(Refusal::NoToken)),
+            (
+                Some(local),
+                Some("Basic dXNlcjpvdGhlcg=="),
+                Some(Refusal::BadToken),
+            ),
+            (Some(remote), Some(right), None),
+            // A bearer header means nothing when no token is configured.
+            (
+                Some(local),
+                Some("Bearer dXNlcjpzZWNyZXQ="),
+                Some(Refusal::NoToken),
+            ),
+        ];
+        assert_checks(&java, &cases);
         // Both: either one passes.
         let token = "0123456789abcdef";
         let both = with_basic(Some(token), Some(basic));
-        assert_eq!(both.check(Some(remote), &headers(Some(&right))), None);
-        assert_eq!(
-            both.check(Some(remote), &headers(Some(&format!("Bearer {token}")))),
-            None
-        );
-        assert_eq!(
-            both.check(Some(remote), &headers(Some("Basic x"))),
-            Some(Refusal::BadToken)
-        );
+        let bearer: &str = &format!("Bearer {token}");
+        let cases = [
+            (Some(remote), Some(right), None),
+            (Some(remote), Some(bearer), None),
+            (Some(remote), Some("Basic x"), Some(Refusal::BadToken)),
+        ];
+        assert_checks(&both, &cases);
     }
 
     #[test]
@@ -336,28 +347,27 @@ mod tests {
         let local: SocketAddr = "127.0.0.1:1".parse().unwrap();
         let mapped: SocketAddr = "[::ffff:127.0.0.1]:1".parse().unwrap();
         let remote: SocketAddr = "10.1.2.3:1".parse().unwrap();
-        let open = policy(None);
-        assert_eq!(open.check(Some(local), &headers(None)), None);
-        assert_eq!(open.check(Some(mapped), &headers(None)), None);
-        assert_eq!(
-            open.check(Some(remote), &headers(None)),
-            Some(Refusal::NotLoopback)
-        );
-        assert_eq!(open.check(None, &headers(None)), Some(Refusal::NotLoopback));
+        let open = [
+            (Some(local), None, None),
+            (Some(mapped), None, None),
+            (Some(remote), None, Some(Refusal::NotLoopback)),
+            (None, None, Some(Refusal::NotLoopback)),
+        ];
+        assert_checks(&policy(None), &open);
 
         let token = "0123456789abcdef";
-        let closed = policy(Some(token));
-        let right = format!("Bearer {token}");
-        assert_eq!(
-            closed.check(Some(local), &headers(None)),
-            Some(Refusal::NoToken)
-        );
-        assert_eq!(
-            closed.check(Some(local), &headers(Some("Bearer 0123456789abcdeX"))),
-            Some(Refusal::BadToken)
-        );
-        assert_eq!(closed.check(Some(local), &headers(Some(&right))), None);
-        assert_eq!(closed.check(Some(remote), &headers(Some(&right))), None);
-        assert_eq!(closed.check(None, &headers(Some(&right))), None);
+        let right: &str = &format!("Bearer {token}");
+        let closed = [
+            (Some(local), None, Some(Refusal::NoToken)),
+            (
+                Some(local),
+                Some("Bearer 0123456789abcdeX"),
+                Some(Refusal::BadToken),
+            ),
+            (Some(local), Some(right), None),
+            (Some(remote), Some(right), None),
+            (None, Some(right), None),
+        ];
+        assert_checks(&policy(Some(token)), &closed);
     }
 }

@@ -19,13 +19,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body as HttpBody, Frame, SizeHint};
+use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::WaitForCancellationFutureOwned;
 use tonic::body::Body;
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-use super::connections::{BusyGuard, Lease, Slot};
+use super::connections::{Lease, Slot};
 use super::hits::LimitMetrics;
 
 /// An admitted gRPC connection: reports traffic to its slot and reads as closed once the table
@@ -75,11 +76,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedConn<T> {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        let out = Pin::new(&mut this.inner).poll_write(cx, buf);
-        if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
-            this.lease.slot().touch();
-        }
-        out
+        touched_by(&this.lease, Pin::new(&mut this.inner).poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -88,11 +85,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedConn<T> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
-        let out = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
-        if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
-            this.lease.slot().touch();
-        }
-        out
+        touched_by(
+            &this.lease,
+            Pin::new(&mut this.inner).poll_write_vectored(cx, bufs),
+        )
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -106,6 +102,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedConn<T> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
     }
+}
+
+/// `out`, a write's result, having reported to `lease`'s slot a write that moved bytes (the
+/// slot's idle clock counts traffic both ways).
+fn touched_by(lease: &Lease, out: Poll<std::io::Result<usize>>) -> Poll<std::io::Result<usize>> {
+    if matches!(out, Poll::Ready(Ok(n)) if n > 0) {
+        lease.slot().touch();
+    }
+    out
 }
 
 /// What tonic puts in each request's extensions for a [`TrackedConn`]; the layer turns it back
@@ -218,15 +223,14 @@ where
             // stall rule instead.
             out.map(|resp| {
                 let (parts, body) = resp.into_parts();
-                let slot = info.map(|i| i.slot);
-                http::Response::from_parts(
-                    parts,
-                    Body::new(SendingBody {
-                        inner: body,
-                        _busy: busy,
-                        _sending: slot.as_ref().map(|s| s.sending()),
-                    }),
-                )
+                let sending = info.map(|i| i.slot.sending());
+                // The guards ride in the frame closure: they drop with the body.
+                let guards = (busy, sending);
+                let body = body.map_frame(move |frame| {
+                    let _held = &guards;
+                    frame
+                });
+                http::Response::from_parts(parts, Body::new(body))
             })
         })
     }
@@ -309,34 +313,6 @@ impl HttpBody for LimitedBody {
 
     fn is_end_stream(&self) -> bool {
         self.failed || self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// A response body that keeps its request counted as in flight (and as waiting on the peer)
-/// until hyper has sent it and dropped it.
-struct SendingBody {
-    inner: Body,
-    _busy: Option<BusyGuard>,
-    _sending: Option<super::connections::SendingGuard>,
-}
-
-impl HttpBody for SendingBody {
-    type Data = Bytes;
-    type Error = tonic::Status;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {

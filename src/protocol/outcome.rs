@@ -21,12 +21,11 @@ fn log(method: &'static str, app_id: &str, e: &Error) {
     let status = e.status().as_str_name();
     match e {
         // Back-pressure is the normal state of a busy server.
-        Error::NoBuffer { .. } | Error::NoBufferForHugePartition { .. } => {
-            tracing::debug!(method, app_id, status, error = %e, "request refused")
-        }
+        Error::NoBuffer { .. }
+        | Error::NoBufferForHugePartition { .. }
         // Logged once per app when the store refused it (`store::admission`) or it reached its
         // quota (`store::quota`); every request it fails after that would repeat the same line.
-        Error::StorageRefused { .. }
+        | Error::StorageRefused { .. }
         | Error::Misconfigured { .. }
         | Error::QuotaExceeded { .. } => {
             tracing::debug!(method, app_id, status, error = %e, "request refused")
