@@ -80,6 +80,31 @@ pub const QUOTA_KEYS: [&str; 6] = [
     "quota.user_remote_bytes",
 ];
 
+/// A memory watermark of `[hybrid_store]`: Java writes a percentage, Spillway a fraction; a
+/// Java file that no longer sets it goes back to Java's default, a TOML one to Spillway's.
+macro_rules! watermark {
+    ($java:literal, $spillway:literal, $field:ident, $java_default:expr) => {
+        Key {
+            java: $java,
+            spillway: $spillway,
+            set: |c, v, java| {
+                c.hybrid_store.$field = parse_fraction(v, java)?;
+                Ok(())
+            },
+            reset: |c, java_file| {
+                c.hybrid_store.$field = if java_file {
+                    $java_default
+                } else {
+                    super::HybridStoreConfig::default().$field
+                }
+            },
+            copy: |from, to| to.hybrid_store.$field = from.hybrid_store.$field,
+            value: |c| c.hybrid_store.$field.to_string(),
+            show: |c| (c.hybrid_store.$field * 100.0).to_string(),
+        }
+    };
+}
+
 /// A `[quota]` share key: a fraction in (0, 1], written the same way in both files.
 macro_rules! quota_share {
     ($java:literal, $spillway:literal, $field:ident) => {
@@ -263,48 +288,18 @@ const KEYS: [Key; 15] = [
         value: |c| format!("{:?}", c.hybrid_store.huge_partition_split_limit),
         show: |c| show_limit(c.hybrid_store.huge_partition_split_limit),
     },
-    Key {
-        java: "rss.server.memory.shuffle.highWaterMark.percentage",
-        spillway: "hybrid_store.memory_spill_high_watermark",
-        set: |c, v, java| {
-            c.hybrid_store.memory_spill_high_watermark = parse_fraction(v, java)?;
-            Ok(())
-        },
-        reset: |c, java_file| {
-            c.hybrid_store.memory_spill_high_watermark = if java_file {
-                JAVA_HIGH_WATERMARK
-            } else {
-                super::HybridStoreConfig::default().memory_spill_high_watermark
-            }
-        },
-        copy: |from, to| {
-            to.hybrid_store.memory_spill_high_watermark =
-                from.hybrid_store.memory_spill_high_watermark
-        },
-        value: |c| c.hybrid_store.memory_spill_high_watermark.to_string(),
-        show: |c| (c.hybrid_store.memory_spill_high_watermark * 100.0).to_string(),
-    },
-    Key {
-        java: "rss.server.memory.shuffle.lowWaterMark.percentage",
-        spillway: "hybrid_store.memory_spill_low_watermark",
-        set: |c, v, java| {
-            c.hybrid_store.memory_spill_low_watermark = parse_fraction(v, java)?;
-            Ok(())
-        },
-        reset: |c, java_file| {
-            c.hybrid_store.memory_spill_low_watermark = if java_file {
-                JAVA_LOW_WATERMARK
-            } else {
-                super::HybridStoreConfig::default().memory_spill_low_watermark
-            }
-        },
-        copy: |from, to| {
-            to.hybrid_store.memory_spill_low_watermark =
-                from.hybrid_store.memory_spill_low_watermark
-        },
-        value: |c| c.hybrid_store.memory_spill_low_watermark.to_string(),
-        show: |c| (c.hybrid_store.memory_spill_low_watermark * 100.0).to_string(),
-    },
+    watermark!(
+        "rss.server.memory.shuffle.highWaterMark.percentage",
+        "hybrid_store.memory_spill_high_watermark",
+        memory_spill_high_watermark,
+        JAVA_HIGH_WATERMARK
+    ),
+    watermark!(
+        "rss.server.memory.shuffle.lowWaterMark.percentage",
+        "hybrid_store.memory_spill_low_watermark",
+        memory_spill_low_watermark,
+        JAVA_LOW_WATERMARK
+    ),
     Key {
         java: "rss.coordinator.shuffle.nodes.max",
         spillway: "coordinator.shuffle_server_number",

@@ -272,25 +272,30 @@ mod tests {
     use crate::ids::{PartitionKey, PartitionRange};
     use crate::store::TierKind;
 
+    /// Quotas over `capacity` bytes of local disk, with two apps registered for their users.
+    fn quotas(limits: QuotaLimits, capacity: u64, apps: [(&str, &str); 2]) -> (Quotas, [AppId; 2]) {
+        let q = Quotas::new(limits, capacity, Arc::default());
+        let ids = apps.map(|(app, user)| {
+            let id = AppId::parse(app).unwrap();
+            q.usage().register(&id, user);
+            id
+        });
+        (q, ids)
+    }
+
     fn part(app: &AppId) -> PartitionKey {
         PartitionKey::new(app.clone(), 0, PartitionRange::new(0, 0).unwrap())
     }
 
     #[test]
     fn an_app_over_its_share_is_refused_naming_the_quota_and_others_go_on() {
-        let usage = Arc::new(Usage::default());
         let limits = QuotaLimits {
             app_local_share: 0.5,
             user_local_share: 0.8,
             ..QuotaLimits::unlimited()
         };
-        let q = Quotas::new(limits, 1000, Arc::clone(&usage));
-        let (a, b) = (
-            AppId::parse("app-a").unwrap(),
-            AppId::parse("app-b").unwrap(),
-        );
-        usage.register(&a, "alice");
-        usage.register(&b, "bob");
+        let (q, [a, b]) = quotas(limits, 1000, [("app-a", "alice"), ("app-b", "bob")]);
+        let usage = q.usage();
         usage.written(&part(&a), TierKind::LocalFile, 499);
         assert!(q.check(&a, false).is_ok(), "under its share");
         usage.written(&part(&a), TierKind::LocalFile, 1);
@@ -318,19 +323,13 @@ mod tests {
 
     #[test]
     fn a_user_is_limited_over_all_its_apps_and_remote_bytes_have_their_own_quota() {
-        let usage = Arc::new(Usage::default());
         let limits = QuotaLimits {
             user_local_bytes: Some(300),
             app_remote_bytes: Some(100),
             ..QuotaLimits::unlimited()
         };
-        let q = Quotas::new(limits, 1 << 30, Arc::clone(&usage));
-        let (a1, a2) = (
-            AppId::parse("app-1").unwrap(),
-            AppId::parse("app-2").unwrap(),
-        );
-        usage.register(&a1, "carol");
-        usage.register(&a2, "carol");
+        let (q, [a1, a2]) = quotas(limits, 1 << 30, [("app-1", "carol"), ("app-2", "carol")]);
+        let usage = q.usage();
         usage.written(&part(&a1), TierKind::LocalFile, 200);
         usage.written(&part(&a2), TierKind::LocalFile, 100);
         let msg = q.check(&a2, false).unwrap_err().to_string();
