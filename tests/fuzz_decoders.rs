@@ -64,7 +64,7 @@ use spillway::recovery::{load_journal, Record, RecoveredState};
 use spillway::store::index::{encode_blocks, shift_offsets, IndexEntry};
 use spillway::store::localfile::{LocalFileOptions, LocalFileTier};
 use spillway::store::memory::Segment;
-use spillway::store::{Block, FileTier};
+use spillway::store::{Block, FileTier, Span};
 
 // ---------------------------------------------------------------------------------------------
 // Allocation accounting
@@ -1260,7 +1260,7 @@ fn fs_localfile_scan() {
         for (seq, data, records) in &expected {
             for e in records {
                 let got = runtime()
-                    .block_on(t.read_data(&key, base + e.offset as u64, e.length as u64))
+                    .block_on(t.read_data(&key, Span::at(base + e.offset as u64, e.length as u64)))
                     .expect("adopted record reads");
                 let at = e.offset as usize;
                 prop_assert_eq!(&got[..], &data[at..at + e.length as usize]);

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ids::{AppId, BlockIdLayout, PartitionKey, PartitionRange};
 use crate::memory::{ReadPermit, ReadUse};
 use crate::store::memory::{MemoryRead, MemoryReadRequest, Segment};
-use crate::store::{DataRead, IndexRead};
+use crate::store::{DataRead, IndexRead, Span};
 
 /// Addresses a partition for index and data reads, as the client does.
 #[derive(Clone, Copy, Debug)]
@@ -227,7 +227,7 @@ impl AppRegistry {
         let guard = self.stats().begin_read(ReadKind::DataFile);
         let data = self
             .store()
-            .read_data(&key, offset as u64, length as u64)
+            .read_data(&key, Span::at(offset as u64, length as u64))
             .await?;
         guard.served(data.len() as u64);
         Ok(permit.attach(data))
@@ -248,7 +248,7 @@ impl AppRegistry {
         let guard = self.stats().begin_read(ReadKind::DataFile);
         let read = self
             .store()
-            .read_data_ranges(&key, offset as u64, length as u64)
+            .read_data_ranges(&key, Span::at(offset as u64, length as u64))
             .await?;
         guard.served(read.len());
         match read {

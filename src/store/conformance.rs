@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};
 use crate::store::index::IndexEntry;
-use crate::store::{Block, BlockBatch, DataRead, FileTier, PurgeScope};
+use crate::store::{Block, BlockBatch, DataRead, FileTier, PurgeScope, Span};
 
 /// Runs every suite below, in order.
 pub async fn run_all(tier: &dyn FileTier) {
@@ -247,24 +247,43 @@ pub async fn read_past_end_fails(tier: &dyn FileTier) {
     )
     .await
     .expect("append");
-    assert_eq!(tier.read_data(&p, 0, 100).await.expect("whole").len(), 100);
-    assert_eq!(tier.read_data(&p, 60, 40).await.expect("tail").len(), 40);
+    assert_eq!(
+        tier.read_data(&p, Span::at(0, 100))
+            .await
+            .expect("whole")
+            .len(),
+        100
+    );
+    assert_eq!(
+        tier.read_data(&p, Span::at(60, 40))
+            .await
+            .expect("tail")
+            .len(),
+        40
+    );
     assert!(tier
-        .read_data(&p, 100, 0)
+        .read_data(&p, Span::at(100, 0))
         .await
         .expect("empty at end")
         .is_empty());
     assert_eq!(
-        materialize(tier.read_data_ranges(&p, 60, 40).await.expect("tail")).len(),
+        materialize(
+            tier.read_data_ranges(&p, Span::at(60, 40))
+                .await
+                .expect("tail")
+        )
+        .len(),
         40
     );
     for (offset, len) in [(0, 101), (100, 1), (99, 2), (1000, 1), (u64::MAX, 2)] {
         assert!(
-            tier.read_data(&p, offset, len).await.is_err(),
+            tier.read_data(&p, Span::at(offset, len)).await.is_err(),
             "read at {offset} length {len} of 100 bytes must fail"
         );
         assert!(
-            tier.read_data_ranges(&p, offset, len).await.is_err(),
+            tier.read_data_ranges(&p, Span::at(offset, len))
+                .await
+                .is_err(),
             "ranges at {offset} length {len} of 100 bytes must fail"
         );
     }
@@ -336,14 +355,17 @@ pub async fn read_back(tier: &dyn FileTier, p: &PartitionKey) -> Vec<Block> {
             idx.data_len
         );
     }
-    let all = tier.read_data(p, 0, end).await.expect("segment read");
+    let all = tier
+        .read_data(p, Span::at(0, end))
+        .await
+        .expect("segment read");
     assert_eq!(all.len() as u64, end, "{p}: short segment read");
     let mut blocks = Vec::with_capacity(entries.len());
     for e in &entries {
         let (start, len) = (e.offset as usize, e.length as usize);
         let data = all.slice(start..start + len);
         let single = tier
-            .read_data(p, e.offset as u64, e.length as u64)
+            .read_data(p, Span::at(e.offset as u64, e.length as u64))
             .await
             .expect("block read");
         assert_eq!(
@@ -352,7 +374,7 @@ pub async fn read_back(tier: &dyn FileTier, p: &PartitionKey) -> Vec<Block> {
             e.block_id
         );
         let ranges = tier
-            .read_data_ranges(p, e.offset as u64, e.length as u64)
+            .read_data_ranges(p, Span::at(e.offset as u64, e.length as u64))
             .await
             .expect("block ranges");
         assert_eq!(
@@ -396,7 +418,7 @@ pub async fn assert_unknown(tier: &dyn FileTier, p: &PartitionKey) {
     assert_eq!(idx.data_len, 0, "{p}: expected data_len 0");
     assert!(idx.storage_ids.is_empty(), "{p}: expected no storage ids");
     assert!(
-        tier.read_data(p, 0, 1).await.is_err(),
+        tier.read_data(p, Span::at(0, 1)).await.is_err(),
         "{p}: data read of an unknown partition must fail"
     );
 }
@@ -515,13 +537,8 @@ impl<T: FileTier> FileTier for Registering<T> {
         self.ensure(&part.app);
         self.tier.read_index(part).await
     }
-    async fn read_data(
-        &self,
-        part: &PartitionKey,
-        offset: u64,
-        len: u64,
-    ) -> crate::error::Result<Bytes> {
+    async fn read_data(&self, part: &PartitionKey, span: Span) -> crate::error::Result<Bytes> {
         self.ensure(&part.app);
-        self.tier.read_data(part, offset, len).await
+        self.tier.read_data(part, span).await
     }
 }

@@ -17,7 +17,8 @@ use tokio::sync::Notify;
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey};
 use crate::store::{
-    BlockBatch, DataRead, FileTier, Health, IndexRead, PurgeScope, StorageSite, Tier, TierKind,
+    BlockBatch, DataRead, FileTier, Health, IndexRead, PurgeScope, Span, StorageSite, Tier,
+    TierKind,
 };
 
 /// A [`FileTier`] wrapper that injects append failures, append stalls and bad health.
@@ -222,17 +223,12 @@ impl FileTier for FaultyTier {
         self.inner.read_index(part).await
     }
 
-    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
-        self.inner.read_data(part, offset, len).await
+    async fn read_data(&self, part: &PartitionKey, span: Span) -> Result<Bytes> {
+        self.inner.read_data(part, span).await
     }
 
-    async fn read_data_ranges(
-        &self,
-        part: &PartitionKey,
-        offset: u64,
-        len: u64,
-    ) -> Result<DataRead> {
-        self.inner.read_data_ranges(part, offset, len).await
+    async fn read_data_ranges(&self, part: &PartitionKey, span: Span) -> Result<DataRead> {
+        self.inner.read_data_ranges(part, span).await
     }
 }
 

@@ -314,6 +314,24 @@ pub struct IndexRead {
     pub storage_ids: Vec<i32>,
 }
 
+/// A byte range of a partition's logical data file, as `getLocalShuffleData` names it: kept as
+/// offset and length (not a `Range`), so a client's `offset + length` past `u64` is a span that
+/// reads fail, not an overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// First byte.
+    pub offset: u64,
+    /// Bytes from there.
+    pub len: u64,
+}
+
+impl Span {
+    /// `len` bytes at `offset`.
+    pub const fn at(offset: u64, len: u64) -> Self {
+        Span { offset, len }
+    }
+}
+
 /// A tier whose partitions are files read back by index and byte range (local files; the
 /// server side of HDFS).
 #[async_trait]
@@ -321,20 +339,15 @@ pub trait FileTier: Tier {
     /// The partition's index. A partition with no file answers an empty [`IndexRead`].
     async fn read_index(&self, part: &PartitionKey) -> Result<IndexRead>;
 
-    /// Exactly `len` bytes at `offset` of the partition's data file; a range past the end of
-    /// what has been durably written is an error, never a short answer.
-    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes>;
+    /// Exactly the bytes of `span` in the partition's data file; a span past the end of what
+    /// has been durably written is an error, never a short answer.
+    async fn read_data(&self, part: &PartitionKey, span: Span) -> Result<Bytes>;
 
-    /// The same range as [`FileTier::read_data`], for a transport that can send file bytes
+    /// The same span as [`FileTier::read_data`], for a transport that can send file bytes
     /// itself (sendfile): a tier with local files answers open files and ranges, so the bytes
     /// never pass through user space. The default reads them into memory.
-    async fn read_data_ranges(
-        &self,
-        part: &PartitionKey,
-        offset: u64,
-        len: u64,
-    ) -> Result<DataRead> {
-        Ok(DataRead::Memory(self.read_data(part, offset, len).await?))
+    async fn read_data_ranges(&self, part: &PartitionKey, span: Span) -> Result<DataRead> {
+        Ok(DataRead::Memory(self.read_data(part, span).await?))
     }
 }
 

@@ -16,7 +16,9 @@ use crate::memory::Reservation;
 use crate::store::memory::{Inserted, MemoryRead, MemoryReadRequest, MemoryTier, PartitionBuffer};
 use crate::store::router::TierRouter;
 use crate::store::spill::{SpillOptions, Spiller};
-use crate::store::{Block, DataRead, FileTier, IndexRead, Payloads, PurgeScope, RemoteStorage};
+use crate::store::{
+    Block, DataRead, FileTier, IndexRead, Payloads, PurgeScope, RemoteStorage, Span,
+};
 
 /// The store behind the app registry.
 pub struct TieredStore {
@@ -179,23 +181,18 @@ impl TieredStore {
     }
 
     /// A byte range of the file tier's data file.
-    pub async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
+    pub async fn read_data(&self, part: &PartitionKey, span: Span) -> Result<Bytes> {
         match &self.warm {
-            Some(w) => w.read_data(part, offset, len).await,
+            Some(w) => w.read_data(part, span).await,
             None => Err(no_local_file(part)),
         }
     }
 
     /// A byte range of the file tier's data file as open file ranges where the tier has
     /// them (see [`FileTier::read_data_ranges`]).
-    pub async fn read_data_ranges(
-        &self,
-        part: &PartitionKey,
-        offset: u64,
-        len: u64,
-    ) -> Result<DataRead> {
+    pub async fn read_data_ranges(&self, part: &PartitionKey, span: Span) -> Result<DataRead> {
         match &self.warm {
-            Some(w) => w.read_data_ranges(part, offset, len).await,
+            Some(w) => w.read_data_ranges(part, span).await,
             None => Err(no_local_file(part)),
         }
     }

@@ -68,7 +68,8 @@ use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::failures::Failures;
 use crate::store::remote::{end_purge, entry_for_append, sites, RemoteApps, RemoteEntry};
 use crate::store::{
-    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
+    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, Span, StorageSite, Tier,
+    TierKind,
 };
 
 /// How the HDFS tier is set up (from `[hdfs_store]` and the server id).
@@ -513,9 +514,9 @@ impl FileTier for HdfsTier {
         Ok(layout.index())
     }
 
-    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
+    async fn read_data(&self, part: &PartitionKey, span: Span) -> Result<Bytes> {
         let layout = self.layout(part).await?;
-        layout.read(offset, len).await
+        layout.read(span.offset, span.len).await
     }
 }
 

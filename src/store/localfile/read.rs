@@ -13,7 +13,7 @@ use super::{files, LocalFileTier, Part, PartState};
 use crate::error::{Error, Result};
 use crate::ids::PartitionKey;
 use crate::store::index;
-use crate::store::{DataRead, FileRange, FileTier, IndexRead};
+use crate::store::{DataRead, FileRange, FileTier, IndexRead, Span};
 
 #[async_trait]
 impl FileTier for LocalFileTier {
@@ -59,8 +59,8 @@ impl FileTier for LocalFileTier {
 
     /// Exactly `len` bytes at logical `offset` within the committed data of the parts; past
     /// the committed end is `BadRequest`, an unknown partition is `Internal` ("no data file").
-    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
-        let pieces = self.plan_read(part, offset, len)?;
+    async fn read_data(&self, part: &PartitionKey, span: Span) -> Result<Bytes> {
+        let pieces = self.plan_read(part, span)?;
         if pieces.is_empty() {
             return Ok(Bytes::new());
         }
@@ -76,13 +76,8 @@ impl FileTier for LocalFileTier {
     /// sendfile, so the bytes go from the page cache to the socket without a user-space copy
     /// or a read buffer. Opening happens on a blocking thread, as reads do, so a hung disk
     /// stalls that thread and not the runtime.
-    async fn read_data_ranges(
-        &self,
-        part: &PartitionKey,
-        offset: u64,
-        len: u64,
-    ) -> Result<DataRead> {
-        let pieces = self.plan_read(part, offset, len)?;
+    async fn read_data_ranges(&self, part: &PartitionKey, span: Span) -> Result<DataRead> {
+        let pieces = self.plan_read(part, span)?;
         if pieces.is_empty() {
             return Ok(DataRead::Files(Vec::new()));
         }
@@ -111,7 +106,8 @@ impl LocalFileTier {
     /// Splits logical `[offset, offset + len)` into the parts it overlaps. Past the committed
     /// end is `BadRequest`, an unknown partition or a vanished part `Internal`; an empty range
     /// plans no piece.
-    fn plan_read(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Vec<Piece>> {
+    fn plan_read(&self, part: &PartitionKey, span: Span) -> Result<Vec<Piece>> {
+        let Span { offset, len } = span;
         let Some(file) = self.lookup(part) else {
             return Err(Error::Internal {
                 reason: format!("no data file for partition {part} on this server"),

@@ -16,7 +16,7 @@ use super::*;
 use crate::ids::{AppId, PartitionRange};
 use crate::store::conformance::{self, assert_blocks_eq, part, payload, read_back, test_block};
 use crate::store::index::IndexEntry;
-use crate::store::{Block, DataRead, FileTier, IndexRead};
+use crate::store::{Block, DataRead, FileTier, IndexRead, Span};
 
 const PREFIX: &str = "10.0.0.7-19999";
 
@@ -482,11 +482,11 @@ async fn read_errors_are_typed() {
     let dir = tempfile::tempdir().unwrap();
     let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
     let p = part(&app("read-errors"), 0, 0);
-    let err = tier.read_data(&p, 0, 1).await.unwrap_err();
+    let err = tier.read_data(&p, Span::at(0, 1)).await.unwrap_err();
     assert!(matches!(err, Error::Internal { .. }), "{err}");
     assert!(err.to_string().contains("no data file"), "{err}");
     tier.append(&p, &batch(1, 1, 10)).await.unwrap();
-    let err = tier.read_data(&p, 5, 6).await.unwrap_err();
+    let err = tier.read_data(&p, Span::at(5, 6)).await.unwrap_err();
     assert!(matches!(err, Error::BadRequest { .. }), "{err}");
     let msg = err.to_string();
     assert!(
@@ -627,12 +627,12 @@ async fn a_failing_disk_moves_the_partition_and_reads_see_it_whole() {
     assert_blocks_eq(&read_back(tier.as_ref(), &p).await, &want);
     let idx = tier.read_index(&p).await.unwrap();
     assert_eq!(idx.data_len, 300 + 140 + 60);
-    let spanning = tier.read_data(&p, 250, 100).await.unwrap();
+    let spanning = tier.read_data(&p, Span::at(250, 100)).await.unwrap();
     let mut expect = want[2].data[50..].to_vec();
     expect.extend_from_slice(&want[3].data);
     expect.extend_from_slice(&want[4].data[..]);
     assert_eq!(&spanning[..], &expect[..100]);
-    let ranges = tier.read_data_ranges(&p, 250, 100).await.unwrap();
+    let ranges = tier.read_data_ranges(&p, Span::at(250, 100)).await.unwrap();
     assert!(
         matches!(&ranges, DataRead::Files(r) if r.len() == 2),
         "a range spanning two parts is two file ranges: {ranges:?}"
@@ -724,10 +724,10 @@ async fn a_vanished_partition_directory_starts_a_new_part() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].offset, 80);
     assert_eq!(
-        tier.read_data(&p, 80, 40).await.unwrap(),
+        tier.read_data(&p, Span::at(80, 40)).await.unwrap(),
         later.blocks()[0].data
     );
-    assert!(tier.read_data(&p, 0, 40).await.is_err());
+    assert!(tier.read_data(&p, Span::at(0, 40)).await.is_err());
 }
 
 #[test]

@@ -59,7 +59,8 @@ use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
 use crate::store::remote::{end_purge, entry_for_append, sites, RemoteApps, RemoteEntry};
 use crate::store::{
-    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, StorageSite, Tier, TierKind,
+    BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, Span, StorageSite, Tier,
+    TierKind,
 };
 
 /// How the object tier is set up (from `[hdfs_store]`, whose keys name the remote tier, and
@@ -607,8 +608,8 @@ impl FileTier for ObjectTier {
         Ok(self.layout(part).await?.index())
     }
 
-    async fn read_data(&self, part: &PartitionKey, offset: u64, len: u64) -> Result<Bytes> {
-        self.layout(part).await?.read(offset, len).await
+    async fn read_data(&self, part: &PartitionKey, span: Span) -> Result<Bytes> {
+        self.layout(part).await?.read(span.offset, span.len).await
     }
 }
 
