@@ -30,7 +30,7 @@ pub use state::{App, RemoteStorage, Shuffle};
 pub use stats::RegistryStats;
 
 use crate::error::{Error, Result};
-use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};
+use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::memory::{ReadBudget, Tickets};
 use crate::periodic::Schedule;
 use crate::recovery::{Journal, Record};
@@ -418,10 +418,7 @@ impl AppRegistry {
             shuffle,
         })
         .await?;
-        let scope = PurgeScope::Shuffle(ShuffleKey {
-            app: app.clone(),
-            shuffle,
-        });
+        let scope = PurgeScope::shuffle(app.clone(), shuffle);
         let freed = self.store.purge(&scope).await?;
         self.stats.deleted_bytes.fetch_add(freed, Ordering::Relaxed);
         self.stats

@@ -427,10 +427,7 @@ impl AppRegistry {
     /// Spills every buffer of the shuffle and waits, up to `commit_timeout`, until it is
     /// durable.
     async fn spill_shuffle(&self, app_id: &AppId, shuffle: i32) -> Result<()> {
-        let scope = PurgeScope::Shuffle(crate::ids::ShuffleKey {
-            app: app_id.clone(),
-            shuffle,
-        });
+        let scope = PurgeScope::shuffle(app_id.clone(), shuffle);
         tokio::time::timeout(self.opts.commit_timeout, self.store().flush(&scope))
             .await
             .map_err(|_| Error::Internal {

@@ -218,11 +218,7 @@ const KEYS: [Key; 15] = [
         java: "rss.server.huge-partition.size.threshold",
         spillway: "hybrid_store.huge_partition_size_threshold",
         set: |c, v, java| {
-            let size = parse_size(v, java)?;
-            if size == 0 {
-                return Err("must be above 0".into());
-            }
-            c.hybrid_store.huge_partition_size_threshold = ByteSize(size);
+            c.hybrid_store.huge_partition_size_threshold = ByteSize(parse_positive(v, java)?);
             Ok(())
         },
         reset: |c, _| {
@@ -250,13 +246,7 @@ const KEYS: [Key; 15] = [
         java: "rss.server.huge-partition.size.hard.limit",
         spillway: "hybrid_store.huge_partition_hard_limit",
         set: |c, v, java| {
-            let size = parse_size(v, java)?;
-            if size == 0 {
-                return Err("must be above 0".into());
-            }
-            // Java's default, Long.MAX_VALUE, is its way of saying "no limit".
-            c.hybrid_store.huge_partition_hard_limit =
-                (size != JAVA_NO_LIMIT).then_some(ByteSize(size));
+            c.hybrid_store.huge_partition_hard_limit = parse_limit(v, java)?;
             Ok(())
         },
         reset: |c, _| c.hybrid_store.huge_partition_hard_limit = None,
@@ -411,13 +401,18 @@ fn parse_share(v: &str) -> Result<f64, String> {
     }
 }
 
-/// A size above 0, or no limit for Java's `Long.MAX_VALUE`.
-fn parse_limit(v: &str, java: bool) -> Result<Option<ByteSize>, String> {
+/// A size above 0.
+fn parse_positive(v: &str, java: bool) -> Result<u64, String> {
     match parse_size(v, java)? {
         0 => Err("must be above 0".into()),
-        JAVA_NO_LIMIT => Ok(None),
-        size => Ok(Some(ByteSize(size))),
+        size => Ok(size),
     }
+}
+
+/// A size above 0, or no limit for Java's `Long.MAX_VALUE` (its way of saying "no limit").
+fn parse_limit(v: &str, java: bool) -> Result<Option<ByteSize>, String> {
+    let size = parse_positive(v, java)?;
+    Ok((size != JAVA_NO_LIMIT).then_some(ByteSize(size)))
 }
 
 fn show_limit(limit: Option<ByteSize>) -> String {

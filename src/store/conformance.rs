@@ -13,7 +13,7 @@ use std::task::Poll;
 
 use bytes::Bytes;
 
-use crate::ids::{AppId, PartitionKey, PartitionRange, ShuffleKey};
+use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::index::IndexEntry;
 use crate::store::{Block, BlockBatch, DataRead, FileTier, PurgeScope, Span};
 
@@ -166,10 +166,7 @@ pub async fn purge_shuffle_keeps_siblings(tier: &dyn FileTier) {
         }
     }
     let freed = tier
-        .purge(&PurgeScope::Shuffle(ShuffleKey {
-            app: a.clone(),
-            shuffle: 1,
-        }))
+        .purge(&PurgeScope::shuffle(a.clone(), 1))
         .await
         .expect("purge shuffle");
     assert!(

@@ -192,6 +192,11 @@ pub enum PurgeScope {
 }
 
 impl PurgeScope {
+    /// Everything of `app`'s shuffle `shuffle`.
+    pub fn shuffle(app: AppId, shuffle: i32) -> Self {
+        PurgeScope::Shuffle(ShuffleKey { app, shuffle })
+    }
+
     /// The app the scope belongs to.
     pub fn app(&self) -> &AppId {
         match self {

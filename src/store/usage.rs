@@ -216,7 +216,7 @@ impl Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{PartitionRange, ShuffleKey};
+    use crate::ids::PartitionRange;
 
     fn part(app: &AppId, shuffle: i32) -> PartitionKey {
         PartitionKey::new(app.clone(), shuffle, PartitionRange::new(0, 0).unwrap())
@@ -248,10 +248,7 @@ mod tests {
         assert_eq!(u.user("bob").remote_writes, 1);
         assert_eq!(u.user("mallory"), Held::default());
 
-        u.purged(&PurgeScope::Shuffle(ShuffleKey {
-            app: a.clone(),
-            shuffle: 1,
-        }));
+        u.purged(&PurgeScope::shuffle(a.clone(), 1));
         assert_eq!(u.app(&a).0.local_bytes, 100);
         assert_eq!(u.app(&a).0.remote_bytes, 0);
         assert_eq!(u.user("alice").local_bytes, 130);

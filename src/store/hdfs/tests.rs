@@ -579,10 +579,7 @@ async fn purge_keeps_other_servers_files() {
         .unwrap();
 
     let freed = tier
-        .purge(&PurgeScope::Shuffle(crate::ids::ShuffleKey {
-            app: app.clone(),
-            shuffle: 1,
-        }))
+        .purge(&PurgeScope::shuffle(app.clone(), 1))
         .await
         .unwrap();
     assert!(freed >= 128, "freed {freed}");

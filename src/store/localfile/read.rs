@@ -60,16 +60,7 @@ impl FileTier for LocalFileTier {
     /// Exactly `len` bytes at logical `offset` within the committed data of the parts; past
     /// the committed end is `BadRequest`, an unknown partition is `Internal` ("no data file").
     async fn read_data(&self, part: &PartitionKey, span: Span) -> Result<Bytes> {
-        let pieces = self.plan_read(part, span)?;
-        if pieces.is_empty() {
-            return Ok(Bytes::new());
-        }
-        let key = part.clone();
-        crate::runtime::blocking(move || read_pieces(&key, pieces))
-            .await
-            .map_err(|e| Error::Internal {
-                reason: format!("data read task for {part} failed: {e}"),
-            })?
+        self.on_pieces(part, span, "read", read_pieces).await
     }
 
     /// The range of [`FileTier::read_data`] as open files: the transport sends them with
@@ -77,16 +68,8 @@ impl FileTier for LocalFileTier {
     /// or a read buffer. Opening happens on a blocking thread, as reads do, so a hung disk
     /// stalls that thread and not the runtime.
     async fn read_data_ranges(&self, part: &PartitionKey, span: Span) -> Result<DataRead> {
-        let pieces = self.plan_read(part, span)?;
-        if pieces.is_empty() {
-            return Ok(DataRead::Files(Vec::new()));
-        }
-        let key = part.clone();
-        crate::runtime::blocking(move || open_pieces(&key, pieces))
+        self.on_pieces(part, span, "open", open_pieces)
             .await
-            .map_err(|e| Error::Internal {
-                reason: format!("data open task for {part} failed: {e}"),
-            })?
             .map(DataRead::Files)
     }
 }
@@ -106,6 +89,28 @@ impl LocalFileTier {
     /// Splits logical `[offset, offset + len)` into the parts it overlaps. Past the committed
     /// end is `BadRequest`, an unknown partition or a vanished part `Internal`; an empty range
     /// plans no piece.
+    /// Runs `task` over the pieces of `span` on a blocking thread (the file calls block; a
+    /// hung disk stalls that thread, not the runtime). An empty span answers `T::default()`
+    /// without one. `what` names the task in an error.
+    async fn on_pieces<T: Default + Send + 'static>(
+        &self,
+        part: &PartitionKey,
+        span: Span,
+        what: &str,
+        task: fn(&PartitionKey, Vec<Piece>) -> Result<T>,
+    ) -> Result<T> {
+        let pieces = self.plan_read(part, span)?;
+        if pieces.is_empty() {
+            return Ok(T::default());
+        }
+        let key = part.clone();
+        crate::runtime::blocking(move || task(&key, pieces))
+            .await
+            .map_err(|e| Error::Internal {
+                reason: format!("data {what} task for {part} failed: {e}"),
+            })?
+    }
+
     fn plan_read(&self, part: &PartitionKey, span: Span) -> Result<Vec<Piece>> {
         let Span { offset, len } = span;
         let Some(file) = self.lookup(part) else {

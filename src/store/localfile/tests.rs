@@ -508,10 +508,7 @@ async fn written_bytes_are_live() {
         .unwrap();
     assert_eq!(tier.disk_reports()[0].written_bytes, 300 + 120);
     let freed = tier
-        .purge(&PurgeScope::Shuffle(crate::ids::ShuffleKey {
-            app: a.clone(),
-            shuffle: 0,
-        }))
+        .purge(&PurgeScope::shuffle(a.clone(), 0))
         .await
         .unwrap();
     assert_eq!(freed, 280);
@@ -752,13 +749,18 @@ fn part_names_round_trip_and_reject_other_servers() {
     }
 }
 
-#[tokio::test]
-async fn a_restart_adopts_every_part_and_drops_apps_not_kept() {
+/// A tier over two fresh disks, with the directory that holds them and their paths.
+fn two_disks() -> (TempDir, Vec<PathBuf>, Arc<LocalFileTier>) {
     let dir = tempfile::tempdir().unwrap();
     let paths = disks(&dir, 2);
     let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
-    let kept = part(&app("kept"), 0, 0);
-    let gone = part(&app("gone"), 1, 3);
+    (dir, paths, tier)
+}
+
+#[tokio::test]
+async fn a_restart_adopts_every_part_and_drops_apps_not_kept() {
+    let (_dir, paths, tier) = two_disks();
+    let (kept, gone) = (part(&app("kept"), 0, 0), part(&app("gone"), 1, 3));
     let mut want = Vec::new();
     for (n, b) in [batch(1, 2, 64), batch(10, 3, 32)].into_iter().enumerate() {
         if n == 1 {
@@ -816,11 +818,8 @@ async fn a_restart_adopts_every_part_and_drops_apps_not_kept() {
 /// cut or deleted on it, and appends move to a healthy path.
 #[tokio::test]
 async fn a_restart_adopts_the_partitions_of_a_disk_that_fails_its_probe() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = disks(&dir, 2);
-    let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
-    let kept = part(&app("kept"), 0, 0);
-    let gone = part(&app("gone"), 1, 3);
+    let (_dir, paths, tier) = two_disks();
+    let (kept, gone) = (part(&app("kept"), 0, 0), part(&app("gone"), 1, 3));
     let first = batch(1, 3, 40);
     tier.append(&kept, &first).await.unwrap();
     let home = storage_id(&tier, &kept).await as usize;
