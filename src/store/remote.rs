@@ -75,3 +75,12 @@ pub fn end_purge<E>(
         }
     }
 }
+
+/// The retryable error of a remote write that did not finish within the tier's
+/// `write_timeout` (`what`: the write and its path).
+pub fn timed_out(tier: &'static str, what: String, timeout: std::time::Duration) -> Error {
+    Error::TierFailed {
+        tier,
+        reason: format!("{what} did not finish within {timeout:?}"),
+    }
+}

@@ -66,7 +66,9 @@ use self::slots::{close_pairs, close_when_idle, recover_leases, retire, write_pa
 use crate::error::{Error, Result};
 use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::failures::Failures;
-use crate::store::remote::{end_purge, entry_for_append, sites, RemoteApps, RemoteEntry};
+use crate::store::remote::{
+    end_purge, entry_for_append, sites, timed_out, RemoteApps, RemoteEntry,
+};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, Span, StorageSite, Tier,
     TierKind,
@@ -441,13 +443,11 @@ impl Tier for HdfsTier {
                             })
                         }
                         Ok(Err(f)) => Err(f.into_error()),
-                        _ => Err(Error::TierFailed {
-                            tier: TIER,
-                            reason: format!(
-                                "append to {dir} did not finish within {:?}",
-                                self.opts.write_timeout
-                            ),
-                        }),
+                        _ => Err(timed_out(
+                            TIER,
+                            format!("append to {dir}"),
+                            self.opts.write_timeout,
+                        )),
                     }
                 }
             }

@@ -105,8 +105,9 @@ async fn conformance_closing_after_every_append() {
     conformance::run_all(&t).await;
 }
 
-/// A tier with `opts` on a fresh root, and the app registered there.
-async fn tier_for(name: &str, app: &AppId, opts: HdfsOptions) -> (Arc<HdfsTier>, String, String) {
+/// A tier with `opts` on a fresh root, the app registered there, and an admin client of the
+/// cluster.
+async fn tier_for(name: &str, app: &AppId, opts: HdfsOptions) -> (Arc<HdfsTier>, Client, String) {
     let url = cluster_url().await;
     let root = fresh_root(name);
     let tier = HdfsTier::new(opts);
@@ -119,7 +120,7 @@ async fn tier_for(name: &str, app: &AppId, opts: HdfsOptions) -> (Arc<HdfsTier>,
         },
     )
     .unwrap();
-    (tier, url, root)
+    (tier, admin(&url), root)
 }
 
 /// Registers `app` for the user alice at `path`; its partition 0 of shuffle 0.
@@ -167,8 +168,7 @@ async fn appends_are_visible_before_their_files_close() {
         keep_open: Duration::from_secs(30),
         ..options(1)
     };
-    let (tier, url, root) = tier_for("visible", &app, opts).await;
-    let admin = admin(&url);
+    let (tier, admin, root) = tier_for("visible", &app, opts).await;
     let p = part(&app, 0, 0);
     let dir = format!("{root}/app-visible/0/0-0");
     let (data, index) = (
@@ -247,8 +247,7 @@ async fn idle_pairs_close_and_open_pairs_are_capped() {
         max_open_pairs: 1,
         ..options(1)
     };
-    let (tier, url, root) = tier_for("idle", &app, opts).await;
-    let admin = admin(&url);
+    let (tier, admin, root) = tier_for("idle", &app, opts).await;
     let (kept, capped) = (part(&app, 0, 0), part(&app, 0, 1));
     let batch = BlockBatch::new(vec![test_block(1, 0, payload(1, 100))]);
     tier.append(&kept, &batch).await.unwrap();
@@ -463,8 +462,7 @@ async fn read_file(client: &Client, path: &str) -> Bytes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_append_moves_to_the_next_pair() {
     let app = AppId::parse("app-fail").unwrap();
-    let (tier, url, root) = tier_for("failtimes", &app, options(1)).await;
-    let admin = admin(&url);
+    let (tier, admin, root) = tier_for("failtimes", &app, options(1)).await;
     let p = part(&app, 0, 0);
     let dir = format!("{root}/app-fail/0/0-0");
     admin
@@ -510,8 +508,7 @@ async fn failed_append_moves_to_the_next_pair() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn torn_index_records_are_not_read() {
     let app = AppId::parse("app-torn").unwrap();
-    let (tier, url, root) = tier_for("torn", &app, options(1)).await;
-    let admin = admin(&url);
+    let (tier, admin, root) = tier_for("torn", &app, options(1)).await;
     let p = part(&app, 0, 0);
     let good = BlockBatch::new(vec![test_block(1, 0, payload(1, 100))]);
     tier.append(&p, &good).await.unwrap();
@@ -558,8 +555,7 @@ async fn torn_index_records_are_not_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_keeps_other_servers_files() {
     let app = AppId::parse("app-purge").unwrap();
-    let (tier, url, root) = tier_for("purge", &app, options(2)).await;
-    let admin = admin(&url);
+    let (tier, admin, root) = tier_for("purge", &app, options(2)).await;
     let shared = part(&app, 1, 0);
     let alone = part(&app, 1, 1);
     let other_shuffle = part(&app, 2, 0);

@@ -57,7 +57,9 @@ use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::admission::{Outcome, Refusal};
 use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
-use crate::store::remote::{end_purge, entry_for_append, sites, RemoteApps, RemoteEntry};
+use crate::store::remote::{
+    end_purge, entry_for_append, sites, timed_out, RemoteApps, RemoteEntry,
+};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, Span, StorageSite, Tier,
     TierKind,
@@ -527,13 +529,11 @@ impl Tier for ObjectTier {
             .await
             {
                 Ok(r) => r.map(|_| ()).map_err(|e| store_err("put", &index_key, e)),
-                Err(_) => Err(Error::TierFailed {
-                    tier: TIER,
-                    reason: format!(
-                        "flush to {index_key} did not finish within {:?}",
-                        self.opts.write_timeout
-                    ),
-                }),
+                Err(_) => Err(timed_out(
+                    TIER,
+                    format!("flush to {index_key}"),
+                    self.opts.write_timeout,
+                )),
             }
         }
         .await;
