@@ -57,9 +57,7 @@ use crate::ids::{AppId, PartitionKey, PartitionRange};
 use crate::store::admission::{Outcome, Refusal};
 use crate::store::failures::Failures;
 use crate::store::pairs::{is_own, Pair, Pairs};
-use crate::store::remote::{
-    end_purge, entry_for_append, sites, timed_out, RemoteApps, RemoteEntry,
-};
+use crate::store::remote::{self, RemoteApps, RemoteEntry};
 use crate::store::{
     BlockBatch, FileTier, Health, IndexRead, PurgeScope, RemoteStorage, Span, StorageSite, Tier,
     TierKind,
@@ -493,7 +491,7 @@ impl Tier for ObjectTier {
     }
 
     fn sites(&self, app: &AppId) -> Vec<StorageSite> {
-        sites(&self.apps, app)
+        remote::sites(&self.apps, app)
     }
 
     /// One new object pair: data, then index. On any failure the index object was not
@@ -505,7 +503,7 @@ impl Tier for ObjectTier {
             return Ok(());
         }
         let (entry, gate) =
-            entry_for_append(&self.apps, &part.app, TIER, "object-store path").await?;
+            remote::entry_for_append(&self.apps, &part.app, TIER, "object-store path").await?;
         let outcome = async {
             let _permit = Arc::clone(&self.permits)
                 .acquire_owned()
@@ -529,7 +527,7 @@ impl Tier for ObjectTier {
             .await
             {
                 Ok(r) => r.map(|_| ()).map_err(|e| store_err("put", &index_key, e)),
-                Err(_) => Err(timed_out(
+                Err(_) => Err(remote::timed_out(
                     TIER,
                     format!("flush to {index_key}"),
                     self.opts.write_timeout,
@@ -553,7 +551,7 @@ impl Tier for ObjectTier {
         let (shuffle, range) = scope.within_app();
         let folder = Self::folder(&entry.root, &app, shuffle, range);
         let result = delete_own(&entry.store, &folder, &self.opts.file_prefix).await;
-        end_purge(
+        remote::end_purge(
             &self.apps,
             &entry,
             scope,
