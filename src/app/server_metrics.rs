@@ -261,15 +261,16 @@ impl Collector for ServerCollector {
         }
 
         // Reads in progress.
-        f.gauge(
-            "read_local_data_file_thread_num",
-            gload(&stats.reading_data_files),
-        );
-        f.gauge(
-            "read_local_index_file_thread_num",
-            gload(&stats.reading_index_files),
-        );
-        f.gauge("read_memory_data_thread_num", gload(&stats.reading_memory));
+        for (name, value) in [
+            ("read_local_data_file_thread_num", &stats.reading_data_files),
+            (
+                "read_local_index_file_thread_num",
+                &stats.reading_index_files,
+            ),
+            ("read_memory_data_thread_num", &stats.reading_memory),
+        ] {
+            f.gauge(name, gload(value));
+        }
 
         // Disks: totals under local_disk_path="ALL", the rest per path.
         let disks = self
@@ -355,49 +356,31 @@ impl Collector for ServerCollector {
             disks.iter().map(|d| d.written_bytes).sum::<u64>() as f64,
         );
 
-        // Counters: data in and out.
-        f.counter("total_received_data", load(&stats.received_bytes));
-        f.counter("total_read_data", load(&stats.read_bytes));
-        f.counter(
-            "total_read_local_data_file",
-            load(&stats.read_data_file_bytes),
-        );
-        f.counter(
-            "total_read_local_index_file",
-            load(&stats.read_index_file_bytes),
-        );
-        f.counter("total_read_memory_data", load(&stats.read_memory_bytes));
-        f.counter("total_read_time", load(&stats.read_time_ms));
-        f.counter(
-            "total_require_read_memory_num",
-            load(&stats.read_memory_requests),
-        );
-        f.counter("total_require_read_memory_retry_num", 0);
-        f.counter(
-            "total_require_read_memory_failed_num",
-            load(&stats.read_memory_refused),
-        );
-        f.counter("total_require_buffer_failed", stats.require_failed());
-        f.counter(
-            "total_require_buffer_failed_for_regular_partition",
-            load(&stats.require_failed_regular),
-        );
-        f.counter(
-            "total_require_buffer_failed_for_huge_partition",
-            load(&stats.require_failed_huge),
-        );
-        f.counter(
-            "total_huge_partition_exceed_hard_limit_num",
-            load(&stats.huge_hard_limit),
-        );
-        f.counter(
-            "total_expired_preAllocated_buffer_num",
-            reg.tickets().expired_total(),
-        );
-        f.counter("total_app_num", load(&stats.apps_created));
-        f.counter("total_partition_num", load(&stats.ranges_registered));
-        f.counter("total_app_not_found_num", load(&stats.app_not_found));
-        f.counter("total_delete_data", load(&stats.deleted_bytes));
+        // Counters: data in and out (a table: one row per family).
+        #[rustfmt::skip]
+        let counters = [
+            ("total_received_data", load(&stats.received_bytes)),
+            ("total_read_data", load(&stats.read_bytes)),
+            ("total_read_local_data_file", load(&stats.read_data_file_bytes)),
+            ("total_read_local_index_file", load(&stats.read_index_file_bytes)),
+            ("total_read_memory_data", load(&stats.read_memory_bytes)),
+            ("total_read_time", load(&stats.read_time_ms)),
+            ("total_require_read_memory_num", load(&stats.read_memory_requests)),
+            ("total_require_read_memory_retry_num", 0),
+            ("total_require_read_memory_failed_num", load(&stats.read_memory_refused)),
+            ("total_require_buffer_failed", stats.require_failed()),
+            ("total_require_buffer_failed_for_regular_partition", load(&stats.require_failed_regular)),
+            ("total_require_buffer_failed_for_huge_partition", load(&stats.require_failed_huge)),
+            ("total_huge_partition_exceed_hard_limit_num", load(&stats.huge_hard_limit)),
+            ("total_expired_preAllocated_buffer_num", reg.tickets().expired_total()),
+            ("total_app_num", load(&stats.apps_created)),
+            ("total_partition_num", load(&stats.ranges_registered)),
+            ("total_app_not_found_num", load(&stats.app_not_found)),
+            ("total_delete_data", load(&stats.deleted_bytes)),
+        ];
+        for (name, value) in counters {
+            f.counter(name, value);
+        }
 
         // Counters: flushes.
         f.counter("total_write_data", load(&flush.write_data));
