@@ -105,39 +105,43 @@ macro_rules! watermark {
     };
 }
 
-/// A `[quota]` share key: a fraction in (0, 1], written the same way in both files.
-macro_rules! quota_share {
-    ($java:literal, $spillway:literal, $field:ident) => {
-        Key {
-            java: $java,
-            spillway: $spillway,
-            set: |c, v, _| {
-                c.quota.$field = parse_share(v)?;
-                Ok(())
-            },
-            reset: |c, _| c.quota.$field = super::QuotaConfig::default().$field,
-            copy: |from, to| to.quota.$field = from.quota.$field,
-            value: |c| c.quota.$field.to_string(),
-            show: |c| c.quota.$field.to_string(),
-        }
-    };
-}
-
-/// A `[quota]` size key: above 0, or Java's `Long.MAX_VALUE` for no limit (the default).
-macro_rules! quota_size {
-    ($java:literal, $spillway:literal, $field:ident) => {
+/// A `[quota]` key: `parse` reads the value either way (`java`), `value` and `show` print it.
+/// A share is a fraction in (0, 1] in both files; a size is above 0, or Java's
+/// `Long.MAX_VALUE` for no limit (the default).
+macro_rules! quota_key {
+    ($java:literal, $spillway:literal, $field:ident, $parse:expr, $value:expr, $show:expr) => {
         Key {
             java: $java,
             spillway: $spillway,
             set: |c, v, java| {
-                c.quota.$field = parse_limit(v, java)?;
+                c.quota.$field = $parse(v, java)?;
                 Ok(())
             },
             reset: |c, _| c.quota.$field = super::QuotaConfig::default().$field,
             copy: |from, to| to.quota.$field = from.quota.$field,
-            value: |c| format!("{:?}", c.quota.$field),
-            show: |c| show_limit(c.quota.$field),
+            value: |c| $value(&c.quota.$field),
+            show: |c| $show(c.quota.$field),
         }
+    };
+    (share $java:literal, $spillway:literal, $field:ident) => {
+        quota_key!(
+            $java,
+            $spillway,
+            $field,
+            |v, _| parse_share(v),
+            f64::to_string,
+            |x: f64| x.to_string()
+        )
+    };
+    (size $java:literal, $spillway:literal, $field:ident) => {
+        quota_key!(
+            $java,
+            $spillway,
+            $field,
+            parse_limit,
+            |x: &Option<ByteSize>| format!("{x:?}"),
+            show_limit
+        )
     };
 }
 
@@ -318,33 +322,27 @@ const KEYS: [Key; 15] = [
         value: |c| c.coordinator.shuffle_server_number.to_string(),
         show: |c| c.coordinator.shuffle_server_number.to_string(),
     },
-    quota_share!(
-        "rss.server.quota.app.localfile.ratio",
+    quota_key!(share "rss.server.quota.app.localfile.ratio",
         "quota.app_local_disk_share",
         app_local_disk_share
     ),
-    quota_size!(
-        "rss.server.quota.app.localfile.size",
+    quota_key!(size "rss.server.quota.app.localfile.size",
         "quota.app_local_disk_bytes",
         app_local_disk_bytes
     ),
-    quota_share!(
-        "rss.server.quota.user.localfile.ratio",
+    quota_key!(share "rss.server.quota.user.localfile.ratio",
         "quota.user_local_disk_share",
         user_local_disk_share
     ),
-    quota_size!(
-        "rss.server.quota.user.localfile.size",
+    quota_key!(size "rss.server.quota.user.localfile.size",
         "quota.user_local_disk_bytes",
         user_local_disk_bytes
     ),
-    quota_size!(
-        "rss.server.quota.app.remote.size",
+    quota_key!(size "rss.server.quota.app.remote.size",
         "quota.app_remote_bytes",
         app_remote_bytes
     ),
-    quota_size!(
-        "rss.server.quota.user.remote.size",
+    quota_key!(size "rss.server.quota.user.remote.size",
         "quota.user_remote_bytes",
         user_remote_bytes
     ),
