@@ -54,6 +54,20 @@ impl Schedule {
         }
     }
 
+    /// A schedule with a stop and a tracker of its own (tests).
+    #[cfg(test)]
+    pub fn fresh(interval: Duration) -> Self {
+        Self::new(interval, CancellationToken::new(), &TaskTracker::new())
+    }
+
+    /// Stops the loop and waits until it has ended (tests).
+    #[cfg(test)]
+    pub async fn end(&self) {
+        self.stop.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+
     /// Runs `tick` on this schedule (see [`periodic`]).
     pub fn run<F, Fut>(self, tick: F)
     where

@@ -141,8 +141,6 @@ impl Tickets {
 mod tests {
     use super::*;
     use crate::memory::MemoryBudget;
-    use tokio_util::sync::CancellationToken;
-    use tokio_util::task::TaskTracker;
 
     fn app(s: &str) -> AppId {
         AppId::parse(s).unwrap()
@@ -181,20 +179,13 @@ mod tests {
     async fn sweeper_task_releases_expired_reservations() {
         let budget = MemoryBudget::new(1000, 0.8, 0.2);
         let tickets = Arc::new(Tickets::new(Duration::from_secs(20)));
-        let cancel = CancellationToken::new();
-        let tracker = TaskTracker::new();
-        tickets.spawn_sweeper(Schedule::new(
-            Duration::from_secs(10),
-            cancel.clone(),
-            &tracker,
-        ));
+        let every = Schedule::fresh(Duration::from_secs(10));
+        tickets.spawn_sweeper(every.clone());
         tickets.issue(Some(app("a")), budget.try_reserve(300).unwrap());
         tokio::time::sleep(Duration::from_secs(31)).await;
         assert_eq!(budget.snapshot().reserved, 0);
         assert!(tickets.is_empty());
-        cancel.cancel();
-        tracker.close();
-        tracker.wait().await;
+        every.end().await;
     }
 
     #[test]

@@ -8,8 +8,6 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use tempfile::TempDir;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use super::files::{Fault, FaultPoint};
 use super::*;
@@ -545,13 +543,8 @@ async fn health_checks_run_until_cancelled() {
     let dir = tempfile::tempdir().unwrap();
     let paths = disks(&dir, 2);
     let tier = LocalFileTier::new(opts(paths.clone())).unwrap();
-    let cancel = CancellationToken::new();
-    let tracker = TaskTracker::new();
-    tier.spawn_health_checks(Schedule::new(
-        Duration::from_millis(20),
-        cancel.clone(),
-        &tracker,
-    ));
+    let every = Schedule::fresh(Duration::from_millis(20));
+    tier.spawn_health_checks(every.clone());
 
     std::fs::remove_dir_all(&paths[0]).unwrap();
     std::fs::write(&paths[0], b"x").unwrap();
@@ -571,9 +564,7 @@ async fn health_checks_run_until_cancelled() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    cancel.cancel();
-    tracker.close();
-    tracker.wait().await;
+    every.end().await;
 }
 
 /// The disk a partition's first part was placed on, and another one.
