@@ -108,8 +108,7 @@ async fn conformance_with_sync_on_write() {
 
 #[tokio::test]
 async fn files_are_at_exactly_the_uniffle_paths() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (dir, tier) = fresh_tier(1);
     let a = app("application_1716900000000_0042_1716900000123");
     let p = PartitionKey::new(a.clone(), 3, PartitionRange::new(4, 7).unwrap());
     let b = batch(1, 4, 100);
@@ -214,8 +213,7 @@ async fn placement_spreads_partitions_and_keeps_each_on_its_disk() {
 #[tokio::test]
 async fn placement_is_a_pure_function_of_the_key() {
     let mk = || {
-        let dir = tempfile::tempdir().unwrap();
-        let tier = LocalFileTier::new(opts(disks(&dir, 3))).unwrap();
+        let (dir, tier) = fresh_tier(3);
         (dir, tier)
     };
     let (_d1, t1) = mk();
@@ -356,8 +354,7 @@ async fn no_usable_disk_at_all_fails_start_up() {
 
 #[tokio::test]
 async fn overused_disks_take_no_new_partitions_but_keep_old_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 2))).unwrap();
+    let (dir, tier) = fresh_tier(2);
     let a = app("overused");
     let old = part(&a, 0, 0);
     tier.append(&old, &batch(1, 1, 10)).await.unwrap();
@@ -400,8 +397,7 @@ async fn overused_disks_take_no_new_partitions_but_keep_old_ones() {
 
 #[tokio::test]
 async fn a_failed_append_leaves_earlier_data_and_the_next_append_contiguous() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (dir, tier) = fresh_tier(1);
     let a = app("rollback");
     let p = part(&a, 0, 0);
     let range_dir = dir
@@ -461,8 +457,7 @@ async fn a_failed_append_leaves_earlier_data_and_the_next_append_contiguous() {
 
 #[tokio::test]
 async fn a_first_append_that_fails_leaves_an_unknown_looking_partition() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (_dir, tier) = fresh_tier(1);
     let p = part(&app("first-fails"), 0, 0);
     tier.inject_fault(Fault {
         at: FaultPoint::AfterData,
@@ -477,8 +472,7 @@ async fn a_first_append_that_fails_leaves_an_unknown_looking_partition() {
 
 #[tokio::test]
 async fn read_errors_are_typed() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (_dir, tier) = fresh_tier(1);
     let p = part(&app("read-errors"), 0, 0);
     let err = tier.read_data(&p, Span::at(0, 1)).await.unwrap_err();
     assert!(matches!(err, Error::Internal { .. }), "{err}");
@@ -495,8 +489,7 @@ async fn read_errors_are_typed() {
 
 #[tokio::test]
 async fn written_bytes_are_live() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (_dir, tier) = fresh_tier(1);
     let a = app("live-bytes");
     tier.append(&part(&a, 0, 0), &batch(1, 2, 100))
         .await
@@ -517,8 +510,7 @@ async fn written_bytes_are_live() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purges_racing_appends_leave_a_consistent_partition() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 2))).unwrap();
+    let (_dir, tier) = fresh_tier(2);
     let a = app("purge-race");
     let p = part(&a, 0, 0);
     for round in 0..30i64 {
@@ -647,8 +639,7 @@ async fn a_failing_disk_moves_the_partition_and_reads_see_it_whole() {
 
 #[tokio::test]
 async fn a_partition_leaves_a_disk_over_the_high_watermark_when_another_has_room() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 2))).unwrap();
+    let (_dir, tier) = fresh_tier(2);
     let p = part(&app("watermark"), 0, 0);
     tier.append(&p, &batch(1, 2, 50)).await.unwrap();
     let (home, other) = placed_and_other(&tier, &p).await;
@@ -698,8 +689,7 @@ async fn a_hung_write_times_out_flags_the_disk_and_is_cut_when_it_finishes() {
 
 #[tokio::test]
 async fn a_vanished_partition_directory_starts_a_new_part() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (dir, tier) = fresh_tier(1);
     let p = part(&app("vanished"), 0, 0);
     tier.append(&p, &batch(1, 2, 40)).await.unwrap();
     std::fs::remove_dir_all(dir.path().join("disk0").join("vanished")).unwrap();
@@ -738,6 +728,13 @@ fn part_names_round_trip_and_reject_other_servers() {
             "{other}"
         );
     }
+}
+
+/// A tier over `n` fresh disks, and the directory that holds them.
+fn fresh_tier(n: usize) -> (TempDir, Arc<LocalFileTier>) {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = LocalFileTier::new(opts(disks(&dir, n))).unwrap();
+    (dir, tier)
 }
 
 /// A tier over two fresh disks, with the directory that holds them and their paths.
@@ -880,8 +877,7 @@ fn extents(path: &Path) -> Vec<(u64, u64, u32)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_allocate_their_range_without_growing_the_file() {
     const DELALLOC: u32 = 0x4;
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (dir, tier) = fresh_tier(1);
     let a = app("prealloc");
     let p = part(&a, 0, 0);
     // 2 MiB, then 1 MiB more: neither synced (sync_on_write is off), so without an allocation
@@ -926,8 +922,7 @@ fn cached_bytes(path: &Path) -> u64 {
 /// cache (the rest was written with `O_DIRECT`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn direct_appends_keep_exact_sizes_and_skip_the_page_cache() {
-    let dir = tempfile::tempdir().unwrap();
-    let tier = LocalFileTier::new(opts(disks(&dir, 1))).unwrap();
+    let (dir, tier) = fresh_tier(1);
     let p = part(&app("direct"), 0, 0);
     // (blocks, block length): 1 B; within a page; to a page boundary; 4 KiB + 1; 3 MiB + 3 in
     // 1 MiB + 1 blocks (several staging chunks); 1,500 blocks of 3 B (more slices than one
