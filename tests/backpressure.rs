@@ -139,18 +139,7 @@ async fn require_buffer_larger_than_capacity_is_refused() {
 }
 
 async fn require(client: &mut Client, app: &str, size: i32) -> StatusCode {
-    let r = client
-        .require_buffer(proto::RequireBufferRequest {
-            require_size: size,
-            app_id: app.into(),
-            shuffle_id: 0,
-            partition_ids: vec![0],
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    status_of(r.status)
+    status_of(common::require_once(client, app, size).await.status)
 }
 
 /// Over full memory, requireBuffer waits for a release (here: the holder's app is

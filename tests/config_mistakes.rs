@@ -104,17 +104,7 @@ async fn register_s3(
 }
 
 async fn require(client: &mut Client, app: &str, size: i32) -> proto::RequireBufferResponse {
-    client
-        .require_buffer(proto::RequireBufferRequest {
-            require_size: size,
-            app_id: app.into(),
-            shuffle_id: 0,
-            partition_ids: vec![0],
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
+    common::require_once(client, app, size).await
 }
 
 /// What the user reads must name the path, the store's answer and the key to fix, and never

@@ -434,18 +434,7 @@ async fn namenode_down_keeps_blocks_in_memory_until_it_returns() {
     hdfs_beat(&mut beats, proto::storage_info::StorageStatus::Unhealthy).await;
 
     // Memory is bounded: another 2 MiB does not fit next to the 3 MiB held.
-    let r = s
-        .client
-        .require_buffer(proto::RequireBufferRequest {
-            require_size: 2 << 20,
-            app_id: app.into(),
-            shuffle_id: 0,
-            partition_ids: vec![0],
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let r = require_once(&mut s.client, app, 2 << 20).await;
     assert_eq!(status_of(r.status), StatusCode::NoBuffer);
     assert!(registry.store().memory().budget().snapshot().used <= capacity);
     for (p, want) in &expected {

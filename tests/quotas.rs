@@ -51,17 +51,7 @@ async fn register_as(client: &mut Client, app: &str, user: &str) {
 
 /// One requireBuffer of `size` bytes for partition 0: its status, message and ticket.
 async fn require(client: &mut Client, app: &str, size: i32) -> (StatusCode, String, i64) {
-    let r = client
-        .require_buffer(proto::RequireBufferRequest {
-            require_size: size,
-            app_id: app.into(),
-            shuffle_id: 0,
-            partition_ids: vec![0],
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let r = common::require_once(client, app, size).await;
     (status_of(r.status), r.ret_msg, r.require_buffer_id)
 }
 

@@ -358,19 +358,7 @@ async fn a_new_hard_limit_applies_to_the_next_require_buffer() {
     )
     .await;
     let mut require = async |size: i32| {
-        let r = s
-            .client
-            .require_buffer(proto::RequireBufferRequest {
-                require_size: size,
-                app_id: app.into(),
-                shuffle_id: 0,
-                partition_ids: vec![0],
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        common::status_of(r.status)
+        common::status_of(common::require_once(&mut s.client, app, size).await.status)
     };
     assert_eq!(require(2000).await, proto::StatusCode::Success);
     let a = post(

@@ -149,9 +149,11 @@ impl Quotas {
     }
 
     /// The smaller of an absolute limit and a share of the local capacity; a share of 1.0 or
-    /// more is no limit (the disks' own watermarks stop the server before that).
+    /// more is no limit (the disks' own watermarks stop the server before that), and so is any
+    /// share on a server without local disks (`MEMORY_HDFS`: nothing of an app is local).
     fn limit(&self, bytes: Option<u64>, share: f64) -> Option<u64> {
-        let by_share = (share < 1.0).then_some((self.local_capacity as f64 * share) as u64);
+        let by_share = (share < 1.0 && self.local_capacity > 0)
+            .then_some((self.local_capacity as f64 * share) as u64);
         match (bytes, by_share) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -339,6 +341,21 @@ mod tests {
         let msg = q.check(&a1, true).unwrap_err().to_string();
         assert!(msg.contains("remote-storage quota"), "{msg}");
         assert!(msg.contains("rss.server.quota.app.remote.size"), "{msg}");
+    }
+
+    /// Found by CI: with no local disks (capacity 0) the default shares made a 0-byte quota,
+    /// and every `MEMORY_HDFS` app was refused before it wrote anything.
+    #[test]
+    fn shares_limit_nothing_without_local_disks() {
+        let (q, [a, _]) = quotas(
+            QuotaLimits::from_config(&crate::config::QuotaConfig::default()),
+            0,
+            [("app-hdfs", "alice"), ("app-other", "bob")],
+        );
+        assert_eq!(q.local_limits(), (None, None));
+        assert!(q.check(&a, false).is_ok());
+        q.usage().written(&part(&a), TierKind::Hdfs, 1 << 30);
+        assert!(q.check(&a, false).is_ok(), "no remote quota by default");
     }
 
     #[test]

@@ -129,6 +129,25 @@ pub async fn register(
     );
 }
 
+/// One `requireBuffer` of `size` bytes for partition 0 of shuffle 0, answered as it is.
+pub async fn require_once(
+    client: &mut Client,
+    app: &str,
+    size: i32,
+) -> proto::RequireBufferResponse {
+    client
+        .require_buffer(proto::RequireBufferRequest {
+            require_size: size,
+            app_id: app.into(),
+            shuffle_id: 0,
+            partition_ids: vec![0],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 /// requireBuffer + sendShuffleData with retries on NO_BUFFER, as the client does. Returns the
 /// number of NO_BUFFER answers seen.
 pub async fn send(

@@ -810,6 +810,29 @@ small_store_job() {
   phase_done
 }
 
+# job_bg VERSION NAME USER ARGS...: SparkJobs as USER (HADOOP_USER_NAME: the user the client
+# registers with) in the background, beside jobs run in the foreground; job_bg_done NAME waits
+# for it and counts its result lines, as run_jobs does.
+job_bg() {
+  local ver=$1 name=$2 user=$3
+  shift 3
+  mkdir -p "$WORK/spark-local"
+  HADOOP_USER_NAME=$user timeout -k 15 "$SUITE_TIMEOUT" java "${JAVA_OPTS[@]}" \
+    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
+    io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$name" "$@" \
+    >"$WORK/$name.out" 2>"$WORK/$name.log" &
+  BG_JOB=$!
+  PIDS+=("$BG_JOB")
+}
+
+job_bg_done() {
+  local name=$1 rc=0
+  wait "$BG_JOB" || rc=$?
+  forget_pid "$BG_JOB"
+  cat "$WORK/$name.out"
+  count_results "$WORK/$name.out" "$rc" "$name"
+}
+
 # tenant_cells: one server shared by two tenants (docs/operating.md, "Quotas"), both started at
 # once. Tenant A (HADOOP_USER_NAME alice: the client's registerShuffle user) runs large_records,
 # 256 MiB of shuffle, into a per-app local-disk quota of 96 MiB: it must fail, and the exception
@@ -819,7 +842,7 @@ small_store_job() {
 # meanwhile and must pass with the baseline's result. The server logs one WARN for A's quota,
 # whatever the number of refused requests, and its metrics count the refusals.
 tenant_cells() {
-  local ver=$BASE_VER server="q_${CLIENT_TYPE}_" rc=0
+  local ver=$BASE_VER server="q_${CLIENT_TYPE}_"
   local a="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-runaway" b="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-neighbour"
   phase "tenants: a runaway app at its quota and a neighbour, client $ver, $CLIENT_TYPE"
   if ! SERVER_MEMORY=64M SERVER_NETTY_PORT=$(free_port) \
@@ -833,21 +856,11 @@ tenant_cells() {
   # B alone first, for the time its run beside A is compared with (logged, not asserted).
   HADOOP_USER_NAME=bob run_jobs "$ver" "$b-alone" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
     --job reduce_by_key --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
-  mkdir -p "$WORK/spark-local"
-  HADOOP_USER_NAME=alice timeout -k 15 "$SUITE_TIMEOUT" java "${JAVA_OPTS[@]}" \
-    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
-    io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$a" --mode rss \
-    --coordinator "$COORD" --job large_records --client-type "$CLIENT_TYPE" \
-    --expect-failure "Fail to send the block" \
-    >"$WORK/$a.out" 2>"$WORK/$a.log" &
-  local apid=$!
-  PIDS+=("$apid")
+  job_bg "$ver" "$a" alice --mode rss --coordinator "$COORD" --job large_records \
+    --client-type "$CLIENT_TYPE" --expect-failure "Fail to send the block"
   HADOOP_USER_NAME=bob run_jobs "$ver" "$b" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
     --job reduce_by_key --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE"
-  wait "$apid" || rc=$?
-  forget_pid "$apid"
-  cat "$WORK/$a.out"
-  count_results "$WORK/$a.out" "$rc" "$a"
+  job_bg_done "$a"
   if grep -q 'statusCode=NO_REGISTER, errorMsg:app .* is over its app local-disk quota on this server: .*Raise quota.app_local_disk_bytes' "$WORK/$a.log"; then
     log "$a: the task's exception names the quota: $(grep -o 'errorMsg:app [^;]*' "$WORK/$a.log" | head -n 1)"
   else
@@ -875,7 +888,7 @@ tenant_cells() {
 # HDFS instead of failing: its job must pass with the baseline's result, the neighbour's too, and
 # the server must log no quota refusal. Needs MiniHdfs (HDFS_URL).
 tenant_overflow_cell() {
-  local ver=$BASE_VER server="qo_${CLIENT_TYPE}_" rc=0
+  local ver=$BASE_VER server="qo_${CLIENT_TYPE}_"
   local a="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-overflow" b="uniffle-$BASE_VER-$CLIENT_TYPE-tenant-overflow-neighbour"
   phase "tenants: a runaway app overflowing to HDFS and a neighbour, client $ver, $CLIENT_TYPE"
   hdfs_cmd "mkdir /rss-overflow rss 755" || fail "$a: could not prepare /rss-overflow"
@@ -893,22 +906,13 @@ tenant_overflow_cell() {
     phase_done
     return
   fi
-  mkdir -p "$WORK/spark-local"
   local remote=(--rss-conf "spark.rss.storage.type=MEMORY_LOCALFILE_HDFS"
     --rss-conf "spark.rss.remote.storage.path=$HDFS_URL/rss-overflow")
-  HADOOP_USER_NAME=alice timeout -k 15 "$SUITE_TIMEOUT" java "${JAVA_OPTS[@]}" \
-    -Djava.io.tmpdir="$WORK/spark-local" -cp "$(java_cp "$ver")" \
-    io.spillway.sparktest.SparkJobs --local-dir "$WORK/spark-local" --label "$a" --mode rss \
-    --coordinator "$COORD" --job large_records --client-type "$CLIENT_TYPE" \
-    --baseline-in "$BASELINE" "${remote[@]}" >"$WORK/$a.out" 2>"$WORK/$a.log" &
-  local apid=$!
-  PIDS+=("$apid")
+  job_bg "$ver" "$a" alice --mode rss --coordinator "$COORD" --job large_records \
+    --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" "${remote[@]}"
   HADOOP_USER_NAME=bob run_jobs "$ver" "$b" "$SUITE_TIMEOUT" --mode rss --coordinator "$COORD" \
     --job reduce_by_key --client-type "$CLIENT_TYPE" --baseline-in "$BASELINE" "${remote[@]}"
-  wait "$apid" || rc=$?
-  forget_pid "$apid"
-  cat "$WORK/$a.out"
-  count_results "$WORK/$a.out" "$rc" "$a"
+  job_bg_done "$a"
   stop_cluster
   local slog="$WORK/${server}0/server.log"
   if grep -q 'WARN.*is over its .* quota' "$slog"; then
