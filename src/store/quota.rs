@@ -164,49 +164,41 @@ impl Quotas {
     /// tier when it has one.
     pub fn local_full(&self, app: &AppId) -> bool {
         let (held, user) = self.usage.app(app);
-        self.over_local(&held, &user).is_some()
+        self.over(false, &held, &user).is_some()
     }
 
-    fn over_local(&self, held: &Held, user: &str) -> Option<(Which, u64, u64)> {
-        let (app_limit, user_limit) = self.local_limits();
-        let (app_local, user_local) = (
-            Which {
+    /// The limit the app or its user has reached on the local disks or (`remote`) the remote
+    /// tier, with the bytes held against it.
+    fn over(&self, remote: bool, held: &Held, user: &str) -> Option<(Which, u64, u64)> {
+        let pick = |h: &Held| {
+            if remote {
+                h.remote_bytes
+            } else {
+                h.local_bytes
+            }
+        };
+        let (app_limit, user_limit) = if remote {
+            let l = self.limits.read();
+            (l.app_remote_bytes, l.user_remote_bytes)
+        } else {
+            self.local_limits()
+        };
+        let by_app = pick(held);
+        if let Some(limit) = app_limit.filter(|l| by_app >= *l) {
+            let which = Which {
                 by_user: false,
-                remote: false,
-            },
-            Which {
-                by_user: true,
-                remote: false,
-            },
-        );
-        if let Some(limit) = app_limit.filter(|l| held.local_bytes >= *l) {
-            return Some((app_local, held.local_bytes, limit));
+                remote,
+            };
+            return Some((which, by_app, limit));
         }
-        let by_user = self.usage.user(user).local_bytes;
+        let by_user = pick(&self.usage.user(user));
+        let which = Which {
+            by_user: true,
+            remote,
+        };
         user_limit
             .filter(|l| by_user >= *l)
-            .map(|limit| (user_local, by_user, limit))
-    }
-
-    fn over_remote(&self, held: &Held, user: &str) -> Option<(Which, u64, u64)> {
-        let l = self.limits.read().clone();
-        let (app_remote, user_remote) = (
-            Which {
-                by_user: false,
-                remote: true,
-            },
-            Which {
-                by_user: true,
-                remote: true,
-            },
-        );
-        if let Some(limit) = l.app_remote_bytes.filter(|l| held.remote_bytes >= *l) {
-            return Some((app_remote, held.remote_bytes, limit));
-        }
-        let by_user = self.usage.user(user).remote_bytes;
-        l.user_remote_bytes
-            .filter(|l| by_user >= *l)
-            .map(|limit| (user_remote, by_user, limit))
+            .map(|limit| (which, by_user, limit))
     }
 
     /// Whether `app` may write more: `Err` with the final refusal naming the limit when it
@@ -214,11 +206,11 @@ impl Quotas {
     /// which case a full local-disk quota does not refuse it.
     pub fn check(&self, app: &AppId, remote: bool) -> Result<(), Error> {
         let (held, user) = self.usage.app(app);
-        let over = match self.over_local(&held, &user) {
+        let over = match self.over(false, &held, &user) {
             Some(_) if remote => None,
             over => over,
         }
-        .or_else(|| self.over_remote(&held, &user));
+        .or_else(|| self.over(true, &held, &user));
         let Some((which, used, limit)) = over else {
             return Ok(());
         };
