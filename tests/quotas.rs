@@ -249,3 +249,68 @@ async fn a_restarted_server_counts_the_files_it_finds_against_their_apps() {
     common::verify_shuffle(&mut client, "app_before", 0, &written).await;
     running.shutdown().await;
 }
+
+/// POSTs one Java key to `confOps/update`.
+async fn conf_update(running: &spillway::server::Running, key: &str, value: &str) {
+    let r = reqwest::Client::new()
+        .post(format!(
+            "http://{}/api/shuffleServer/confOps/update",
+            running.http_addr
+        ))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Basic {BASIC}"))
+        .body(format!(r#"{{"update": {{"{key}": "{value}"}}}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_high_watermark_an_app_over_its_memory_share_waits_and_a_small_one_goes_first() {
+    let mut s = start(1, |c| {
+        c.memory_store.capacity = ByteSize(1000 << 10);
+        c.hybrid_store.memory_spill_high_watermark = 0.8;
+        c.hybrid_store.memory_spill_low_watermark = 0.2;
+        // Answer at once: the test reads each answer, not a wait.
+        c.memory_store.require_buffer_wait = std::time::Duration::ZERO;
+        c.metrics.basic_credentials = Some(Secret(BASIC.into()));
+    })
+    .await;
+    let client = &mut s.client;
+    register_as(client, "app_heavy", "alice").await;
+    register_as(client, "app_small", "bob").await;
+    // Tickets that are not used hold their bytes (for 20 s), so nothing spills them away.
+    let (status, msg, _) = require(client, "app_heavy", 700 << 10).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+    let (status, msg, _) = require(client, "app_small", 50 << 10).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+
+    // 950 KiB would pass the 800 KiB high mark, and the heavy app holds more than 1000 / 2.
+    let (status, msg, _) = require(client, "app_heavy", 200 << 10).await;
+    assert_eq!(status, StatusCode::NoBuffer, "{msg}");
+    for part in [
+        "this app holds 716800 bytes, more than its share 512000",
+        "a fair share: 1024000 / 2 apps",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing from: {msg}");
+    }
+    // The small app takes the room above the high mark.
+    let (status, msg, _) = require(client, "app_small", 200 << 10).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+    let metrics = scrape(&s.running).await;
+    assert_eq!(
+        sample(&metrics, "tenant_memory_share_refused_total", ""),
+        1.0
+    );
+
+    // A share of 1 turns it off, from the next request.
+    conf_update(&s.running, "rss.server.quota.app.memory.ratio", "1").await;
+    let (status, msg, _) = require(&mut s.client, "app_heavy", 40 << 10).await;
+    assert_eq!(status, StatusCode::Success, "{msg}");
+    // And a share below the fair one holds an app to it.
+    conf_update(&s.running, "rss.server.quota.app.memory.ratio", "0.1").await;
+    let (status, msg, _) = require(&mut s.client, "app_small", 10 << 10).await;
+    assert_eq!(status, StatusCode::NoBuffer, "{msg}");
+    assert!(msg.contains("quota.app_memory_share 0.1"), "{msg}");
+}

@@ -351,7 +351,10 @@ impl AppRegistry {
         let shuffle = {
             let app = apps.entry(reg.app.clone()).or_insert_with(|| {
                 self.stats.apps_created.fetch_add(1, Ordering::Relaxed);
-                Arc::new(App::new(reg.app.clone()))
+                Arc::new(App::new(
+                    reg.app.clone(),
+                    self.store.memory().budget().tenant(),
+                ))
             });
             app.touch();
             app.set_registration(reg.user, reg.remote_storage, reg.properties);

@@ -48,7 +48,7 @@ fn restore(registry: &Arc<AppRegistry>, state: RecoveredState) {
                 continue;
             }
         };
-        let app = App::new(app_id.clone());
+        let app = App::new(app_id.clone(), registry.store().memory().budget().tenant());
         let idle = Duration::from_millis(now.saturating_sub(a.last_seen_ms));
         app.set_last_seen(
             Instant::now()

@@ -502,6 +502,10 @@ impl Collector for ServerCollector {
             *in_memory.entry(b.key().app.clone()).or_default() += b.memory_bytes();
         }
         tenant_families(&mut f, store.router().quotas(), &in_memory, self.top_n);
+        f.counter(
+            "tenant_memory_share_refused_total",
+            store.memory().budget().snapshot().share_refused,
+        );
 
         // Registered (labelled `appId`) even when off, as Java's; filled only with
         // `[metrics] block_size_statistics`.

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::app::block_ids::ReportedBlockIds;
 use crate::ids::{AppId, PartitionKey, PartitionRange};
+use crate::memory::Tenant;
 
 pub use crate::store::RemoteStorage;
 
@@ -44,10 +45,13 @@ pub struct App {
     /// The memory claim id of this app's first `requireBuffer` refused and not served since
     /// (0: none): its later requests wait in line from there (`memory::Claim::rank_by`).
     refused_since: AtomicU64,
+    /// What it holds of the write budget: its reservations count against it, and past the
+    /// high watermark an app over its share is refused first (`memory::budget`).
+    memory: Tenant,
 }
 
 impl App {
-    pub(crate) fn new(id: AppId) -> Self {
+    pub(crate) fn new(id: AppId, memory: Tenant) -> Self {
         App {
             id,
             last_seen: Mutex::new(Instant::now()),
@@ -59,7 +63,13 @@ impl App {
             data_bytes: AtomicU64::new(0),
             has_huge: AtomicBool::new(false),
             refused_since: AtomicU64::new(0),
+            memory,
         }
+    }
+
+    /// Its share of the write budget.
+    pub fn memory(&self) -> &Tenant {
+        &self.memory
     }
 
     /// Counts charged bytes accepted for the app.

@@ -88,7 +88,7 @@ impl AppRegistry {
             )));
         }
         let mut need_split = Vec::new();
-        if let Some((app_id, app)) = verified {
+        if let Some((app_id, app)) = &verified {
             // Per-partition sizes are only meaningful when the lists line up (0.10 clients).
             let sizes = (partition_sizes.len() == partitions.len()).then_some(partition_sizes);
             if let Some(shuffle) = app.shuffle(shuffle) {
@@ -123,11 +123,12 @@ impl AppRegistry {
                 });
             }
         }
-        let budget = self.store().memory().budget();
-        let reservation = match claim {
-            Some(claim) => budget.try_reserve_claimed(size, claim)?,
-            None => budget.try_reserve(size)?,
-        };
+        let tenant = verified.as_ref().map(|(_, app)| app.memory());
+        let reservation = self
+            .store()
+            .memory()
+            .budget()
+            .reserve_for(size, tenant, claim)?;
         let ticket_id = self.tickets().issue(app.cloned(), reservation);
         Ok(RequireOutcome {
             ticket_id,

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 pub use bytesize::{ByteSize, ParseByteSizeError};
 pub use coordinator::CoordinatorConfig;
 pub use error::ConfigError;
-pub use quota::QuotaConfig;
+pub use quota::{MemoryShare, QuotaConfig};
 
 use error::error_with_key;
 

@@ -41,6 +41,82 @@ pub struct QuotaConfig {
     /// (`rss.server.quota.user.remote.size`)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_remote_bytes: Option<ByteSize>,
+    /// What one app may hold of the write memory while memory is past its high watermark:
+    /// `"fair"` (the capacity divided by the apps holding or waiting for memory), or a share
+    /// in (0, 1]; `1` never refuses for a share. Past the high watermark an app over it gets
+    /// `NO_BUFFER` (retried by the client) while apps under it take the rest, so one heavy
+    /// writer does not make small apps wait behind its spills. Below the high watermark any
+    /// app takes what is free, and an app alone may fill the memory. Default: `"fair"`.
+    /// (`rss.server.quota.app.memory.ratio`)
+    pub app_memory_share: MemoryShare,
+}
+
+/// `quota.app_memory_share`: `"fair"` or a share of the capacity in (0, 1].
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum MemoryShare {
+    /// The capacity divided by the apps holding or waiting for memory.
+    #[default]
+    Fair,
+    /// This share of the capacity.
+    Of(f64),
+}
+
+impl MemoryShare {
+    /// The fixed share, `None` for a fair one (what the write budget takes).
+    pub fn ratio(self) -> Option<f64> {
+        match self {
+            MemoryShare::Fair => None,
+            MemoryShare::Of(x) => Some(x),
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryShare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemoryShare::Fair => f.write_str("fair"),
+            MemoryShare::Of(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+impl std::str::FromStr for MemoryShare {
+    type Err = String;
+
+    fn from_str(v: &str) -> Result<Self, String> {
+        let v = v.trim();
+        if v.eq_ignore_ascii_case("fair") {
+            return Ok(MemoryShare::Fair);
+        }
+        match v.parse::<f64>() {
+            Ok(x) if x > 0.0 && x <= 1.0 => Ok(MemoryShare::Of(x)),
+            _ => Err(format!("{v:?} is neither \"fair\" nor a share in (0, 1]")),
+        }
+    }
+}
+
+impl Serialize for MemoryShare {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MemoryShare::Fair => s.serialize_str("fair"),
+            MemoryShare::Of(x) => s.serialize_f64(*x),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MemoryShare {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Word(String),
+            Number(f64),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Word(w) => w.parse().map_err(serde::de::Error::custom),
+            Raw::Number(x) => x.to_string().parse().map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 impl Default for QuotaConfig {
@@ -52,6 +128,7 @@ impl Default for QuotaConfig {
             user_local_disk_bytes: None,
             app_remote_bytes: None,
             user_remote_bytes: None,
+            app_memory_share: MemoryShare::Fair,
         }
     }
 }

@@ -71,13 +71,14 @@ use super::{ByteSize, Config};
 pub const DEFAULT_INTERVAL: Duration = super::RECONFIGURE_INTERVAL;
 
 /// The `[quota]` keys, all reconfigurable (Spillway names), for the quotas' listener.
-pub const QUOTA_KEYS: [&str; 6] = [
+pub const QUOTA_KEYS: [&str; 7] = [
     "quota.app_local_disk_share",
     "quota.app_local_disk_bytes",
     "quota.user_local_disk_share",
     "quota.user_local_disk_bytes",
     "quota.app_remote_bytes",
     "quota.user_remote_bytes",
+    "quota.app_memory_share",
 ];
 
 /// A memory watermark of `[hybrid_store]`: Java writes a percentage, Spillway a fraction; a
@@ -165,7 +166,7 @@ struct Key {
     show: fn(&Config) -> String,
 }
 
-const KEYS: [Key; 15] = [
+const KEYS: [Key; 16] = [
     Key {
         java: "rss.server.rpc.audit.log.enabled",
         spillway: "audit.rpc_log",
@@ -345,6 +346,14 @@ const KEYS: [Key; 15] = [
     quota_key!(size "rss.server.quota.user.remote.size",
         "quota.user_remote_bytes",
         user_remote_bytes
+    ),
+    quota_key!(
+        "rss.server.quota.app.memory.ratio",
+        "quota.app_memory_share",
+        app_memory_share,
+        |v: &str, _| v.parse::<super::quota::MemoryShare>(),
+        |x: &super::quota::MemoryShare| x.to_string(),
+        |x: super::quota::MemoryShare| x.to_string()
     ),
 ];
 

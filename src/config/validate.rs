@@ -568,6 +568,8 @@ impl QuotaConfig {
             user_local_disk_bytes,
             app_remote_bytes,
             user_remote_bytes,
+            // Checked when parsed: `MemoryShare` holds only "fair" or a share in (0, 1].
+            app_memory_share: _,
         } = self;
         in_unit_interval_or_refuse("quota.app_local_disk_share", *app_local_disk_share)?;
         in_unit_interval_or_refuse("quota.user_local_disk_share", *user_local_disk_share)?;

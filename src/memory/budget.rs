@@ -16,7 +16,16 @@
 //! leave its bytes free, so the room its spill makes is not taken by later, smaller requests.
 //! The claim goes to the oldest waiter by rank ([`Claim::rank_by`]): a request whose app was
 //! refused earlier, and came back after its client's back-off, takes it from a younger one.
+//!
+//! Tenants (issue 50): every reservation of an app carries its [`Tenant`], which counts what
+//! the app holds (reserved and used). Below the high watermark any app may take what is free.
+//! Past it, memory is contended, and an app already holding more than its share (by default
+//! the capacity divided by the apps holding or waiting for memory) is refused first, without
+//! taking the claim: the band between the high watermark and the capacity is left to the apps
+//! under their share, so one heavy writer cannot make every small app wait behind its spills.
 
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -44,6 +53,11 @@ pub struct MemorySnapshot {
     pub claimed: u64,
     /// The largest request refused since the spiller last took its target.
     pub wanted: u64,
+    /// Apps holding memory, or refused and not served since ([`Tenant`]).
+    pub tenants: u64,
+    /// Requests refused since start because their app held more than its share while memory
+    /// was past the high watermark.
+    pub share_refused: u64,
 }
 
 impl MemorySnapshot {
@@ -107,6 +121,12 @@ struct Counters {
     claimed: u64,
     /// Largest refused request not yet seen by the spiller (see [`MemoryBudget::next_spill`]).
     wanted: u64,
+    /// Tenants present: holding bytes, or waiting (refused and not served since).
+    tenants: u64,
+    /// The share of the capacity one app may hold while memory is past the high watermark;
+    /// `None`: a fair share, the capacity divided by the tenants present.
+    app_share: Option<f64>,
+    share_refused: u64,
 }
 
 impl Counters {
@@ -120,7 +140,85 @@ impl Counters {
             low_watermark: self.low,
             claimed: self.claimed,
             wanted: self.wanted,
+            tenants: self.tenants,
+            share_refused: self.share_refused,
         }
+    }
+
+    /// Applies `change` to `tenant`'s counters, keeping the count of tenants present exact.
+    fn on_tenant(&mut self, tenant: &TenantInner, change: impl FnOnce(&TenantInner)) {
+        let before = tenant.present();
+        change(tenant);
+        match (before, tenant.present()) {
+            (false, true) => self.tenants += 1,
+            (true, false) => self.tenants -= 1,
+            _ => {}
+        }
+    }
+
+    /// When `tenant` must be refused for its share: memory would pass the high watermark with
+    /// this request, another tenant is present, and the app already holds more than its share
+    /// (or would with this request; an app holding nothing is never refused for its share).
+    /// Returns the share and the tenants it was divided among.
+    fn over_share(
+        &self,
+        capacity: u64,
+        tenant: &TenantInner,
+        len: u64,
+        held_back: u64,
+    ) -> Option<(u64, u64)> {
+        let held = tenant.held.load(Relaxed);
+        let present = self.tenants + u64::from(!tenant.present());
+        if held == 0 || present < 2 || self.reserved + self.used + held_back + len <= self.high {
+            return None;
+        }
+        let share = match self.app_share {
+            Some(ratio) => (capacity as f64 * ratio) as u64,
+            None => capacity / present,
+        };
+        (held + len > share).then_some((share, present))
+    }
+}
+
+/// What one app holds in the budget. Its counters change only under the budget's lock (so
+/// the count of tenants present stays exact); they are atomics so a reader outside the lock
+/// (metrics) needs none.
+struct TenantInner {
+    budget: Arc<Inner>,
+    /// Reserved and used bytes of this app.
+    held: AtomicU64,
+    /// Refused and not served since: it counts among the tenants sharing memory even while
+    /// it holds nothing (a small app's first request is what memory is contended for).
+    waiting: AtomicBool,
+}
+
+impl TenantInner {
+    fn present(&self) -> bool {
+        self.held.load(Relaxed) > 0 || self.waiting.load(Relaxed)
+    }
+}
+
+impl Drop for TenantInner {
+    fn drop(&mut self) {
+        // Every reservation and charge holds a handle, so nothing is held any more; a tenant
+        // that was still waiting (its app ended while refused) leaves the count here.
+        if self.waiting.load(Relaxed) {
+            self.budget.counters.lock().tenants -= 1;
+        }
+    }
+}
+
+/// One app's handle on the budget ([`MemoryBudget::tenant`]): its reservations, and the
+/// charges and flush charges made from them, count against it until they are released.
+#[derive(Clone)]
+pub struct Tenant {
+    inner: Arc<TenantInner>,
+}
+
+impl Tenant {
+    /// Bytes the app holds in memory: reserved for coming sends, and cached.
+    pub fn held(&self) -> u64 {
+        self.inner.held.load(Relaxed)
     }
 }
 
@@ -171,47 +269,99 @@ impl MemoryBudget {
 
     /// Reserves `len` bytes for a coming send, or answers `NO_BUFFER` (back-pressure). A
     /// refusal is also a demand for room: it wakes the spiller (see [`MemoryBudget::next_spill`]).
+    /// The bytes count against no tenant (legacy clients that send no app id, and tests).
     pub fn try_reserve(&self, len: u64) -> Result<Reservation> {
-        self.reserve(len, None)
+        self.reserve_for(len, None, None)
     }
 
-    /// [`MemoryBudget::try_reserve`] for a request that waits for room under `claim`. Refused,
-    /// it takes the claim when none is held, so the room the spill makes is kept for it.
+    /// [`MemoryBudget::try_reserve`] for a request that waits for room under `claim`.
     pub fn try_reserve_claimed(&self, len: u64, claim: &Claim) -> Result<Reservation> {
-        let rank = claim.rank.load(std::sync::atomic::Ordering::Relaxed);
-        let result = self.reserve(len, Some((claim.id, rank)));
+        self.reserve_for(len, None, Some(claim))
+    }
+
+    /// Reserves `len` bytes for `tenant`'s coming send. Past the high watermark, a tenant
+    /// over its share is refused (see the module doc). Under `claim`, a request refused for
+    /// room takes the claim when none is held (or an older one than the holder's), so the
+    /// room the spill makes is kept for it; a request refused for its share never does.
+    pub fn reserve_for(
+        &self,
+        len: u64,
+        tenant: Option<&Tenant>,
+        claim: Option<&Claim>,
+    ) -> Result<Reservation> {
+        let result = self.reserve(len, tenant, claim);
         if result.is_err() {
-            claim
-                .refused
-                .store(true, std::sync::atomic::Ordering::Relaxed);
+            if let Some(claim) = claim {
+                claim.refused.store(true, Relaxed);
+            }
         }
         result
     }
 
-    fn reserve(&self, len: u64, claim: Option<(u64, u64)>) -> Result<Reservation> {
+    fn reserve(
+        &self,
+        len: u64,
+        tenant: Option<&Tenant>,
+        claim: Option<&Claim>,
+    ) -> Result<Reservation> {
+        let capacity = self.inner.capacity;
         let mut c = self.inner.counters.lock();
+        let claim = claim.map(|claim| (claim.id, claim.rank.load(Relaxed)));
         let mine = claim.is_some_and(|(id, _)| id == c.claimant);
         let held_back = if mine { 0 } else { c.claimed };
-        if c.reserved + c.used + held_back + len > self.inner.capacity {
-            match claim {
-                Some((id, rank)) if c.claimant == 0 || (!mine && rank < c.claimant_rank) => {
-                    // Taken from a younger claimant: its bytes stay a demand for room (it is
-                    // still waiting, and retries as an ordinary waiter).
-                    if c.claimant != 0 {
-                        c.wanted = c.wanted.max(c.claimed);
-                    }
-                    c.claimant = id;
-                    c.claimant_rank = rank;
-                    c.claimed = len;
-                }
-                Some(_) if mine => c.claimed = len,
-                _ => c.wanted = c.wanted.max(len),
+        let handle = tenant;
+        let tenant = tenant.map(|t| &*t.inner);
+        let over_share = tenant.and_then(|t| c.over_share(capacity, t, len, held_back));
+        if over_share.is_some() || c.reserved + c.used + held_back + len > capacity {
+            if let Some(t) = tenant {
+                c.on_tenant(t, |t| t.waiting.store(true, Relaxed));
             }
-            let spill = c.snapshot(self.inner.capacity).spill_target() > 0;
-            let reason = format!(
-                "No Buffer For Regular Partition, requireSize: {len}, capacity: {}, reserved: {}, used: {}, held for an earlier request: {held_back}",
-                self.inner.capacity, c.reserved, c.used
-            );
+            let reason = match over_share {
+                Some((share, tenants)) => {
+                    c.share_refused += 1;
+                    if mine {
+                        // Over its share it may not keep memory held back for it: its bytes
+                        // stay a demand for room, the next waiter may take the claim.
+                        c.wanted = c.wanted.max(c.claimed);
+                        c.claimant = 0;
+                        c.claimant_rank = 0;
+                        c.claimed = 0;
+                    }
+                    c.wanted = c.wanted.max(len);
+                    let held = tenant.map_or(0, |t| t.held.load(Relaxed));
+                    let of = match c.app_share {
+                        Some(ratio) => format!("quota.app_memory_share {ratio} of {capacity}"),
+                        None => format!("a fair share: {capacity} / {tenants} apps"),
+                    };
+                    format!(
+                        "No Buffer For Regular Partition, requireSize: {len}: memory is past its high watermark {} and this app holds {held} bytes, more than its share {share} ({of}); apps under their share go first",
+                        c.high
+                    )
+                }
+                None => {
+                    match claim {
+                        Some((id, rank))
+                            if c.claimant == 0 || (!mine && rank < c.claimant_rank) =>
+                        {
+                            // Taken from a younger claimant: its bytes stay a demand for room
+                            // (it is still waiting, and retries as an ordinary waiter).
+                            if c.claimant != 0 {
+                                c.wanted = c.wanted.max(c.claimed);
+                            }
+                            c.claimant = id;
+                            c.claimant_rank = rank;
+                            c.claimed = len;
+                        }
+                        Some(_) if mine => c.claimed = len,
+                        _ => c.wanted = c.wanted.max(len),
+                    }
+                    format!(
+                        "No Buffer For Regular Partition, requireSize: {len}, capacity: {capacity}, reserved: {}, used: {}, held for an earlier request: {held_back}",
+                        c.reserved, c.used
+                    )
+                }
+            };
+            let spill = c.snapshot(capacity).spill_target() > 0;
             drop(c);
             if spill {
                 self.inner.over_high.notify_one();
@@ -224,9 +374,16 @@ impl MemoryBudget {
             c.claimed = 0;
         }
         c.reserved += len;
+        if let Some(t) = tenant {
+            c.on_tenant(t, |t| {
+                t.held.fetch_add(len, Relaxed);
+                t.waiting.store(false, Relaxed);
+            });
+        }
         Ok(Reservation {
             budget: self.clone(),
             bytes: len,
+            tenant: handle.cloned(),
         })
     }
 
@@ -242,6 +399,24 @@ impl MemoryBudget {
             id,
             rank: std::sync::atomic::AtomicU64::new(id),
         }
+    }
+
+    /// A new tenant (one per app) whose reservations this budget counts.
+    pub fn tenant(&self) -> Tenant {
+        Tenant {
+            inner: Arc::new(TenantInner {
+                budget: Arc::clone(&self.inner),
+                held: AtomicU64::new(0),
+                waiting: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The share of the capacity one app may hold while memory is past the high watermark
+    /// (`quota.app_memory_share`); `None`: a fair share, the capacity divided by the apps
+    /// holding or waiting for memory. `Some(1.0)` never refuses for a share.
+    pub fn set_app_share(&self, share: Option<f64>) {
+        self.inner.counters.lock().app_share = share;
     }
 
     /// Current counters.
@@ -307,14 +482,18 @@ impl MemoryBudget {
         self.inner.freed_for_claimant.notify_one();
     }
 
-    fn release_reserved(&self, bytes: u64) {
+    fn release_reserved(&self, bytes: u64, tenant: Option<&Tenant>) {
         if bytes > 0 {
-            self.inner.counters.lock().reserved -= bytes;
+            {
+                let mut c = self.inner.counters.lock();
+                c.reserved -= bytes;
+                Self::release_tenant(&mut c, tenant, bytes);
+            }
             self.released();
         }
     }
 
-    fn release_used(&self, bytes: u64, flushing: bool) {
+    fn release_used(&self, bytes: u64, flushing: bool, tenant: Option<&Tenant>) {
         if bytes > 0 {
             {
                 let mut c = self.inner.counters.lock();
@@ -322,8 +501,37 @@ impl MemoryBudget {
                 if flushing {
                     c.in_flush -= bytes;
                 }
+                Self::release_tenant(&mut c, tenant, bytes);
             }
             self.released();
+        }
+    }
+
+    fn release_tenant(c: &mut Counters, tenant: Option<&Tenant>, bytes: u64) {
+        if let Some(t) = tenant {
+            c.on_tenant(&t.inner, |t| {
+                t.held.fetch_sub(bytes, Relaxed);
+            });
+        }
+    }
+
+    /// Moves `bytes` held by `from` to `to` (a charge merged into another app's: only a
+    /// legacy client's reservation, which has no tenant, can meet a tenant's in one buffer).
+    fn move_held(&self, bytes: u64, from: Option<&Tenant>, to: Option<&Tenant>) {
+        let same = match (from, to) {
+            (Some(a), Some(b)) => Arc::ptr_eq(&a.inner, &b.inner),
+            (None, None) => true,
+            _ => false,
+        };
+        if bytes == 0 || same {
+            return;
+        }
+        let mut c = self.inner.counters.lock();
+        Self::release_tenant(&mut c, from, bytes);
+        if let Some(t) = to {
+            c.on_tenant(&t.inner, |t| {
+                t.held.fetch_add(bytes, Relaxed);
+            });
         }
     }
 }
@@ -403,6 +611,8 @@ impl Drop for Claim {
 pub struct Reservation {
     budget: MemoryBudget,
     bytes: u64,
+    /// The app the bytes count against (`None`: a legacy request without an app id).
+    tenant: Option<Tenant>,
 }
 
 impl Reservation {
@@ -440,20 +650,30 @@ impl Reservation {
         Ok(Charge {
             budget: self.budget.clone(),
             bytes: actual,
+            tenant: self.tenant.clone(),
         })
     }
 
     /// Gives back part of the reservation now (the Netty plane returns its frame bytes).
     pub fn release(&mut self, bytes: u64) {
         let bytes = bytes.min(self.bytes);
-        self.budget.release_reserved(bytes);
+        self.budget.release_reserved(bytes, self.tenant.as_ref());
         self.bytes -= bytes;
+    }
+}
+
+impl std::fmt::Debug for Reservation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reservation")
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.budget.release_reserved(self.bytes);
+        self.budget
+            .release_reserved(self.bytes, self.tenant.as_ref());
     }
 }
 
@@ -462,6 +682,7 @@ impl Drop for Reservation {
 pub struct Charge {
     budget: MemoryBudget,
     bytes: u64,
+    tenant: Option<Tenant>,
 }
 
 impl Charge {
@@ -470,6 +691,7 @@ impl Charge {
         Charge {
             budget: budget.clone(),
             bytes: 0,
+            tenant: None,
         }
     }
 
@@ -483,9 +705,15 @@ impl Charge {
         self.bytes == 0
     }
 
-    /// Takes over `other`'s bytes (both must be on the same budget).
+    /// Takes over `other`'s bytes (both must be on the same budget). They count against this
+    /// charge's app from now on.
     pub fn merge(&mut self, mut other: Charge) {
         debug_assert!(Arc::ptr_eq(&self.budget.inner, &other.budget.inner));
+        if self.bytes == 0 && self.tenant.is_none() {
+            self.tenant = other.tenant.clone();
+        }
+        self.budget
+            .move_held(other.bytes, other.tenant.as_ref(), self.tenant.as_ref());
         self.bytes += other.bytes;
         other.bytes = 0;
     }
@@ -496,6 +724,7 @@ impl Charge {
         Charge {
             budget: self.budget.clone(),
             bytes,
+            tenant: self.tenant.clone(),
         }
     }
 
@@ -507,13 +736,15 @@ impl Charge {
         FlushCharge {
             budget: self.budget.clone(),
             bytes,
+            tenant: self.tenant.take(),
         }
     }
 }
 
 impl Drop for Charge {
     fn drop(&mut self) {
-        self.budget.release_used(self.bytes, false);
+        self.budget
+            .release_used(self.bytes, false, self.tenant.as_ref());
     }
 }
 
@@ -523,6 +754,7 @@ impl Drop for Charge {
 pub struct FlushCharge {
     budget: MemoryBudget,
     bytes: u64,
+    tenant: Option<Tenant>,
 }
 
 impl FlushCharge {
@@ -539,7 +771,8 @@ impl FlushCharge {
 
 impl Drop for FlushCharge {
     fn drop(&mut self) {
-        self.budget.release_used(self.bytes, true);
+        self.budget
+            .release_used(self.bytes, true, self.tenant.as_ref());
     }
 }
 
@@ -658,5 +891,100 @@ mod tests {
         assert_eq!(b.snapshot().used, 300);
         drop(t);
         assert_eq!(b.snapshot().used, 0);
+    }
+
+    #[test]
+    fn past_the_high_watermark_an_app_over_its_share_is_refused_first() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let (heavy, small) = (b.tenant(), b.tenant());
+        let h1 = b.reserve_for(700, Some(&heavy), None).unwrap();
+        let _s1 = b.reserve_for(50, Some(&small), None).unwrap();
+        assert_eq!(b.snapshot().tenants, 2);
+        // 850 would pass the high mark, and 700 held is more than 1000 / 2.
+        let claim = b.claim();
+        let err = b.reserve_for(100, Some(&heavy), Some(&claim)).unwrap_err();
+        let Error::NoBuffer { reason } = err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            reason
+                .contains("holds 700 bytes, more than its share 500 (a fair share: 1000 / 2 apps)"),
+            "{reason}"
+        );
+        assert!(
+            !claim.is_held(),
+            "a request over its share never holds room back"
+        );
+        assert_eq!(b.snapshot().share_refused, 1);
+        assert_eq!(b.snapshot().wanted, 100, "still a demand for room");
+        // The small app takes the band above the high mark, up to the capacity.
+        let _s2 = b.reserve_for(100, Some(&small), None).unwrap();
+        let _s3 = b.reserve_for(100, Some(&small), None).unwrap();
+        assert_eq!(small.held(), 250);
+        assert!(b.reserve_for(100, Some(&small), None).is_err(), "full");
+        // Below the high mark the heavy app takes what is free.
+        drop(h1);
+        assert_eq!(heavy.held(), 0);
+        let _h2 = b.reserve_for(400, Some(&heavy), None).unwrap();
+        assert_eq!(b.snapshot().share_refused, 1);
+    }
+
+    #[test]
+    fn an_app_alone_or_holding_nothing_is_never_refused_for_its_share() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let (heavy, fresh) = (b.tenant(), b.tenant());
+        let _h = b.reserve_for(900, Some(&heavy), None).unwrap();
+        let _all = b
+            .reserve_for(100, Some(&heavy), None)
+            .expect("alone, an app may fill the budget");
+        // A refusal for room makes the fresh app present: now the heavy one has company.
+        assert!(b.reserve_for(10, Some(&fresh), None).is_err());
+        assert_eq!(b.snapshot().tenants, 2);
+        assert_eq!(b.snapshot().share_refused, 0, "refused for room, not share");
+        drop(fresh);
+        assert_eq!(
+            b.snapshot().tenants,
+            1,
+            "a dropped waiting tenant leaves the count"
+        );
+    }
+
+    #[test]
+    fn a_configured_share_replaces_the_fair_one() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let (heavy, small) = (b.tenant(), b.tenant());
+        let _s = b.reserve_for(10, Some(&small), None).unwrap();
+        let _h = b.reserve_for(700, Some(&heavy), None).unwrap();
+        b.set_app_share(Some(1.0));
+        let _h2 = b.reserve_for(200, Some(&heavy), None).unwrap();
+        b.set_app_share(Some(0.1));
+        let _s2 = b.reserve_for(50, Some(&small), None).unwrap();
+        let err = b.reserve_for(10, Some(&heavy), None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("quota.app_memory_share 0.1 of 1000"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn charges_count_against_their_app_until_durable() {
+        let b = MemoryBudget::new(1000, 0.8, 0.2);
+        let t = b.tenant();
+        let mut r = b.reserve_for(300, Some(&t), None).unwrap();
+        let mut c = r.commit(200).unwrap();
+        drop(r);
+        assert_eq!(t.held(), 200, "the unused reservation returned");
+        // A legacy client's charge (no app id) merged into the app's buffer counts for it.
+        let mut legacy = b.try_reserve(50).unwrap();
+        c.merge(legacy.commit(50).unwrap());
+        assert_eq!(t.held(), 250);
+        let f = c.take().start_flush();
+        drop(c);
+        assert_eq!(t.held(), 250, "in flush is still held");
+        drop(f);
+        assert_eq!(t.held(), 0);
+        assert_eq!(b.snapshot().tenants, 0);
+        assert_eq!(b.snapshot().used + b.snapshot().reserved, 0);
     }
 }

@@ -8,6 +8,6 @@ pub mod tickets;
 #[cfg(test)]
 mod progress_tests;
 
-pub use budget::{Charge, Claim, FlushCharge, MemoryBudget, MemorySnapshot, Reservation};
+pub use budget::{Charge, Claim, FlushCharge, MemoryBudget, MemorySnapshot, Reservation, Tenant};
 pub use read_budget::{ReadBudget, ReadPermit, ReadUse};
 pub use tickets::Tickets;

@@ -138,6 +138,7 @@ pub(super) async fn build(config: &Config, bound: &Bound) -> Result<Parts> {
         hybrid.memory_spill_high_watermark,
         hybrid.memory_spill_low_watermark,
     );
+    budget.set_app_share(config.quota.app_memory_share.ratio());
     let local = if config.store_type.uses_localfile() {
         let local = LocalFileTier::new(LocalFileOptions {
             data_paths: lf.data_paths.clone(),

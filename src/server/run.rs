@@ -261,6 +261,7 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
         if let Some(coordinator) = &coordinator {
             coordinator.follow_reloads(&runtime);
         }
+        let shares = budget.clone();
         let budget = budget.clone();
         runtime.listen(
             &[
@@ -277,6 +278,7 @@ pub(super) fn run(config: Config, bound: Bound, parts: Parts) -> Result<Running>
             &QUOTA_KEYS,
             Box::new(move |c| {
                 quotas.set_limits(QuotaLimits::from_config(&c.quota));
+                shares.set_app_share(c.quota.app_memory_share.ratio());
                 Ok(())
             }),
         );

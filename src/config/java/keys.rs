@@ -1247,6 +1247,14 @@ pub static KEYS: &[JavaKey] = &[
         "no limit",
     ),
     mapped(
+        "rss.server.quota.app.memory.ratio",
+        Spillway,
+        "(none)",
+        &["quota.app_memory_share"],
+        "\"fair\" or a ratio in (0, 1] of the write memory, past its high watermark",
+        "fair",
+    ),
+    mapped(
         "rss.server.quota.app.remote.size",
         Spillway,
         "(none)",

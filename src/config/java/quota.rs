@@ -2,6 +2,7 @@
 //! has no such quota).
 
 use super::mapper::Mapper;
+use crate::config::quota::MemoryShare;
 use crate::config::{ByteSize, ConfigError};
 
 /// Java's `Long.MAX_VALUE`, which a size key takes for "no limit".
@@ -45,6 +46,18 @@ impl Mapper {
             Self::positive_size,
             "quota.user_remote_bytes",
             |c, v| c.quota.user_remote_bytes = limit(v),
+        )?;
+        self.map(
+            "rss.server.quota.app.memory.ratio",
+            |m, key| {
+                let Some((e, v)) = m.text(key)? else {
+                    return Ok(None);
+                };
+                let share = v.parse::<MemoryShare>().map_err(|why| e.error(why))?;
+                Ok(Some((e, share)))
+            },
+            "quota.app_memory_share",
+            |c, v| c.quota.app_memory_share = v,
         )
     }
 }
