@@ -267,7 +267,7 @@ async fn conf_update(running: &spillway::server::Running, key: &str, value: &str
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn past_the_high_watermark_an_app_over_its_memory_share_waits_and_a_small_one_goes_first() {
+async fn past_the_high_watermark_an_app_over_its_memory_share_waits_while_a_small_one_goes_first() {
     let mut s = start(1, |c| {
         c.memory_store.capacity = ByteSize(1000 << 10);
         c.hybrid_store.memory_spill_high_watermark = 0.8;
@@ -283,10 +283,11 @@ async fn past_the_high_watermark_an_app_over_its_memory_share_waits_and_a_small_
     // Tickets that are not used hold their bytes (for 20 s), so nothing spills them away.
     let (status, msg, _) = require(client, "app_heavy", 700 << 10).await;
     assert_eq!(status, StatusCode::Success, "{msg}");
-    let (status, msg, _) = require(client, "app_small", 50 << 10).await;
-    assert_eq!(status, StatusCode::Success, "{msg}");
+    // Refused for room: the small app waits, so memory is contended.
+    let (status, msg, _) = require(client, "app_small", 400 << 10).await;
+    assert_eq!(status, StatusCode::NoBuffer, "{msg}");
 
-    // 950 KiB would pass the 800 KiB high mark, and the heavy app holds more than 1000 / 2.
+    // 900 KiB would pass the 800 KiB high mark, and the heavy app holds more than 1000 / 2.
     let (status, msg, _) = require(client, "app_heavy", 200 << 10).await;
     assert_eq!(status, StatusCode::NoBuffer, "{msg}");
     for part in [
@@ -304,13 +305,16 @@ async fn past_the_high_watermark_an_app_over_its_memory_share_waits_and_a_small_
         1.0
     );
 
-    // A share of 1 turns it off, from the next request.
+    // The small app waits again (refused for room); a share of 1 turns the share off, from
+    // the next request.
+    let (status, msg, _) = require(&mut s.client, "app_small", 200 << 10).await;
+    assert_eq!(status, StatusCode::NoBuffer, "{msg}");
     conf_update(&s.running, "rss.server.quota.app.memory.ratio", "1").await;
     let (status, msg, _) = require(&mut s.client, "app_heavy", 40 << 10).await;
     assert_eq!(status, StatusCode::Success, "{msg}");
     // And a share below the fair one holds an app to it.
     conf_update(&s.running, "rss.server.quota.app.memory.ratio", "0.1").await;
-    let (status, msg, _) = require(&mut s.client, "app_small", 10 << 10).await;
+    let (status, msg, _) = require(&mut s.client, "app_heavy", 10 << 10).await;
     assert_eq!(status, StatusCode::NoBuffer, "{msg}");
     assert!(msg.contains("quota.app_memory_share 0.1"), "{msg}");
 }

@@ -14,6 +14,8 @@
 //!              getShuffleResult p50, p99, p999, server CPU and its own p99s
 //!  backpressure  500 and 2,000 apps over a 64 MiB store → per-app requireBuffer waits,
 //!              fairness (Jain's index), no app starved
+//!  tenants     50 and 200 small apps alone, beside one heavy writer without a memory share,
+//!              and with the fair share → their p99 requireBuffer wait, MB/s, Jain's index
 //!  records     map tasks × partitions, each task one block id and one record count per
 //!              partition → heap B per kept count (with counts minus without)
 //! ```
@@ -50,6 +52,7 @@ use spillway::proto::{self, StatusCode};
 mod app_writer;
 mod apps;
 mod fairness;
+mod tenants;
 
 /// Which curve(s) to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -69,6 +72,9 @@ pub enum Which {
     Backpressure,
     /// Heap per kept record count (post-0.10 `partitionStats`), per partition and task.
     Records,
+    /// Many small apps beside one heavy writer: their waits, throughput and fairness alone,
+    /// beside it without a memory share, and beside it with the fair share.
+    Tenants,
     /// All of them, in this order.
     All,
 }
@@ -94,6 +100,10 @@ pub struct CurveOptions {
     /// Parent of the servers' data dirs (default: the temp dir); each point gets a fresh one.
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// `quota.app_memory_share` of every server started (default: the server's, a fair
+    /// share; `1` turns it off), to compare a curve with and without it side by side.
+    #[arg(long)]
+    pub app_memory_share: Option<f64>,
     /// Test only: the curves that read block ids back leave one report out but still expect
     /// its ids, so their checks must fail the run (the smoke test's proof that they can).
     #[arg(long, hide = true)]
@@ -233,6 +243,7 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::LatencyApps,
             Which::Backpressure,
             Which::Records,
+            Which::Tenants,
         ],
         one => vec![one],
     };
@@ -246,6 +257,7 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
             Which::LatencyApps => apps::latency_apps(opts).await?,
             Which::Backpressure => vec![fairness::backpressure(opts).await?],
             Which::Records => vec![records(opts).await?],
+            Which::Tenants => vec![tenants::tenants(opts).await?],
             _ => latency(opts).await?,
         };
         for c in curves {
@@ -262,7 +274,12 @@ pub async fn run(opts: &CurveOptions) -> anyhow::Result<Vec<Curve>> {
 }
 
 /// The options `Spillway::start` takes, for a server with `capacity` in `dir`.
-fn server_options(opts: &CurveOptions, capacity: &str, dir: &Path) -> anyhow::Result<Options> {
+fn server_options(
+    opts: &CurveOptions,
+    capacity: &str,
+    dir: &Path,
+    memory_share: Option<f64>,
+) -> anyhow::Result<Options> {
     #[derive(Parser)]
     struct Wrap {
         #[command(flatten)]
@@ -283,6 +300,10 @@ fn server_options(opts: &CurveOptions, capacity: &str, dir: &Path) -> anyhow::Re
         args.push("--server-bin".into());
         args.push(b.into());
     }
+    if let Some(share) = memory_share {
+        args.push("--app-memory-share".into());
+        args.push(share.to_string().into());
+    }
     Ok(Wrap::try_parse_from(args)?.o)
 }
 
@@ -297,11 +318,21 @@ struct Point {
 
 impl Point {
     async fn start(opts: &CurveOptions, tag: &str, capacity: &str) -> anyhow::Result<Point> {
+        Self::start_sharing(opts, tag, capacity, opts.app_memory_share).await
+    }
+
+    /// [`Point::start`] with `quota.app_memory_share` set (`None`: the server's default).
+    async fn start_sharing(
+        opts: &CurveOptions,
+        tag: &str,
+        capacity: &str,
+        memory_share: Option<f64>,
+    ) -> anyhow::Result<Point> {
         let parent = opts.data_dir.clone().unwrap_or_else(std::env::temp_dir);
         let dir = parent.join(format!("spillway-curves-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let server = Spillway::start(&server_options(opts, capacity, &dir)?).await?;
+        let server = Spillway::start(&server_options(opts, capacity, &dir, memory_share)?).await?;
         let channel = client::channel(server.target.grpc).await?;
         Ok(Point {
             grpc: grpc_client(channel.clone()),

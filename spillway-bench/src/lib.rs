@@ -111,6 +111,10 @@ pub struct Options {
     /// Skip the transport and storage ceilings.
     #[arg(long)]
     pub no_ceilings: bool,
+    /// `quota.app_memory_share` of a spawned server (default: its own, a fair share); `1`
+    /// turns the memory share off.
+    #[arg(long)]
+    pub app_memory_share: Option<f64>,
 }
 
 impl Options {

@@ -94,9 +94,12 @@ impl Spillway {
              [localfile_store]\ndata_paths = [{data:?}]\nsync_on_write = {sync}\n\
              [metrics]\nhttp_port = {http}\n\
              [audit]\nrpc_log_path = {audit_log:?}\n\
-             [coordinator]\nenabled = false\n",
+             [coordinator]\nenabled = false\n{quota}",
             cap = opts.capacity.0,
             sync = opts.sync,
+            quota = opts.app_memory_share.map_or(String::new(), |s| format!(
+                "[quota]\napp_memory_share = {s:?}\n"
+            )),
         );
         let config_path = data_dir.join("spillway-bench.toml");
         std::fs::write(&config_path, config)?;

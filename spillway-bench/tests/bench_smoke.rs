@@ -213,6 +213,7 @@ fn curves_run_at_tiny_sizes_and_write_their_files() {
         "#### requireBuffer, sendShuffleData, reportShuffleResult, getShuffleResult against concurrent apps",
         "#### The server against concurrent apps",
         "#### Back-pressure: apps x",
+        "#### Small apps (8 sends of 4 x 32 KiB each) beside one heavy app",
     ] {
         assert!(text.contains(heading), "{heading:?} missing:\n{text}");
     }
@@ -225,6 +226,7 @@ fn curves_run_at_tiny_sizes_and_write_their_files() {
         ("latency-apps", 2),
         ("latency-apps-server", 2),
         ("backpressure-apps", 1),
+        ("tenants", 1),
     ] {
         let body = std::fs::read_to_string(out.path().join(format!("{csv}.csv"))).unwrap();
         assert!(body.lines().count() > points, "{csv}.csv:\n{body}");
@@ -254,7 +256,7 @@ fn svg_suffix(csv: &str) -> &'static str {
 /// one app leaves a report out but still expects its ids.
 #[test]
 fn curves_fail_when_get_shuffle_result_misses_reported_ids() {
-    for curve in ["latency-apps", "backpressure"] {
+    for curve in ["latency-apps", "backpressure", "tenants"] {
         let out = tempfile::TempDir::new().unwrap();
         let (ok, code, text) = bench(
             &["curves", curve],

@@ -41,11 +41,11 @@ pub struct QuotaConfig {
     /// (`rss.server.quota.user.remote.size`)
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_remote_bytes: Option<ByteSize>,
-    /// What one app may hold of the write memory while memory is past its high watermark:
-    /// `"fair"` (the capacity divided by the apps holding or waiting for memory), or a share
-    /// in (0, 1]; `1` never refuses for a share. Past the high watermark an app over it gets
-    /// `NO_BUFFER` (retried by the client) while apps under it take the rest, so one heavy
-    /// writer does not make small apps wait behind its spills. Below the high watermark any
+    /// What one app may hold of the write memory while memory is past its high watermark and
+    /// another app waits for it: `"fair"` (the capacity divided by the apps holding or waiting
+    /// for memory, never below an eighth of it), or a share in (0, 1]; `1` never refuses for a
+    /// share. An app over it then gets `NO_BUFFER` (retried by the client) while apps under it
+    /// take the rest, so one heavy writer does not make small apps wait behind its spills. Below the high watermark any
     /// app takes what is free, and an app alone may fill the memory. Default: `"fair"`.
     /// (`rss.server.quota.app.memory.ratio`)
     pub app_memory_share: MemoryShare,

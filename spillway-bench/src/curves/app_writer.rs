@@ -109,6 +109,9 @@ pub(super) struct Grant {
     /// From the start of the first refused call until the grant arrived (zero when the first
     /// call was granted): the time the app could not write.
     pub waited: Duration,
+    /// From the start of the first call until the grant arrived: `waited` plus what the
+    /// server held the calls (it may wait for room before it answers).
+    pub took: Duration,
 }
 
 /// One app's client (a clone of a shared channel).
@@ -148,6 +151,7 @@ impl AppWriter {
     ) -> anyhow::Result<Grant> {
         let mut grant = Grant::default();
         let mut first_refused: Option<Instant> = None;
+        let first_call = Instant::now();
         let mut sleep = backoff;
         loop {
             let start = Instant::now();
@@ -169,6 +173,7 @@ impl AppWriter {
                 Ok(StatusCode::Success) => {
                     grant.ticket = r.require_buffer_id;
                     grant.waited = first_refused.map_or(Duration::ZERO, |t| t.elapsed());
+                    grant.took = first_call.elapsed();
                     return Ok(grant);
                 }
                 Ok(StatusCode::NoBuffer | StatusCode::NoBufferForHugePartition) => {

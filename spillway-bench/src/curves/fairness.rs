@@ -30,28 +30,30 @@ use spillway::ids::BlockIdLayout;
 use spillway::proto;
 
 /// Partitions of each app's shuffle; every send writes one block into each.
-const PARTITIONS: usize = 4;
+pub(super) const PARTITIONS: usize = 4;
 /// Bytes of a block.
-const BLOCK: usize = 32 << 10;
+pub(super) const BLOCK: usize = 32 << 10;
 /// Sends per app: 1 MiB per app.
-const SENDS: usize = 8;
+pub(super) const SENDS: usize = 8;
 /// The server's memory capacity.
 const CAPACITY_MIB: u64 = 64;
 /// Longest an app may be refused in one send before the run fails (the server's own bound is
 /// one ticket lifetime, 20 s, and two spill passes: docs/backpressure.md).
-const STARVE: Duration = Duration::from_secs(30);
+pub(super) const STARVE: Duration = Duration::from_secs(30);
 /// gRPC connections the apps share.
 const CHANNELS: usize = 64;
 /// The client's back-off after a `NO_BUFFER`, doubled per refusal up to 32 times this.
-const BACKOFF: Duration = Duration::from_millis(10);
+pub(super) const BACKOFF: Duration = Duration::from_millis(10);
 
 /// One app's run.
-struct AppRun {
+pub(super) struct AppRun {
     /// Per send: from its first refusal until the grant.
-    waits: Vec<Duration>,
-    refusals: u32,
+    pub(super) waits: Vec<Duration>,
+    /// Per send: from its first requireBuffer call until the grant.
+    pub(super) took: Vec<Duration>,
+    pub(super) refusals: u32,
     /// From the common start until its last send was answered.
-    done: Duration,
+    pub(super) done: Duration,
 }
 
 fn block_id(seq: usize, partition: i32, app: usize) -> i64 {
@@ -59,7 +61,7 @@ fn block_id(seq: usize, partition: i32, app: usize) -> i64 {
 }
 
 /// One app: its sends, its report, its reads (checked).
-async fn app_task(
+pub(super) async fn app_task(
     mut w: AppWriter,
     index: usize,
     fault: bool,
@@ -71,12 +73,14 @@ async fn app_task(
     let size = (PARTITIONS * (BLOCK + 32)) as i32;
     let mut run = AppRun {
         waits: Vec::with_capacity(SENDS),
+        took: Vec::with_capacity(SENDS),
         refusals: 0,
         done: Duration::ZERO,
     };
     for seq in 0..SENDS {
         let grant = w.require(size, &partitions, BACKOFF, STARVE, rpcs).await?;
         run.waits.push(grant.waited);
+        run.took.push(grant.took);
         run.refusals += grant.refusals;
         let blocks = partitions
             .iter()
@@ -118,7 +122,7 @@ async fn app_task(
 }
 
 /// The `q` quantile of sorted `v`.
-fn quantile(v: &[f64], q: f64) -> f64 {
+pub(super) fn quantile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -126,7 +130,7 @@ fn quantile(v: &[f64], q: f64) -> f64 {
 }
 
 /// Jain's fairness index of `x`: (Σx)² / (n Σx²).
-fn jain(x: &[f64]) -> f64 {
+pub(super) fn jain(x: &[f64]) -> f64 {
     let (sum, squares) = x.iter().fold((0.0, 0.0), |(s, q), v| (s + v, q + v * v));
     if squares == 0.0 {
         return 1.0;

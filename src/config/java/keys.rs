@@ -1251,7 +1251,7 @@ pub static KEYS: &[JavaKey] = &[
         Spillway,
         "(none)",
         &["quota.app_memory_share"],
-        "\"fair\" or a ratio in (0, 1] of the write memory, past its high watermark",
+        "\"fair\" or a ratio in (0, 1] of the write memory, past its high watermark while another app waits",
         "fair",
     ),
     mapped(
