@@ -121,6 +121,37 @@ pub(super) async fn app_task(
     Ok(run)
 }
 
+/// Waits for every app task: the runs that completed, and the first error of those that did
+/// not (every task is awaited, so none outlives the point's server).
+pub(super) async fn join_apps(
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<AppRun>>>,
+) -> (Vec<AppRun>, Option<anyhow::Error>) {
+    let mut runs = Vec::with_capacity(tasks.len());
+    let mut failed = None;
+    for t in tasks {
+        match t.await.map_err(anyhow::Error::from).and_then(|r| r) {
+            Ok(r) => runs.push(r),
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
+        }
+    }
+    (runs, failed)
+}
+
+/// Each app's MB/s (its bytes over the time from the common start to its last send's
+/// answer), sorted, and Jain's index over them.
+pub(super) fn throughputs(runs: &[AppRun]) -> (Vec<f64>, f64) {
+    let app_bytes = (PARTITIONS * BLOCK * SENDS) as f64;
+    let mut throughput: Vec<f64> = runs
+        .iter()
+        .map(|r| app_bytes / r.done.as_secs_f64().max(1e-6) / 1e6)
+        .collect();
+    let fairness = jain(&throughput);
+    throughput.sort_by(f64::total_cmp);
+    (throughput, fairness)
+}
+
 /// The `q` quantile of sorted `v`.
 pub(super) fn quantile(v: &[f64], q: f64) -> f64 {
     if v.is_empty() {
@@ -170,16 +201,7 @@ async fn point(opts: &CurveOptions, tag: &str, n: usize) -> anyhow::Result<Vec<f
     let load0 = super::loadavg();
     barrier.wait().await;
     let started = Instant::now();
-    let mut runs = Vec::with_capacity(n);
-    let mut failed = None;
-    for t in tasks {
-        match t.await.map_err(anyhow::Error::from).and_then(|r| r) {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                failed.get_or_insert(e);
-            }
-        }
-    }
+    let (runs, failed) = join_apps(tasks).await;
     let elapsed = started.elapsed().as_secs_f64();
     let metrics = point.metrics().await.unwrap_or_default();
     let spilled_files = super::metric(&metrics, "total_flush_file_num", None).unwrap_or(0.0);
@@ -210,12 +232,7 @@ async fn point(opts: &CurveOptions, tag: &str, n: usize) -> anyhow::Result<Vec<f
         .map(|r| r.waits.iter().map(Duration::as_secs_f64).sum())
         .collect();
     totals.sort_by(f64::total_cmp);
-    let mut throughput: Vec<f64> = runs
-        .iter()
-        .map(|r| app_bytes / r.done.as_secs_f64().max(1e-6) / 1e6)
-        .collect();
-    let fairness = jain(&throughput);
-    throughput.sort_by(f64::total_cmp);
+    let (throughput, fairness) = throughputs(&runs);
     let refusals: u64 = runs.iter().map(|r| u64::from(r.refusals)).sum();
     let sends = (n * SENDS) as f64;
     eprintln!(

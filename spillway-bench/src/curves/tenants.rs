@@ -26,7 +26,7 @@ use hdrhistogram::Histogram;
 
 use super::app_writer::{AppWriter, Rpcs};
 use super::fairness::{
-    app_task, jain, quantile, AppRun, BACKOFF, BLOCK, PARTITIONS, SENDS, STARVE,
+    app_task, join_apps, quantile, throughputs, BACKOFF, BLOCK, PARTITIONS, SENDS, STARVE,
 };
 use super::{register, sizes, Curve, CurveOptions, Point};
 use spillway::ids::BlockIdLayout;
@@ -176,16 +176,7 @@ async fn scenario(opts: &CurveOptions, n: usize, s: Scenario) -> anyhow::Result<
             app_task(w, i, fault, payload, start, &mut rpcs).await
         }));
     }
-    let mut runs: Vec<AppRun> = Vec::with_capacity(n);
-    let mut failed = None;
-    for t in tasks {
-        match t.await.map_err(anyhow::Error::from).and_then(|r| r) {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                failed.get_or_insert(e);
-            }
-        }
-    }
+    let (runs, mut failed) = join_apps(tasks).await;
     let elapsed = start.elapsed().as_secs_f64();
     let heavy_bytes = sent.load(Ordering::Relaxed) - heavy_before;
     stop.store(true, Ordering::Relaxed);
@@ -218,13 +209,7 @@ async fn scenario(opts: &CurveOptions, n: usize, s: Scenario) -> anyhow::Result<
             waits.saturating_record(w.as_micros().max(1) as u64);
         }
     }
-    let app_bytes = (PARTITIONS * BLOCK * SENDS) as f64;
-    let mut throughput: Vec<f64> = runs
-        .iter()
-        .map(|r| app_bytes / r.done.as_secs_f64().max(1e-6) / 1e6)
-        .collect();
-    let fairness = jain(&throughput);
-    throughput.sort_by(f64::total_cmp);
+    let (throughput, fairness) = throughputs(&runs);
     eprintln!(
         "spillway-bench: tenants {n} small apps, {}: {elapsed:.1} s, heavy {:.0} MiB, {share_refused} share refusals",
         s.tag(),
