@@ -131,19 +131,17 @@ impl Server {
                 String::new()
             }
         };
-        let port = free_port();
+        let [port, netty, http] = free_ports();
         let data = dir.path().join("d1");
         let config = dir.path().join("config.toml");
         std::fs::write(
             &config,
             format!(
-                "store_type = \"{store_type}\"\ngrpc_port = {port}\nnetty_port = {}\n\
+                "store_type = \"{store_type}\"\ngrpc_port = {port}\nnetty_port = {netty}\n\
                  bind_ip = \"127.0.0.1\"\n[memory_store]\ncapacity = \"64M\"\n\
-                 [localfile_store]\ndata_paths = [{data:?}]\n[metrics]\nhttp_port = {}\n\
+                 [localfile_store]\ndata_paths = [{data:?}]\n[metrics]\nhttp_port = {http}\n\
                  [hdfs_store]\nwrite_timeout = \"30s\"\nfailure_cooldown = \"1s\"\n\
                  cold_storage_threshold_size = \"1K\"\n{kerberos}",
-                free_port(),
-                free_port()
             ),
         )
         .unwrap();

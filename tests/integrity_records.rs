@@ -109,8 +109,9 @@ async fn record_counts_are_kept_answered_per_partition_and_survive_a_restart() {
     let mut config = test_config(&disks);
     // The journal belongs to a server id, which the ports make: fixed, so the restarted
     // server is the same server.
-    config.grpc_port = free_port();
-    config.netty_port = i32::from(free_port());
+    let [grpc, netty] = common::free_ports();
+    config.grpc_port = grpc;
+    config.netty_port = i32::from(netty);
     let running = server::start(config.clone()).await.expect("server starts");
     let mut c = connect(running.grpc_addr).await;
     register(&mut c, APP, 0, 0..4, false).await;
@@ -233,7 +234,7 @@ async fn connect_when_up(port: u16) -> Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_counts_survive_a_takeover() {
     let dir = tempfile::TempDir::new().unwrap();
-    let (grpc, netty) = (free_port(), free_port());
+    let [grpc, netty] = common::free_ports();
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{connect, free_port, register};
+use common::{connect, register};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use spillway::config::CoordinatorConfig;
@@ -80,7 +80,7 @@ async fn the_binary_runs_in_the_operators_pod_unchanged() {
     let dir = tempfile::TempDir::new().unwrap();
     let conf_dir = dir.path().join("conf");
     std::fs::create_dir(&conf_dir).unwrap();
-    let (rpc, http, netty) = (free_port(), free_port(), free_port());
+    let [rpc, http, netty] = common::free_ports();
     let quorum = coord_addr.to_string();
     let data = dir.path().join("rssdata");
     // The ConfigMap's server.conf after the operator's UpdateProperties: the user's keys and the
@@ -201,7 +201,7 @@ async fn the_binary_runs_the_operators_coordinator_pod() {
     std::fs::create_dir(&conf_dir).unwrap();
     let exclude = dir.path().join("exclude_nodes");
     std::fs::write(&exclude, "").unwrap();
-    let (rpc, http) = (free_port(), free_port());
+    let [rpc, http] = common::free_ports();
     std::fs::write(
         conf_dir.join("coordinator.conf"),
         format!(

@@ -221,8 +221,9 @@ async fn a_restarted_server_counts_the_files_it_finds_against_their_apps() {
     let disks: Vec<tempfile::TempDir> = (0..1).map(|_| tempfile::TempDir::new().unwrap()).collect();
     let mut config = common::test_config(&disks);
     // The journal belongs to a server id, which the ports make: fixed for the restart.
-    config.grpc_port = common::free_port();
-    config.netty_port = i32::from(common::free_port());
+    let [grpc, netty] = common::free_ports();
+    config.grpc_port = grpc;
+    config.netty_port = i32::from(netty);
     config.quota.app_local_disk_bytes = Some(ByteSize(200 << 10));
     let running = spillway::server::start(config.clone())
         .await

@@ -686,6 +686,16 @@ pub fn unique(name: &str) -> String {
     format!("{name}-{nanos}")
 }
 
+/// `N` distinct free ports: every listener is held until all are bound, so the kernel cannot
+/// hand out the same port twice (two `free_port()` calls can, and a server given one port
+/// for two listeners refuses to start: seen once in CI, `tests/operator.rs`).
+pub fn free_ports<const N: usize>() -> [u16; N] {
+    let listeners: Vec<std::net::TcpListener> = (0..N)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    std::array::from_fn(|i| listeners[i].local_addr().unwrap().port())
+}
+
 /// A loopback port free right now, for a server started as a separate process.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
