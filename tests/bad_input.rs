@@ -10,25 +10,6 @@ use spillway::config::ByteSize;
 use spillway::proto;
 use spillway::proto::StatusCode;
 
-async fn require(
-    client: &mut Client,
-    app: &str,
-    partitions: Vec<i32>,
-    size: i32,
-) -> proto::RequireBufferResponse {
-    client
-        .require_buffer(proto::RequireBufferRequest {
-            require_size: size,
-            app_id: app.into(),
-            shuffle_id: 0,
-            partition_ids: partitions,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-}
-
 async fn send_raw(
     client: &mut Client,
     app: &str,
@@ -59,7 +40,7 @@ async fn send_raw(
 async fn unknown_app_shuffle_and_ticket() {
     let mut s = start(1, |_| {}).await;
     let c = &mut s.client;
-    let r = require(c, "nobody", vec![0], 100).await;
+    let r = require_for(c, "nobody", vec![0], 100).await;
     assert_eq!(status_of(r.status), StatusCode::NoRegister);
     assert_eq!(
         r.require_buffer_id, 0,
@@ -91,7 +72,7 @@ async fn unknown_app_shuffle_and_ticket() {
 
     register(c, "app", 0, 0..2, false).await;
     // Unknown shuffle.
-    let t = require(c, "app", vec![], 100).await;
+    let t = require_for(c, "app", vec![], 100).await;
     assert_eq!(status_of(t.status), StatusCode::Success);
     let r = send_raw(
         c,
@@ -112,7 +93,7 @@ async fn unknown_app_shuffle_and_ticket() {
     )
     .await;
     assert_eq!(status_of(r.status), StatusCode::InternalError);
-    let t = require(c, "app", vec![0], 42).await;
+    let t = require_for(c, "app", vec![0], 42).await;
     let r = send_raw(
         c,
         "app",
@@ -185,9 +166,9 @@ async fn malformed_sends_are_refused_and_accepted_data_survives() {
     send(c, "app", 0, vec![(0, vec![good.clone()])]).await;
 
     // Partition outside the registered ranges.
-    let r = require(c, "app", vec![5], 200).await;
+    let r = require_for(c, "app", vec![5], 200).await;
     assert_eq!(status_of(r.status), StatusCode::NoRegister, "{}", r.ret_msg);
-    let t = require(c, "app", vec![], 1000).await;
+    let t = require_for(c, "app", vec![], 1000).await;
     let r = send_raw(
         c,
         "app",
@@ -199,7 +180,7 @@ async fn malformed_sends_are_refused_and_accepted_data_survives() {
     assert_eq!(status_of(r.status), StatusCode::NoRegister);
 
     // Empty request: the ticket is not consumed (Java).
-    let t = require(c, "app", vec![0], 142).await;
+    let t = require_for(c, "app", vec![0], 142).await;
     let r = send_raw(c, "app", 0, t.require_buffer_id, vec![]).await;
     assert_eq!(status_of(r.status), StatusCode::InternalError);
     assert!(r.ret_msg.contains("No data"));
@@ -214,7 +195,7 @@ async fn malformed_sends_are_refused_and_accepted_data_survives() {
     assert_eq!(status_of(r.status), StatusCode::Success, "{}", r.ret_msg);
 
     // Blocks larger than the ticket.
-    let t = require(c, "app", vec![0], 50).await;
+    let t = require_for(c, "app", vec![0], 50).await;
     let r = send_raw(
         c,
         "app",
@@ -233,12 +214,12 @@ async fn malformed_sends_are_refused_and_accepted_data_survives() {
     // Length field that does not match the data.
     let mut lying = make_block(2, 0, 1, 100);
     lying.length = 1000;
-    let t = require(c, "app", vec![0], 2000).await;
+    let t = require_for(c, "app", vec![0], 2000).await;
     let r = send_raw(c, "app", 0, t.require_buffer_id, vec![(0, vec![lying])]).await;
     assert_eq!(status_of(r.status), StatusCode::InvalidRequest);
 
     // Negative sizes.
-    let r = require(c, "app", vec![0], -5).await;
+    let r = require_for(c, "app", vec![0], -5).await;
     assert_eq!(status_of(r.status), StatusCode::InvalidRequest);
 
     // Everything refused left no trace in memory accounting: only the two good blocks.
@@ -387,7 +368,7 @@ async fn expired_tickets_answer_internal_error_and_free_memory() {
     })
     .await;
     register(&mut s.client, "app", 0, 0..1, false).await;
-    let t = require(&mut s.client, "app", vec![0], 1000).await;
+    let t = require_for(&mut s.client, "app", vec![0], 1000).await;
     let budget = s.running.registry().store().memory().budget().clone();
     eventually("ticket swept", || budget.snapshot().reserved == 0).await;
     let r = send_raw(
@@ -411,7 +392,7 @@ async fn huge_partition_hard_limit() {
     let c = &mut s.client;
     register(c, "app", 0, 0..1, false).await;
     send(c, "app", 0, vec![(0, vec![make_block(0, 0, 0, 900)])]).await;
-    let t = require(c, "app", vec![0], 500).await;
+    let t = require_for(c, "app", vec![0], 500).await;
     let r = send_raw(
         c,
         "app",

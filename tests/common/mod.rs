@@ -135,12 +135,22 @@ pub async fn require_once(
     app: &str,
     size: i32,
 ) -> proto::RequireBufferResponse {
+    require_for(client, app, vec![0], size).await
+}
+
+/// One `requireBuffer` of `size` bytes for `partitions` of shuffle 0, answered as it is.
+pub async fn require_for(
+    client: &mut Client,
+    app: &str,
+    partitions: Vec<i32>,
+    size: i32,
+) -> proto::RequireBufferResponse {
     client
         .require_buffer(proto::RequireBufferRequest {
             require_size: size,
             app_id: app.into(),
             shuffle_id: 0,
-            partition_ids: vec![0],
+            partition_ids: partitions,
             ..Default::default()
         })
         .await
